@@ -1,0 +1,3 @@
+from hami_dra_webhook.cli.main import main
+
+raise SystemExit(main())

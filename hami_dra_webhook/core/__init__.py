@@ -1,0 +1,1 @@
+"""The pure translation core: no I/O, no server framework, no Kubernetes client."""

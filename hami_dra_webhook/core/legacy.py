@@ -1,0 +1,179 @@
+"""Reading a container's legacy HAMi request and resolving it with legacy HAMi v2.10's rules."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from hami_dra_webhook.core.policy import Policy
+from hami_dra_webhook.core.quantity import QuantityError, parse_plain_integer
+from hami_dra_webhook.core.types import ContainerRef, Refused
+
+MAX_CLAIM_DEVICES = 32
+
+
+@dataclass(frozen=True, slots=True)
+class LegacyRequest:
+    """The five legacy values of one container, validated; None where a key is absent."""
+
+    count: int | None
+    memory: int | None
+    percentage: int | None
+    cores: int | None
+    priority: int | None
+    # Which keys sit in limits and which in requests: all of them leave the pod.
+    in_limits: tuple[str, ...]
+    in_requests: tuple[str, ...]
+    # The values as written, for the template's record of where it came from.
+    written: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class GpuShare:
+    """What one container gets under DRA: `count` devices, each with this memory and these cores."""
+
+    count: int
+    memory_mib: int | None  # None: the whole device's memory
+    percentage: int | None  # memory as a percentage of each device's total (0 < p < 100)
+    cores: int
+
+
+def resource_maps(container: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The container's limits and requests, tolerating absent or malformed parts."""
+    resources = container.get("resources") if isinstance(container, dict) else None
+    if not isinstance(resources, dict):
+        return {}, {}
+    limits = resources.get("limits")
+    requests = resources.get("requests")
+    return (
+        limits if isinstance(limits, dict) else {},
+        requests if isinstance(requests, dict) else {},
+    )
+
+
+def has_legacy_keys(container: Any, names: tuple[str, ...]) -> bool:
+    limits, requests = resource_maps(container)
+    return any(name in limits or name in requests for name in names)
+
+
+def read_request(container: dict[str, Any], ref: ContainerRef, policy: Policy) -> LegacyRequest:
+    """Validate the legacy values as kube-apiserver would have, had they stayed on the pod."""
+    limits, requests = resource_maps(container)
+    names = policy.legacy_resource_names
+    values: list[int | None] = []
+    written: dict[str, str] = {}
+    for name in names:
+        value = _one_value(name, limits, requests, ref, memory=name == names[1])
+        values.append(value)
+        if value is not None:
+            written[name] = str(limits.get(name, requests.get(name)))
+    return LegacyRequest(
+        count=values[0],
+        memory=values[1],
+        percentage=values[2],
+        cores=values[3],
+        priority=values[4],
+        in_limits=tuple(n for n in names if n in limits),
+        in_requests=tuple(n for n in names if n in requests),
+        written=written,
+    )
+
+
+def _one_value(
+    name: str, limits: dict[str, Any], requests: dict[str, Any], ref: ContainerRef, *, memory: bool
+) -> int | None:
+    in_limits, in_requests = name in limits, name in requests
+    if not in_limits and not in_requests:
+        return None
+    parsed = {}
+    for where, source, present in (("limits", limits, in_limits), ("requests", requests, in_requests)):
+        if not present:
+            continue
+        raw = source[name]
+        try:
+            parsed[where] = parse_plain_integer(raw)
+        except QuantityError as error:
+            hint = (
+                "; gpumem is in MiB: write e.g. 16384 for 16 GiB"
+                if memory
+                else "; write a non-negative whole number"
+            )
+            raise Refused(
+                f"{ref.label}: {where} {name}={raw!s} {error.reason}{hint}", code=422
+            ) from error
+    if len(parsed) == 2 and parsed["limits"] != parsed["requests"]:
+        raise Refused(
+            f"{ref.label}: {name} request {requests[name]!s} differs from its limit"
+            f" {limits[name]!s}; set both to the same value or only the limit",
+            code=422,
+        )
+    return parsed.get("limits", parsed.get("requests"))
+
+
+def resolve_share(
+    request: LegacyRequest, ref: ContainerRef, policy: Policy, warnings: list[str]
+) -> GpuShare | None:
+    """Apply legacy HAMi v2.10's rules in its order; None means the container gets no device."""
+    nvidia = policy.nvidia
+    percentage = request.percentage or None  # v2.10 treats 0 as unset
+    if percentage is not None and percentage > 100:
+        raise Refused(
+            f"{ref.label}: {nvidia.resource_memory_percentage_name}={percentage} is above 100;"
+            " give a percentage from 1 to 100",
+            code=422,
+        )
+    count = request.count
+    if count is None:
+        if request.memory is None and percentage is None and request.cores is None:
+            return None
+        if nvidia.default_gpu_num == 0:
+            warnings.append(
+                f"{ref.label}: GPU values ignored, no {nvidia.resource_count_name} and"
+                " defaultGPUNum is 0 (as legacy HAMi)"
+            )
+            return None
+        count = nvidia.default_gpu_num
+    if count == 0:
+        return None
+    if count > MAX_CLAIM_DEVICES:
+        raise Refused(
+            f"{ref.label}: {nvidia.resource_count_name}={count} is more than the"
+            f" {MAX_CLAIM_DEVICES} devices a DRA claim can hold; request at most {MAX_CLAIM_DEVICES}",
+            code=422,
+        )
+    cores = _cores(request, percentage, ref, policy, warnings)
+    memory_mib: int | None = None
+    share_percentage: int | None = None
+    if request.memory:  # gpumem 0 counts as absent for memory, as in legacy HAMi
+        memory_mib = request.memory * nvidia.memory_factor
+        if percentage is not None:
+            warnings.append(
+                f"{ref.label}: {nvidia.resource_memory_percentage_name} ignored,"
+                f" {nvidia.resource_memory_name} wins (as legacy HAMi)"
+            )
+    elif percentage is not None:
+        share_percentage = percentage if percentage < 100 else None
+    elif nvidia.default_memory:
+        memory_mib = nvidia.default_memory
+    return GpuShare(count=count, memory_mib=memory_mib, percentage=share_percentage, cores=cores)
+
+
+def _cores(
+    request: LegacyRequest,
+    percentage: int | None,
+    ref: ContainerRef,
+    policy: Policy,
+    warnings: list[str],
+) -> int:
+    if request.cores is not None:
+        if request.cores > 100:
+            warnings.append(
+                f"{ref.label}: {policy.nvidia.resource_core_name}={request.cores} clamped to 100"
+            )
+            return 100
+        return request.cores
+    if percentage is not None:
+        exclusive = percentage == 100
+    else:
+        exclusive = request.memory is None
+    return 100 if exclusive else policy.nvidia.default_cores

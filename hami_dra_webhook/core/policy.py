@@ -1,0 +1,203 @@
+"""The policy: HAMi's own device-config.yaml (`nvidia:`) plus this webhook's section beside it.
+
+A legacy cluster's file works unchanged. Our settings live under the top-level key
+`hamiDraWebhook:` of the same file. No file at all gives working defaults.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from hami_dra_webhook.core.quantity import QuantityError, parse_byte_size
+
+NVIDIA_SECTION = "nvidia"
+WEBHOOK_SECTION = "hamiDraWebhook"
+DEFAULT_DRIVER = "hami-core-gpu.project-hami.io"
+MAX_TEMPLATE_PREFIX = 40  # leaves room for the 16-character hash and a dash within 63
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_PREFIX = re.compile(r"^[a-z0-9]([-a-z0-9]*)$")
+_CEL_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class PolicyError(ValueError):
+    """The configuration cannot be used; the message names the key and what to change."""
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="allow", frozen=True, populate_by_name=True)
+
+
+class NvidiaConfig(_Section):
+    """HAMi's `nvidia:` section, with HAMi's key names and defaults."""
+
+    resource_count_name: str = Field("nvidia.com/gpu", alias="resourceCountName", min_length=1)
+    resource_memory_name: str = Field("nvidia.com/gpumem", alias="resourceMemoryName", min_length=1)
+    resource_memory_percentage_name: str = Field(
+        "nvidia.com/gpumem-percentage", alias="resourceMemoryPercentageName", min_length=1
+    )
+    resource_core_name: str = Field("nvidia.com/gpucores", alias="resourceCoreName", min_length=1)
+    resource_priority_name: str = Field(
+        "nvidia.com/priority", alias="resourcePriorityName", min_length=1
+    )
+    default_memory: int = Field(0, alias="defaultMemory", ge=0)
+    default_cores: int = Field(0, alias="defaultCores", ge=0, le=100)
+    default_gpu_num: int = Field(1, alias="defaultGPUNum", ge=0)
+    memory_factor: int = Field(1, alias="memoryFactor", ge=1)
+    gpu_core_policy: Literal["default", "force", "disable"] = Field("default", alias="gpuCorePolicy")
+    overwrite_env: bool = Field(False, alias="overwriteEnv")
+    runtime_class_name: str = Field("", alias="runtimeClassName")
+    lib_cuda_log_level: int | None = Field(None, alias="libCudaLogLevel")
+    # Read so that a legacy file loads without noise; DRA has no equivalent (scan reports them).
+    device_split_count: int | None = Field(None, alias="deviceSplitCount")
+    device_memory_scaling: float | None = Field(None, alias="deviceMemoryScaling")
+    device_core_scaling: float | None = Field(None, alias="deviceCoreScaling")
+    known_mig_geometries: list[Any] | None = Field(None, alias="knownMigGeometries")
+    disable_core_limit: bool | None = Field(None, alias="disablecorelimit")
+
+
+class CapacityKeys(_Section):
+    memory: str = "memory"
+    cores: str = "cores"
+
+
+class AttributeNames(_Section):
+    uuid: str = "uuid"
+    product_name: str = Field("productName", alias="productName")
+    type: str = "type"
+
+    @field_validator("uuid", "product_name", "type")
+    @classmethod
+    def _cel_identifier(cls, value: str) -> str:
+        if not _CEL_IDENTIFIER.match(value):
+            raise ValueError(f"{value!r} is not a CEL identifier (letters, digits, underscore)")
+        return value
+
+
+class WebhookConfig(_Section):
+    """This webhook's own settings (`hamiDraWebhook:`)."""
+
+    driver_name: str = Field(DEFAULT_DRIVER, alias="driverName")
+    device_class_name: str = Field(DEFAULT_DRIVER, alias="deviceClassName")
+    capacity_keys: CapacityKeys = Field(default_factory=CapacityKeys, alias="capacityKeys")
+    attributes: AttributeNames = Field(default_factory=AttributeNames)
+    device_type: str = Field("hami-gpu", alias="deviceType", min_length=1)
+    legacy_scheduler_name: str = Field("hami-scheduler", alias="legacySchedulerName")
+    device_memory_sizes: tuple[int, ...] = Field((), alias="deviceMemorySizes")
+    refuse_privileged: bool = Field(True, alias="refusePrivileged")
+    template_name_prefix: str = Field("hami-gpu-", alias="templateNamePrefix")
+
+    @field_validator("driver_name", "device_class_name")
+    @classmethod
+    def _dns_subdomain(cls, value: str) -> str:
+        if len(value) > 253 or not _DNS_SUBDOMAIN.match(value):
+            raise ValueError(f"{value!r} is not a DNS-1123 subdomain")
+        return value
+
+    @field_validator("template_name_prefix")
+    @classmethod
+    def _prefix(cls, value: str) -> str:
+        if len(value) > MAX_TEMPLATE_PREFIX or not _PREFIX.match(value):
+            raise ValueError(
+                f"{value!r} must be lower-case letters, digits and '-', start with a letter or"
+                f" digit, and be at most {MAX_TEMPLATE_PREFIX} characters"
+            )
+        return value
+
+    @field_validator("device_memory_sizes", mode="before")
+    @classmethod
+    def _sizes(cls, value: object) -> tuple[int, ...]:
+        if value is None:
+            return ()
+        if not isinstance(value, list | tuple):
+            raise ValueError("must be a list of quantities such as 80Gi or 40Gi")
+        sizes: set[int] = set()
+        for item in value:
+            try:
+                sizes.add(parse_byte_size(item))
+            except (QuantityError, ValueError, TypeError) as error:
+                raise ValueError(f"{item!r} is not a memory size such as 80Gi") from error
+        return tuple(sorted(sizes, reverse=True))
+
+
+class Policy(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    nvidia: NvidiaConfig = Field(default_factory=NvidiaConfig)
+    webhook: WebhookConfig = Field(default_factory=WebhookConfig)
+
+    @property
+    def legacy_resource_names(self) -> tuple[str, str, str, str, str]:
+        n = self.nvidia
+        return (
+            n.resource_count_name,
+            n.resource_memory_name,
+            n.resource_memory_percentage_name,
+            n.resource_core_name,
+            n.resource_priority_name,
+        )
+
+
+DEFAULT_POLICY = Policy()
+
+
+class LoadedPolicy(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    policy: Policy
+    ignored_keys: tuple[str, ...]
+
+    @property
+    def warning(self) -> str | None:
+        if not self.ignored_keys:
+            return None
+        return "ignored configuration keys this webhook does not use: " + ", ".join(
+            self.ignored_keys
+        )
+
+
+def policy_from_yaml(text: str, source: str = "device-config.yaml") -> LoadedPolicy:
+    """Parse a device-config.yaml; unknown keys are reported, wrong types raise PolicyError."""
+    try:
+        document = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        raise PolicyError(f"{source}: not valid YAML: {error}") from error
+    if document is None:
+        document = {}
+    if not isinstance(document, dict):
+        raise PolicyError(f"{source}: the top level must be a map with an `nvidia:` section")
+    return policy_from_mapping(document, source)
+
+
+def policy_from_mapping(document: dict[str, Any], source: str = "device-config.yaml") -> LoadedPolicy:
+    sections: dict[str, Any] = {}
+    ignored: list[str] = []
+    for key, value in document.items():
+        if key == NVIDIA_SECTION:
+            sections["nvidia"] = value or {}
+        elif key == WEBHOOK_SECTION:
+            sections["webhook"] = value or {}
+        else:
+            ignored.append(str(key))
+    try:
+        nvidia = NvidiaConfig.model_validate(sections.get("nvidia", {}))
+        webhook = WebhookConfig.model_validate(sections.get("webhook", {}))
+    except ValidationError as error:
+        raise PolicyError(_describe(error, source)) from error
+    ignored += [f"{NVIDIA_SECTION}.{key}" for key in (nvidia.model_extra or {})]
+    ignored += [f"{WEBHOOK_SECTION}.{key}" for key in (webhook.model_extra or {})]
+    for name, section in (("capacityKeys", webhook.capacity_keys), ("attributes", webhook.attributes)):
+        ignored += [f"{WEBHOOK_SECTION}.{name}.{key}" for key in (section.model_extra or {})]
+    return LoadedPolicy(policy=Policy(nvidia=nvidia, webhook=webhook), ignored_keys=tuple(ignored))
+
+
+def _describe(error: ValidationError, source: str) -> str:
+    section = NVIDIA_SECTION if error.title == NvidiaConfig.__name__ else WEBHOOK_SECTION
+    problems = []
+    for item in error.errors():
+        where = ".".join(str(part) for part in (section, *item["loc"]))
+        problems.append(f"{where}: {item['msg']} (got {item.get('input')!r})")
+    return f"{source}: " + "; ".join(problems) + "; fix these keys or remove them to use defaults"

@@ -1,0 +1,107 @@
+"""Legacy HAMi pod annotations become CEL device selectors (or warnings where DRA has no match)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from hami_dra_webhook.core import cel
+from hami_dra_webhook.core.policy import Policy
+from hami_dra_webhook.core.types import Refused
+
+USE_UUID = "nvidia.com/use-gpuuuid"
+NOUSE_UUID = "nvidia.com/nouse-gpuuuid"
+USE_TYPE = "nvidia.com/use-gputype"
+NOUSE_TYPE = "nvidia.com/nouse-gputype"
+VGPU_MODE = "nvidia.com/vgpu-mode"
+NUMA_BIND = "nvidia.com/numa-bind"
+GPU_SCHEDULER_POLICY = "hami.io/gpu-scheduler-policy"
+NODE_SCHEDULER_POLICY = "hami.io/node-scheduler-policy"
+HAMI_CORE_MODE = "hami-core"
+MAX_SELECTOR_LENGTH = 10 * 1024
+
+_NOT_HONOURED = {
+    NUMA_BIND: "NUMA binding is not honoured under DRA",
+    GPU_SCHEDULER_POLICY: "GPU binpack/spread/mutex policy is not honoured under DRA",
+    NODE_SCHEDULER_POLICY: "node binpack/spread policy is not honoured under DRA",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceFilter:
+    """The selectors every request of the pod's claims carries."""
+
+    selectors: tuple[str, ...]
+    warnings: tuple[str, ...]
+
+
+def split_list(value: str) -> list[str]:
+    """Legacy v2.10 list parsing: comma-split, each item trimmed, empty items dropped."""
+    return [item.strip() for item in value.split(",") if item.strip()]
+
+
+def ascii_upper(value: str) -> str:
+    # Only ASCII letters, like CEL's upperAscii() on the device side: no fragment can grow.
+    return value.translate(_ASCII_UPPER)
+
+
+_ASCII_UPPER = str.maketrans("abcdefghijklmnopqrstuvwxyz", "ABCDEFGHIJKLMNOPQRSTUVWXYZ")
+
+
+def device_filter(annotations: dict[str, Any], policy: Policy) -> DeviceFilter:
+    web = policy.webhook
+    driver, names = web.driver_name, web.attributes
+    selectors = [cel.driver_device_of_type(driver, names.type, web.device_type)]
+    warnings: list[str] = []
+
+    def items(key: str) -> list[str] | None:
+        value = annotations.get(key)
+        if value is None:
+            return None
+        found = split_list(value) if isinstance(value, str) else []
+        if not found:
+            warnings.append(f"annotation {key} lists nothing, so it adds no constraint")
+            return None
+        return found
+
+    try:
+        if (uuids := items(USE_UUID)) is not None:
+            selectors.append(cel.attribute_in(driver, names.uuid, uuids))
+        if (uuids := items(NOUSE_UUID)) is not None:
+            selectors.append(cel.negate(cel.attribute_in(driver, names.uuid, uuids)))
+        if (types := items(USE_TYPE)) is not None:
+            fragments = [ascii_upper(t) for t in types]
+            selectors.append(cel.legacy_type_matches(driver, names.product_name, fragments))
+        if (types := items(NOUSE_TYPE)) is not None:
+            fragments = [ascii_upper(t) for t in types]
+            selectors.append(
+                cel.negate(cel.legacy_type_matches(driver, names.product_name, fragments))
+            )
+    except cel.CelLiteralError as error:
+        raise Refused(f"a GPU annotation cannot be used: {error}", code=422) from error
+    for selector in selectors:
+        if len(selector.encode()) > MAX_SELECTOR_LENGTH:
+            raise Refused(
+                "GPU annotations make a CEL selector longer than the 10 KiB DRA allows;"
+                " list fewer UUIDs or types",
+                code=422,
+            )
+    warnings += _unsupported(annotations)
+    return DeviceFilter(selectors=tuple(selectors), warnings=tuple(warnings))
+
+
+def _unsupported(annotations: dict[str, Any]) -> list[str]:
+    warnings = []
+    mode = annotations.get(VGPU_MODE)
+    if mode is not None:
+        if not isinstance(mode, str) or HAMI_CORE_MODE not in mode:
+            raise Refused(
+                f"annotation {VGPU_MODE}={mode!s} asks for a GPU mode this DRA driver does not"
+                f" offer (only {HAMI_CORE_MODE}); add {HAMI_CORE_MODE} or remove the annotation",
+                code=422,
+            )
+        warnings.append(f"annotation {VGPU_MODE}: DRA offers only {HAMI_CORE_MODE} devices")
+    for key, text in _NOT_HONOURED.items():
+        if key in annotations:
+            warnings.append(f"annotation {key}: {text}")
+    return warnings

@@ -1,0 +1,309 @@
+"""`translate_pod`: one pod dict in, a converted/unchanged/refused decision with its patch out."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from hami_dra_webhook.core import patch
+from hami_dra_webhook.core.claims import DRA_LABEL, claim_name, claim_template, legacy_record
+from hami_dra_webhook.core.legacy import (
+    GpuShare,
+    LegacyRequest,
+    has_legacy_keys,
+    read_request,
+    resolve_share,
+    resource_maps,
+)
+from hami_dra_webhook.core.policy import Policy
+from hami_dra_webhook.core.selectors import device_filter
+from hami_dra_webhook.core.types import ContainerRef, JsonObject, Refused, short_warning
+
+Outcome = Literal["unchanged", "converted", "refused"]
+OPT_OUT_LABEL = "hami.io/webhook"
+DEFAULT_SCHEDULERS = (None, "", "default-scheduler")
+TASK_PRIORITY_ENV = "CUDA_TASK_PRIORITY"
+CORE_POLICY_ENV = "GPU_CORE_UTILIZATION_POLICY"
+LOG_LEVEL_ENV = "LIBCUDA_LOG_LEVEL"
+VISIBLE_DEVICES_ENV = "NVIDIA_VISIBLE_DEVICES"
+
+
+@dataclass(frozen=True)
+class Translation:
+    """The decision for one pod; `patch` is relative to the pod's root."""
+
+    outcome: Outcome
+    patch: list[patch.PatchOp] = field(default_factory=list)
+    templates: list[JsonObject] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    code: int | None = None
+    message: str | None = None
+
+    def apply(self, pod: JsonObject) -> JsonObject:
+        """The converted pod; the input is not modified."""
+        result: JsonObject = patch.apply(pod, self.patch)
+        return result
+
+
+@dataclass(frozen=True, slots=True)
+class _GpuContainer:
+    ref: ContainerRef
+    container: JsonObject
+    request: LegacyRequest
+    share: GpuShare | None
+    is_gpu: bool
+
+
+def translate_pod(pod: Any, policy: Policy, namespace: str | None = None) -> Translation:
+    """Decide for a raw pod dict (or a pod template: metadata + spec) what legacy HAMi meant."""
+    warnings: list[str] = []
+    try:
+        result = _translate(pod, policy, namespace, warnings)
+    except Refused as refusal:
+        return Translation(
+            outcome="refused", warnings=_cut(warnings), code=refusal.code, message=refusal.message
+        )
+    return result
+
+
+def _translate(pod: Any, policy: Policy, namespace: str | None, warnings: list[str]) -> Translation:
+    spec = pod.get("spec") if isinstance(pod, dict) else None
+    if not isinstance(spec, dict):
+        return Translation(outcome="unchanged")
+    names = policy.legacy_resource_names
+    found = [
+        (ref, container)
+        for ref, container in _containers(spec)
+        if has_legacy_keys(container, names)
+    ]
+    if not found:
+        return Translation(outcome="unchanged")
+    metadata = pod.get("metadata")
+    if metadata is None:
+        metadata = {}
+    if not isinstance(metadata, dict):
+        raise Refused("pod metadata is not a map", code=400)
+    skip = _left_alone(metadata, spec, policy)
+    if skip:
+        return Translation(outcome="unchanged", warnings=_cut([skip]))
+
+    gpus = [_resolve(ref, container, policy, warnings) for ref, container in found]
+    _check_pod(spec, gpus, policy)
+    annotations = metadata.get("annotations")
+    annotations = annotations if isinstance(annotations, dict) else {}
+    selectors: tuple[str, ...] = ()
+    if any(gpu.share for gpu in gpus):
+        devices = device_filter(annotations, policy)
+        selectors = devices.selectors
+        warnings += devices.warnings
+
+    ops: list[patch.PatchOp] = []
+    templates: dict[str, JsonObject] = {}
+    pod_claims: list[JsonObject] = []
+    taken = _existing_claim_names(spec)
+    for gpu in gpus:
+        ops += _strip_ops(gpu)
+        claim = None
+        if gpu.share is not None:
+            template = claim_template(
+                gpu.share, selectors, legacy_record(gpu.request, policy), gpu.ref, policy, namespace
+            )
+            name = template["metadata"]["name"]
+            templates.setdefault(name, template)
+            claim = claim_name(gpu.ref.name, taken)
+            pod_claims.append({"name": claim, "resourceClaimTemplateName": name})
+            ops.append(_container_claim_op(gpu, claim))
+            warnings.append(_summary(gpu.ref, gpu.share, name))
+        ops += _env_ops(gpu.ref, gpu.container, _gpu_env(gpu, policy), warnings)
+    if policy.nvidia.overwrite_env:
+        for ref, container in _containers(spec):
+            if not has_legacy_keys(container, names):
+                ops += _env_ops(ref, container, {VISIBLE_DEVICES_ENV: "none"}, warnings)
+    ops += _pod_ops(metadata, spec, pod_claims, any(g.is_gpu for g in gpus), policy, warnings)
+    return Translation(
+        outcome="converted", patch=ops, templates=list(templates.values()), warnings=_cut(warnings)
+    )
+
+
+def _containers(spec: JsonObject) -> list[tuple[ContainerRef, Any]]:
+    found = []
+    for list_name in ("initContainers", "containers"):
+        items = spec.get(list_name)
+        if not isinstance(items, list):
+            continue
+        for index, container in enumerate(items):
+            name = container.get("name") if isinstance(container, dict) else None
+            found.append((ContainerRef(list_name, index, str(name)), container))  # type: ignore[arg-type]
+    return found
+
+
+def _left_alone(metadata: JsonObject, spec: JsonObject, policy: Policy) -> str | None:
+    labels = metadata.get("labels")
+    if isinstance(labels, dict) and labels.get(OPT_OUT_LABEL) == "ignore":
+        return f"left unchanged: label {OPT_OUT_LABEL}=ignore opts this pod out (as legacy HAMi)"
+    scheduler = spec.get("schedulerName")
+    if scheduler not in DEFAULT_SCHEDULERS and scheduler != policy.webhook.legacy_scheduler_name:
+        return (
+            f"left unchanged: schedulerName {scheduler!s} handles its own GPUs (as legacy HAMi);"
+            " legacy GPU resources kept"
+        )
+    return None
+
+
+def _resolve(ref: ContainerRef, container: Any, policy: Policy, warnings: list[str]) -> _GpuContainer:
+    request = read_request(container, ref, policy)
+    for name in request.in_requests:
+        if name not in request.in_limits:
+            warnings.append(f"{ref.label}: {name} set only in requests; converted as its limit")
+    share = resolve_share(request, ref, policy, warnings)
+    is_gpu = request.count is not None or share is not None
+    if request.priority is not None:
+        warnings.append(
+            f"{ref.label}: {policy.nvidia.resource_priority_name} is set as {TASK_PRIORITY_ENV};"
+            " it has no feedback loop without legacy HAMi"
+        )
+    if share is not None and share.cores == 100 and (share.memory_mib or share.percentage):
+        warnings.append(
+            f"{ref.label}: cores 100 with part of the memory; under DRA another claim may still"
+            " share this GPU"
+        )
+    return _GpuContainer(ref, container, request, share, is_gpu)
+
+
+def _check_pod(spec: JsonObject, gpus: list[_GpuContainer], policy: Policy) -> None:
+    if policy.webhook.refuse_privileged:
+        for ref, container in _containers(spec):
+            context = container.get("securityContext") if isinstance(container, dict) else None
+            if isinstance(context, dict) and context.get("privileged") is True:
+                raise Refused(
+                    f"{ref.label} is privileged in a pod that requests GPUs: a privileged"
+                    " container sees every GPU; drop privileged or set"
+                    " hamiDraWebhook.refusePrivileged: false",
+                    code=403,
+                )
+    node = spec.get("nodeName")
+    if node and any(gpu.is_gpu for gpu in gpus):
+        raise Refused(
+            f"the pod sets spec.nodeName {node!s} and requests GPUs, which must be allocated by"
+            " the scheduler; remove nodeName (use a nodeSelector instead)",
+            code=422,
+        )
+
+
+def _existing_claim_names(spec: JsonObject) -> set[str]:
+    claims = spec.get("resourceClaims")
+    if claims is None:
+        return set()
+    if not isinstance(claims, list):
+        raise Refused("spec.resourceClaims is not a list", code=400)
+    return {c["name"] for c in claims if isinstance(c, dict) and isinstance(c.get("name"), str)}
+
+
+def _strip_ops(gpu: _GpuContainer) -> list[patch.PatchOp]:
+    """Remove every legacy key from limits and requests; a map left empty goes too."""
+    base = ("spec", gpu.ref.list_name, gpu.ref.index, "resources")
+    limits, requests = resource_maps(gpu.container)
+    ops = []
+    for map_name, values, keys in (
+        ("limits", limits, gpu.request.in_limits),
+        ("requests", requests, gpu.request.in_requests),
+    ):
+        if not keys:
+            continue
+        if len(values) == len(keys):
+            ops.append(patch.remove(patch.pointer(*base, map_name)))
+        else:
+            ops += [patch.remove(patch.pointer(*base, map_name, key)) for key in keys]
+    return ops
+
+
+def _container_claim_op(gpu: _GpuContainer, claim: str) -> patch.PatchOp:
+    resources = gpu.container["resources"]
+    path = ("spec", gpu.ref.list_name, gpu.ref.index, "resources", "claims")
+    existing = resources.get("claims")
+    if existing is None:
+        return patch.add(patch.pointer(*path), [{"name": claim}])
+    if not isinstance(existing, list):
+        raise Refused(f"{gpu.ref.label}: resources.claims is not a list", code=400)
+    return patch.add(patch.pointer(*path, "-"), {"name": claim})
+
+
+def _gpu_env(gpu: _GpuContainer, policy: Policy) -> dict[str, str]:
+    env = {}
+    if gpu.request.priority is not None:
+        env[TASK_PRIORITY_ENV] = str(gpu.request.priority)
+    if gpu.share is not None:
+        if policy.nvidia.gpu_core_policy != "default":
+            env[CORE_POLICY_ENV] = policy.nvidia.gpu_core_policy
+        if policy.nvidia.lib_cuda_log_level is not None:
+            env[LOG_LEVEL_ENV] = str(policy.nvidia.lib_cuda_log_level)
+    return env
+
+
+def _env_ops(
+    ref: ContainerRef, container: Any, wanted: dict[str, str], warnings: list[str]
+) -> list[patch.PatchOp]:
+    if not wanted:
+        return []
+    env = container.get("env")
+    if env is not None and not isinstance(env, list):
+        raise Refused(f"{ref.label}: env is not a list", code=400)
+    present = {e.get("name") for e in env or [] if isinstance(e, dict)}
+    entries = []
+    for name, value in wanted.items():
+        if name in present:
+            warnings.append(f"{ref.label}: keeps its own {name} (not set to {value})")
+        else:
+            entries.append({"name": name, "value": value})
+    path = ("spec", ref.list_name, ref.index, "env")
+    if not entries:
+        return []
+    if env is None:
+        return [patch.add(patch.pointer(*path), entries)]
+    return [patch.add(patch.pointer(*path, "-"), entry) for entry in entries]
+
+
+def _pod_ops(
+    metadata: JsonObject,
+    spec: JsonObject,
+    claims: list[JsonObject],
+    is_gpu_pod: bool,
+    policy: Policy,
+    warnings: list[str],
+) -> list[patch.PatchOp]:
+    ops = []
+    if claims:
+        if spec.get("resourceClaims") is None:
+            ops.append(patch.add("/spec/resourceClaims", claims))
+        else:
+            ops += [patch.add("/spec/resourceClaims/-", claim) for claim in claims]
+    labels = metadata.get("labels")
+    if labels is None:
+        ops.append(patch.add("/metadata/labels", {DRA_LABEL: "true"}))
+    elif not isinstance(labels, dict):
+        raise Refused("metadata.labels is not a map", code=400)
+    elif labels.get(DRA_LABEL) != "true":
+        ops.append(patch.add(patch.pointer("metadata", "labels", DRA_LABEL), "true"))
+    if is_gpu_pod and spec.get("schedulerName") == policy.webhook.legacy_scheduler_name:
+        ops.append(patch.remove("/spec/schedulerName"))
+        warnings.append(
+            f"schedulerName {policy.webhook.legacy_scheduler_name} removed: DRA uses kube-scheduler"
+        )
+    runtime_class = policy.nvidia.runtime_class_name
+    if is_gpu_pod and runtime_class and not spec.get("runtimeClassName"):
+        ops.append(patch.add("/spec/runtimeClassName", runtime_class))
+    return ops
+
+
+def _summary(ref: ContainerRef, share: GpuShare, template: str) -> str:
+    if share.percentage is not None:
+        memory = f"{share.percentage}% memory"
+    elif share.memory_mib is not None:
+        memory = f"{share.memory_mib}Mi"
+    else:
+        memory = "all memory"
+    return f"{ref.label}: {share.count} GPU, {memory}, cores {share.cores} -> {template}"
+
+
+def _cut(warnings: list[str]) -> list[str]:
+    return [short_warning(w) for w in warnings]

@@ -1,0 +1,40 @@
+"""Small value types shared by the translation modules."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+JsonObject = dict[str, Any]
+ContainerList = Literal["initContainers", "containers"]
+MAX_WARNING_LENGTH = 120
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerRef:
+    """Where a container sits in the pod spec."""
+
+    list_name: ContainerList
+    index: int
+    name: str
+
+    @property
+    def label(self) -> str:
+        kind = "init container" if self.list_name == "initContainers" else "container"
+        return f'{kind} "{self.name}"'
+
+
+class Refused(Exception):
+    """The pod cannot be converted exactly; `code` is a 4xx HTTP status, `message` says why."""
+
+    def __init__(self, message: str, code: int = 422) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+
+
+def short_warning(text: str) -> str:
+    """Admission warnings longer than 120 characters are cut by kube-apiserver; cut them here."""
+    if len(text) <= MAX_WARNING_LENGTH:
+        return text
+    return text[: MAX_WARNING_LENGTH - 3] + "..."
