@@ -1,0 +1,1 @@
+"""Command-line shells over the translation core."""

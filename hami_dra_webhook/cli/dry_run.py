@@ -1,0 +1,156 @@
+"""`hami-dra-webhook dry-run`: preview what the webhook does to manifests, without a cluster."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from hami_dra_webhook.cli.manifests import (
+    ManifestError,
+    Manifest,
+    dump_yaml,
+    pod_template,
+    read_manifests,
+)
+from hami_dra_webhook.core import patch
+from hami_dra_webhook.core.policy import DEFAULT_POLICY, Policy, PolicyError, policy_from_yaml
+from hami_dra_webhook.core.translate import Outcome, translate_pod
+from hami_dra_webhook.core.types import JsonObject
+
+EXIT_OK, EXIT_UNREADABLE, EXIT_REFUSED = 0, 1, 2
+
+
+@dataclass
+class Converted:
+    """One input object after translation, in the shape of `-o json` items."""
+
+    api_version: str
+    kind: str
+    namespace: str
+    name: str
+    outcome: Outcome
+    message: str | None = None
+    warnings: list[str] = field(default_factory=list)
+    patch: list[patch.PatchOp] = field(default_factory=list)
+    object: Any = None
+    templates: list[JsonObject] = field(default_factory=list)
+
+    def as_json(self) -> JsonObject:
+        return {
+            "apiVersion": self.api_version,
+            "kind": self.kind,
+            "namespace": self.namespace,
+            "name": self.name,
+            "outcome": self.outcome,
+            "message": self.message,
+            "warnings": self.warnings,
+            "patch": self.patch,
+            "object": self.object,
+            "resourceClaimTemplates": self.templates,
+        }
+
+    @property
+    def title(self) -> str:
+        return f"{self.kind} {self.namespace}/{self.name}"
+
+
+def add_parser(commands: Any) -> None:
+    parser = commands.add_parser(
+        "dry-run",
+        help="show what the webhook would do to manifests (no cluster needed)",
+        description="Translate legacy HAMi GPU requests in manifests and print the result. "
+        "Exit code 0: nothing refused; 2: something would be refused; 1: unreadable input.",
+    )
+    parser.add_argument("files", nargs="+", metavar="FILE", help="manifest file or folder, - = stdin")
+    parser.add_argument(
+        "-n", "--namespace", help="for objects without one (default: theirs, else `default`)"
+    )
+    parser.add_argument("--config", metavar="FILE", help="HAMi device-config.yaml (policy)")
+    parser.add_argument(
+        "-o", "--output", choices=("yaml", "json", "patch"), default="yaml",
+        help="yaml: converted objects then templates; json: a report; patch: one JSON patch a line",
+    )
+    parser.set_defaults(run=run)
+
+
+def load_policy(path: str | None, stderr: TextIO) -> Policy:
+    if path is None:
+        return DEFAULT_POLICY
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise PolicyError(f"{path}: cannot read: {error}") from error
+    loaded = policy_from_yaml(text, path)
+    if loaded.warning:
+        stderr.write(f"warning: {path}: {loaded.warning}\n")
+    return loaded.policy
+
+
+def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
+    try:
+        policy = load_policy(args.config, stderr)
+        manifests = read_manifests(args.files, stdin)
+    except (PolicyError, ManifestError) as error:
+        stderr.write(f"error: {error}\n")
+        return EXIT_UNREADABLE
+    results = [convert(m, policy, args.namespace) for m in manifests]
+    for result in results:
+        for warning in result.warnings:
+            stderr.write(f"warning: {result.title}: {warning}\n")
+        if result.outcome == "refused":
+            stderr.write(f"refused: {result.title}: {result.message}\n")
+    stdout.write(render(results, args.output))
+    return EXIT_REFUSED if any(r.outcome == "refused" for r in results) else EXIT_OK
+
+
+def convert(manifest: Manifest, policy: Policy, default_namespace: str | None) -> Converted:
+    """Translate the pod template of one object; other kinds pass through unchanged.
+
+    Templates get the object's namespace, else `--namespace`; with neither they carry none, so
+    that `kubectl apply -n NS` puts them beside the object.
+    """
+    document = manifest.document
+    metadata = document.get("metadata") if isinstance(document, dict) else None
+    metadata = metadata if isinstance(metadata, dict) else {}
+    kind = str(document.get("kind", "")) if isinstance(document, dict) else ""
+    result = Converted(
+        api_version=str(document.get("apiVersion", "")) if isinstance(document, dict) else "",
+        kind=kind or "<no kind>",
+        namespace=str(metadata.get("namespace") or default_namespace or "default"),
+        name=str(metadata.get("name") or metadata.get("generateName") or "<no name>"),
+        outcome="unchanged",
+        object=document,
+    )
+    found = pod_template(document)
+    if found is None:
+        return result
+    path, pod = found
+    namespace = metadata.get("namespace") or default_namespace
+    translation = translate_pod(pod, policy, str(namespace) if namespace else None)
+    result.outcome = translation.outcome
+    result.message = translation.message
+    result.warnings = translation.warnings
+    if translation.outcome == "converted":
+        result.patch = patch.rebase(translation.patch, patch.pointer(*path)) if path else translation.patch
+        result.object = patch.apply(document, result.patch)
+        result.templates = translation.templates
+    return result
+
+
+def render(results: list[Converted], output: str) -> str:
+    if output == "json":
+        return json.dumps({"items": [r.as_json() for r in results]}, indent=2) + "\n"
+    if output == "patch":
+        return "".join(json.dumps(r.patch, separators=(",", ":")) + "\n" for r in results)
+    documents = [r.object for r in results]
+    seen: set[tuple[str, str]] = set()
+    for result in results:
+        for template in result.templates:
+            key = (template["metadata"].get("namespace", ""), template["metadata"]["name"])
+            if key not in seen:
+                seen.add(key)
+                documents.append(template)
+    return dump_yaml(documents) if documents else ""
