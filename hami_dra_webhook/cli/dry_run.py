@@ -96,7 +96,13 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
     except (PolicyError, ManifestError) as error:
         stderr.write(f"error: {error}\n")
         return EXIT_UNREADABLE
-    results = [convert(m, policy, args.namespace) for m in manifests]
+    objects = []
+    for manifest in manifests:
+        if _is_object(manifest.document):
+            objects.append(manifest)
+        else:
+            stderr.write(f"warning: {manifest.source}: skipped a document without apiVersion/kind\n")
+    results = [convert(m, policy, args.namespace) for m in objects]
     for result in results:
         for warning in result.warnings:
             stderr.write(f"warning: {result.title}: {warning}\n")
@@ -104,6 +110,12 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
             stderr.write(f"refused: {result.title}: {result.message}\n")
     stdout.write(render(results, args.output))
     return EXIT_REFUSED if any(r.outcome == "refused" for r in results) else EXIT_OK
+
+
+def _is_object(document: Any) -> bool:
+    return isinstance(document, dict) and bool(document.get("kind")) and bool(
+        document.get("apiVersion")
+    )
 
 
 def convert(manifest: Manifest, policy: Policy, default_namespace: str | None) -> Converted:

@@ -79,17 +79,15 @@ def _translate(pod: Any, policy: Policy, namespace: str | None, warnings: list[s
     if not found:
         return Translation(outcome="unchanged")
     metadata = pod.get("metadata")
-    if metadata is None:
-        metadata = {}
-    if not isinstance(metadata, dict):
+    if metadata is not None and not isinstance(metadata, dict):
         raise Refused("pod metadata is not a map", code=400)
-    skip = _left_alone(metadata, spec, policy)
+    skip = _left_alone(metadata or {}, spec, policy)
     if skip:
         return Translation(outcome="unchanged", warnings=_cut([skip]))
 
     gpus = [_resolve(ref, container, policy, warnings) for ref, container in found]
     _check_pod(spec, gpus, policy)
-    annotations = metadata.get("annotations")
+    annotations = (metadata or {}).get("annotations")
     annotations = annotations if isinstance(annotations, dict) else {}
     selectors: tuple[str, ...] = ()
     if any(gpu.share for gpu in gpus):
@@ -264,7 +262,7 @@ def _env_ops(
 
 
 def _pod_ops(
-    metadata: JsonObject,
+    metadata: JsonObject | None,
     spec: JsonObject,
     claims: list[JsonObject],
     is_gpu_pod: bool,
@@ -277,8 +275,10 @@ def _pod_ops(
             ops.append(patch.add("/spec/resourceClaims", claims))
         else:
             ops += [patch.add("/spec/resourceClaims/-", claim) for claim in claims]
-    labels = metadata.get("labels")
-    if labels is None:
+    labels = None if metadata is None else metadata.get("labels")
+    if metadata is None:
+        ops.append(patch.add("/metadata", {"labels": {DRA_LABEL: "true"}}))
+    elif labels is None:
         ops.append(patch.add("/metadata/labels", {DRA_LABEL: "true"}))
     elif not isinstance(labels, dict):
         raise Refused("metadata.labels is not a map", code=400)

@@ -1,0 +1,134 @@
+"""Hypothesis strategies for schema-valid pods that ask for GPUs the legacy HAMi way (or not)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import strategies as st
+
+from hami_dra_webhook.core.policy import Policy, policy_from_mapping
+
+LEGACY = (
+    "nvidia.com/gpu",
+    "nvidia.com/gpumem",
+    "nvidia.com/gpumem-percentage",
+    "nvidia.com/gpucores",
+    "nvidia.com/priority",
+)
+GOOD_VALUES = ("0", "1", "2", "3", "8", "30", "50", "100", "150", "4000", "24576")
+BAD_VALUES = ("16Gi", "-1", "0.5", "500m", "1e3", "abc")
+NAMES = ("cuda", "main", "sidecar", "a", "b", "trainer-0", "x" * 63)
+ANNOTATIONS = (
+    "nvidia.com/use-gpuuuid",
+    "nvidia.com/nouse-gpuuuid",
+    "nvidia.com/use-gputype",
+    "nvidia.com/nouse-gputype",
+    "nvidia.com/vgpu-mode",
+    "nvidia.com/numa-bind",
+    "hami.io/gpu-scheduler-policy",
+    "example.com/unrelated",
+)
+ANNOTATION_TEXT = st.one_of(
+    st.sampled_from(["A100", "a100,v100", " , ", "", "GPU-1,GPU-2", 'x"] || true || ["', "\\", "hami-core", "mig"]),
+    st.text(max_size=30),
+)
+
+
+def _values(allow_bad: bool) -> st.SearchStrategy[str]:
+    pool = GOOD_VALUES + (BAD_VALUES if allow_bad else ())
+    return st.sampled_from(pool)
+
+
+@st.composite
+def resources(draw: st.DrawFn, allow_bad: bool = True) -> dict[str, Any]:
+    keys = draw(st.lists(st.sampled_from(LEGACY + ("cpu", "memory")), unique=True, max_size=5))
+    values = _values(allow_bad)
+    limits = {k: draw(values) if k in LEGACY else draw(st.sampled_from(["1", "2Gi", "500m"])) for k in keys}
+    out: dict[str, Any] = {}
+    placement = draw(st.sampled_from(["limits", "requests", "both", "both-differ"]))
+    if limits and placement in ("limits", "both", "both-differ"):
+        out["limits"] = limits
+    if limits and placement != "limits":
+        requests = dict(limits)
+        if placement == "both-differ" and requests:
+            key = draw(st.sampled_from(sorted(requests)))
+            requests[key] = draw(values)
+        out["requests"] = requests
+    if draw(st.booleans()):
+        out["claims"] = [{"name": "user-claim"}]
+    return out
+
+
+@st.composite
+def containers(draw: st.DrawFn, allow_bad: bool = True) -> list[dict[str, Any]]:
+    names = draw(st.lists(st.sampled_from(NAMES), unique=True, min_size=1, max_size=4))
+    result = []
+    for name in names:
+        container: dict[str, Any] = {"name": name, "image": "nvidia/cuda:12.4.0-base"}
+        res = draw(resources(allow_bad))
+        if res:
+            container["resources"] = res
+        if draw(st.integers(0, 4)) == 0:
+            container["env"] = [{"name": "CUDA_TASK_PRIORITY", "value": "0"}, {"name": "A", "value": "b"}]
+        if draw(st.integers(0, 9)) == 0:
+            container["securityContext"] = {"privileged": True}
+        if draw(st.integers(0, 5)) == 0:
+            container["restartPolicy"] = "Always"
+        result.append(container)
+    return result
+
+
+@st.composite
+def pods(draw: st.DrawFn, allow_bad: bool = True) -> dict[str, Any]:
+    all_containers = draw(containers(allow_bad))
+    split = draw(st.integers(0, len(all_containers) - 1))
+    init, main = all_containers[:split], all_containers[split:]
+    for container in main:
+        container.pop("restartPolicy", None)
+    spec: dict[str, Any] = {"containers": main}
+    if init:
+        spec["initContainers"] = init
+    if any("claims" in c.get("resources", {}) for c in all_containers):
+        spec["resourceClaims"] = [{"name": "user-claim", "resourceClaimName": "shared-nic"}]
+    scheduler = draw(st.sampled_from([None, "hami-scheduler", "default-scheduler", "volcano"]))
+    if scheduler:
+        spec["schedulerName"] = scheduler
+    if draw(st.integers(0, 9)) == 0:
+        spec["nodeName"] = "node-1"
+    if draw(st.booleans()):
+        spec["nodeSelector"] = {"gpu": "true"}
+        spec["tolerations"] = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+    metadata: dict[str, Any] = {"generateName": "job-", "namespace": "team-a"}
+    keys = draw(st.lists(st.sampled_from(ANNOTATIONS), unique=True, max_size=4))
+    if keys:
+        metadata["annotations"] = {k: draw(ANNOTATION_TEXT) for k in keys}
+    if draw(st.booleans()):
+        metadata["labels"] = {"app": "train"}
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
+    if draw(st.integers(0, 9)) == 0:
+        del pod["metadata"]  # as in a workload's pod template
+    return pod
+
+
+def policies() -> st.SearchStrategy[Policy]:
+    return st.builds(
+        lambda nvidia, sizes, privileged: policy_from_mapping(
+            {
+                "nvidia": nvidia,
+                "hamiDraWebhook": {"deviceMemorySizes": sizes, "refusePrivileged": privileged},
+            }
+        ).policy,
+        st.fixed_dictionaries(
+            {},
+            optional={
+                "defaultMemory": st.sampled_from([0, 2000]),
+                "defaultCores": st.sampled_from([0, 20]),
+                "defaultGPUNum": st.sampled_from([0, 1, 2]),
+                "memoryFactor": st.sampled_from([1, 2]),
+                "gpuCorePolicy": st.sampled_from(["default", "force"]),
+                "overwriteEnv": st.booleans(),
+            },
+        ),
+        st.sampled_from([[], ["80Gi"], ["80Gi", "40Gi", "16Gi"]]),
+        st.booleans(),
+    )
