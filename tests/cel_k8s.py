@@ -85,9 +85,7 @@ def hami_device(
 
 
 def _activation(device: dict[str, Any]) -> dict[str, Any]:
-    cel_device = celpy.json_to_cel(
-        {k: v for k, v in device.items() if k != "capacity"}
-    )
+    cel_device = celpy.json_to_cel({k: v for k, v in device.items() if k != "capacity"})
     capacity = celtypes.MapType(
         {
             celtypes.StringType(domain): celtypes.MapType(

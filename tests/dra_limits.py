@@ -33,7 +33,9 @@ def template_problems(template: dict[str, Any]) -> list[str]:
         if not DNS_LABEL.match(request["name"]):
             problems.append(f"request name {request['name']!r} is not a DNS label")
         if ("exactly" in request) == ("firstAvailable" in request):
-            problems.append(f"request {request['name']} needs exactly one of exactly/firstAvailable")
+            problems.append(
+                f"request {request['name']} needs exactly one of exactly/firstAvailable"
+            )
         if "exactly" in request:
             problems += _exact_problems(request["exactly"], request["name"])
             devices_total += request["exactly"].get("count", 1)

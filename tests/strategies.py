@@ -29,7 +29,19 @@ ANNOTATIONS = (
     "example.com/unrelated",
 )
 ANNOTATION_TEXT = st.one_of(
-    st.sampled_from(["A100", "a100,v100", " , ", "", "GPU-1,GPU-2", 'x"] || true || ["', "\\", "hami-core", "mig"]),
+    st.sampled_from(
+        [
+            "A100",
+            "a100,v100",
+            " , ",
+            "",
+            "GPU-1,GPU-2",
+            'x"] || true || ["',
+            "\\",
+            "hami-core",
+            "mig",
+        ]
+    ),
     st.text(max_size=30),
 )
 
@@ -41,9 +53,12 @@ def _values(allow_bad: bool) -> st.SearchStrategy[str]:
 
 @st.composite
 def resources(draw: st.DrawFn, allow_bad: bool = True) -> dict[str, Any]:
-    keys = draw(st.lists(st.sampled_from(LEGACY + ("cpu", "memory")), unique=True, max_size=5))
+    keys = draw(st.lists(st.sampled_from((*LEGACY, "cpu", "memory")), unique=True, max_size=5))
     values = _values(allow_bad)
-    limits = {k: draw(values) if k in LEGACY else draw(st.sampled_from(["1", "2Gi", "500m"])) for k in keys}
+    limits = {
+        k: draw(values) if k in LEGACY else draw(st.sampled_from(["1", "2Gi", "500m"]))
+        for k in keys
+    }
     out: dict[str, Any] = {}
     placement = draw(st.sampled_from(["limits", "requests", "both", "both-differ"]))
     if limits and placement in ("limits", "both", "both-differ"):
@@ -69,7 +84,10 @@ def containers(draw: st.DrawFn, allow_bad: bool = True) -> list[dict[str, Any]]:
         if res:
             container["resources"] = res
         if draw(st.integers(0, 4)) == 0:
-            container["env"] = [{"name": "CUDA_TASK_PRIORITY", "value": "0"}, {"name": "A", "value": "b"}]
+            container["env"] = [
+                {"name": "CUDA_TASK_PRIORITY", "value": "0"},
+                {"name": "A", "value": "b"},
+            ]
         if draw(st.integers(0, 9)) == 0:
             container["securityContext"] = {"privileged": True}
         if draw(st.integers(0, 5)) == 0:
@@ -97,7 +115,9 @@ def pods(draw: st.DrawFn, allow_bad: bool = True) -> dict[str, Any]:
         spec["nodeName"] = "node-1"
     if draw(st.booleans()):
         spec["nodeSelector"] = {"gpu": "true"}
-        spec["tolerations"] = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+        spec["tolerations"] = [
+            {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+        ]
     metadata: dict[str, Any] = {"generateName": "job-", "namespace": "team-a"}
     keys = draw(st.lists(st.sampled_from(ANNOTATIONS), unique=True, max_size=4))
     if keys:
@@ -112,12 +132,14 @@ def pods(draw: st.DrawFn, allow_bad: bool = True) -> dict[str, Any]:
 
 def policies() -> st.SearchStrategy[Policy]:
     return st.builds(
-        lambda nvidia, sizes, privileged: policy_from_mapping(
-            {
-                "nvidia": nvidia,
-                "hamiDraWebhook": {"deviceMemorySizes": sizes, "refusePrivileged": privileged},
-            }
-        ).policy,
+        lambda nvidia, sizes, privileged: (
+            policy_from_mapping(
+                {
+                    "nvidia": nvidia,
+                    "hamiDraWebhook": {"deviceMemorySizes": sizes, "refusePrivileged": privileged},
+                }
+            ).policy
+        ),
         st.fixed_dictionaries(
             {},
             optional={

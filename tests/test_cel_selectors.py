@@ -40,9 +40,13 @@ def legacy_allows(device: dict[str, Any], annotations: dict[str, str]) -> bool:
         return False
     attrs = device["attributes"][DRIVER]
     kind = legacy_type(attrs["productName"]).upper()
-    if (items := split_list(annotations.get("nvidia.com/use-gpuuuid", ""))) and attrs["uuid"] not in items:
+    if (items := split_list(annotations.get("nvidia.com/use-gpuuuid", ""))) and attrs[
+        "uuid"
+    ] not in items:
         return False
-    if (items := split_list(annotations.get("nvidia.com/nouse-gpuuuid", ""))) and attrs["uuid"] in items:
+    if (items := split_list(annotations.get("nvidia.com/nouse-gpuuuid", ""))) and attrs[
+        "uuid"
+    ] in items:
         return False
     if (items := split_list(annotations.get("nvidia.com/use-gputype", ""))) and not any(
         ascii_upper(i) in kind for i in items
@@ -65,23 +69,36 @@ def chosen(annotations: dict[str, str]) -> list[str]:
         ({"nvidia.com/use-gputype": "a100-sxm4"}, ["GPU-a100-80"]),
         # The legacy type of a Tesla card is "NVIDIA-Tesla ...": the prefix must match too.
         ({"nvidia.com/use-gputype": "nvidia-tesla"}, ["GPU-v100", "GPU-t4"]),
-        ({"nvidia.com/use-gputype": "NVIDIA"}, ["GPU-a100-80", "GPU-a100-40", "GPU-v100", "GPU-t4", "GPU-h100"]),
+        (
+            {"nvidia.com/use-gputype": "NVIDIA"},
+            ["GPU-a100-80", "GPU-a100-40", "GPU-v100", "GPU-t4", "GPU-h100"],
+        ),
         ({"nvidia.com/use-gputype": "v100, t4"}, ["GPU-v100", "GPU-t4"]),
         ({"nvidia.com/nouse-gputype": "A100,H100"}, ["GPU-v100", "GPU-t4"]),
         ({"nvidia.com/use-gputype": "A100", "nvidia.com/nouse-gputype": "PCIE"}, ["GPU-a100-80"]),
         ({"nvidia.com/use-gpuuuid": "GPU-v100 , GPU-t4"}, ["GPU-v100", "GPU-t4"]),
         ({"nvidia.com/use-gpuuuid": "gpu-v100"}, []),  # UUIDs match exactly, case included
-        ({"nvidia.com/nouse-gpuuuid": "GPU-a100-80,GPU-h100"}, ["GPU-a100-40", "GPU-v100", "GPU-t4"]),
+        (
+            {"nvidia.com/nouse-gpuuuid": "GPU-a100-80,GPU-h100"},
+            ["GPU-a100-40", "GPU-v100", "GPU-t4"],
+        ),
         ({"nvidia.com/use-gpuuuid": "GPU-a100-80", "nvidia.com/nouse-gpuuuid": "GPU-a100-80"}, []),
-        ({"nvidia.com/use-gputype": ","}, ["GPU-a100-80", "GPU-a100-40", "GPU-v100", "GPU-t4", "GPU-h100"]),
+        (
+            {"nvidia.com/use-gputype": ","},
+            ["GPU-a100-80", "GPU-a100-40", "GPU-v100", "GPU-t4", "GPU-h100"],
+        ),
         ({"nvidia.com/use-gpuuuid": 'GPU-v100"] || true || ["'}, []),
         ({"nvidia.com/use-gputype": 'x") || true || ("'}, []),
         ({"nvidia.com/use-gpuuuid": "\\"}, []),
     ],
 )
-def test_selectors_choose_what_legacy_chose(annotations: dict[str, str], expected: list[str]) -> None:
+def test_selectors_choose_what_legacy_chose(
+    annotations: dict[str, str], expected: list[str]
+) -> None:
     assert chosen(annotations) == expected
-    assert expected == [d["attributes"][DRIVER]["uuid"] for d in DEVICES if legacy_allows(d, annotations)]
+    assert expected == [
+        d["attributes"][DRIVER]["uuid"] for d in DEVICES if legacy_allows(d, annotations)
+    ]
 
 
 FRAGMENT = st.one_of(
@@ -92,7 +109,11 @@ LIST = st.lists(FRAGMENT, max_size=3).map(", ".join)
 
 
 @settings(max_examples=150, deadline=None)
-@given(use=LIST, nouse=LIST, uuids=st.lists(st.sampled_from(["GPU-t4", "GPU-v100", 'GPU"]', " GPU-h100 "]), max_size=3))
+@given(
+    use=LIST,
+    nouse=LIST,
+    uuids=st.lists(st.sampled_from(["GPU-t4", "GPU-v100", 'GPU"]', " GPU-h100 "]), max_size=3),
+)
 def test_selectors_match_legacy_for_any_annotation(use: str, nouse: str, uuids: list[str]) -> None:
     annotations = {
         "nvidia.com/use-gputype": use,
@@ -109,12 +130,20 @@ def selectors_of(subrequest: dict[str, Any]) -> list[str]:
 
 
 def test_percentage_alternatives_pin_each_device_size() -> None:
-    pod = {"spec": {"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpumem-percentage": "25"}}}]}}
+    pod = {
+        "spec": {
+            "containers": [
+                {"name": "c", "resources": {"limits": {"nvidia.com/gpumem-percentage": "25"}}}
+            ]
+        }
+    }
     template = translate_pod(pod, POLICY).templates[0]
     (request,) = template["spec"]["spec"]["devices"]["requests"]
     by_size = {}
     for alternative in request["firstAvailable"]:
-        matching = [d["attributes"][DRIVER]["uuid"] for d in OURS if selects(selectors_of(alternative), d)]
+        matching = [
+            d["attributes"][DRIVER]["uuid"] for d in OURS if selects(selectors_of(alternative), d)
+        ]
         by_size[alternative["capacity"]["requests"]["memory"]] = matching
     assert by_size == {
         "20480Mi": ["GPU-a100-80", "GPU-h100"],  # 25% of 81920 MiB

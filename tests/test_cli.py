@@ -28,8 +28,13 @@ def run(args: list[str], stdin: str = "") -> tuple[int, str, str]:
     return code, out.getvalue(), err.getvalue()
 
 
-def workload(kind: str, api: str, template_path: tuple[str, ...], limits: dict[str, Any]) -> dict[str, Any]:
-    pod = {"metadata": {"labels": {"app": "x"}}, "spec": {"containers": [{"name": "c", "image": "i", "resources": {"limits": limits}}]}}
+def workload(
+    kind: str, api: str, template_path: tuple[str, ...], limits: dict[str, Any]
+) -> dict[str, Any]:
+    pod = {
+        "metadata": {"labels": {"app": "x"}},
+        "spec": {"containers": [{"name": "c", "image": "i", "resources": {"limits": limits}}]},
+    }
     document: dict[str, Any] = {"apiVersion": api, "kind": kind, "metadata": {"name": "w"}}
     node = document
     for key in template_path[:-1]:
@@ -49,12 +54,19 @@ KINDS = [
 
 
 @pytest.mark.parametrize(("kind", "api", "path"), KINDS)
-def test_workload_kinds_translate_their_pod_template(kind: str, api: str, path: tuple[str, ...]) -> None:
+def test_workload_kinds_translate_their_pod_template(
+    kind: str, api: str, path: tuple[str, ...]
+) -> None:
     document = workload(kind, api, path, {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "2000"})
     code, out, _ = run(["dry-run", "-o", "json", "-"], json.dumps(document))
     assert code == 0
     (item,) = json.loads(out)["items"]
-    assert (item["kind"], item["outcome"], item["namespace"], item["name"]) == (kind, "converted", "default", "w")
+    assert (item["kind"], item["outcome"], item["namespace"], item["name"]) == (
+        kind,
+        "converted",
+        "default",
+        "w",
+    )
     assert jsonpatch.apply_patch(document, item["patch"]) == item["object"]
     assert all(op["path"].startswith("/" + "/".join(path) + "/") for op in item["patch"])
     template = item["object"]
@@ -66,31 +78,63 @@ def test_workload_kinds_translate_their_pod_template(kind: str, api: str, path: 
 
 def test_yaml_output_is_objects_then_templates_ready_for_kubectl() -> None:
     stream = "\n---\n".join(
-        yaml.safe_dump(workload("Deployment", "apps/v1", ("spec", "template"), {"nvidia.com/gpu": "1", "nvidia.com/gpumem": str(m)}) | {"metadata": {"name": f"d{m}"}})
+        yaml.safe_dump(
+            workload(
+                "Deployment",
+                "apps/v1",
+                ("spec", "template"),
+                {"nvidia.com/gpu": "1", "nvidia.com/gpumem": str(m)},
+            )
+            | {"metadata": {"name": f"d{m}"}}
+        )
         for m in (1000, 2000, 1000)
     )
-    stream += "\n---\napiVersion: v1\nkind: Service\nmetadata: {name: svc}\nspec: {ports: [{port: 80}]}\n"
+    stream += (
+        "\n---\napiVersion: v1\nkind: Service\nmetadata: {name: svc}\nspec: {ports: [{port: 80}]}\n"
+    )
     code, out, err = run(["dry-run", "-"], stream)
     assert code == 0, err
     documents = list(yaml.safe_load_all(out))
-    assert [d["kind"] for d in documents] == ["Deployment"] * 3 + ["Service"] + ["ResourceClaimTemplate"] * 2
+    assert [d["kind"] for d in documents] == ["Deployment"] * 3 + ["Service"] + [
+        "ResourceClaimTemplate"
+    ] * 2
     assert "&id" not in out and "*id" not in out, "YAML anchors would confuse readers"
     # Objects without a namespace: templates carry none either, so `kubectl apply -n` keeps them together.
     assert all("namespace" not in d["metadata"] for d in documents[4:])
-    assert "warning: Deployment default/d1000: container \"c\": 1 GPU, 1000Mi" in err
+    assert 'warning: Deployment default/d1000: container "c": 1 GPU, 1000Mi' in err
 
 
 def test_namespace_from_object_then_flag() -> None:
-    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "ml"}, "spec": {"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p", "namespace": "ml"},
+        "spec": {"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]},
+    }
     other = pod | {"metadata": {"name": "q"}}
-    _, out, _ = run(["dry-run", "-n", "team", "-o", "json", "-"], json.dumps({"apiVersion": "v1", "kind": "List", "items": [pod, other]}))
+    _, out, _ = run(
+        ["dry-run", "-n", "team", "-o", "json", "-"],
+        json.dumps({"apiVersion": "v1", "kind": "List", "items": [pod, other]}),
+    )
     items = json.loads(out)["items"]
     assert [i["namespace"] for i in items] == ["ml", "team"]
-    assert [i["resourceClaimTemplates"][0]["metadata"]["namespace"] for i in items] == ["ml", "team"]
+    assert [i["resourceClaimTemplates"][0]["metadata"]["namespace"] for i in items] == [
+        "ml",
+        "team",
+    ]
 
 
 def test_refused_objects_exit_2_and_name_object_and_container() -> None:
-    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "big"}, "spec": {"containers": [{"name": "trainer", "resources": {"limits": {"nvidia.com/gpumem": "16Gi"}}}]}}
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "big"},
+        "spec": {
+            "containers": [
+                {"name": "trainer", "resources": {"limits": {"nvidia.com/gpumem": "16Gi"}}}
+            ]
+        },
+    }
     code, out, err = run(["dry-run", "-o", "json", "-"], json.dumps(pod))
     assert code == 2
     assert 'refused: Pod default/big: container "trainer": limits nvidia.com/gpumem=16Gi' in err
@@ -103,7 +147,11 @@ def test_refused_objects_exit_2_and_name_object_and_container() -> None:
     [
         (["dry-run", "missing.yaml"], "", "missing.yaml: no such file"),
         (["dry-run", "-"], "a: [", "not valid YAML or JSON"),
-        (["dry-run", "--config", "missing-config.yaml", "-"], "", "missing-config.yaml: cannot read"),
+        (
+            ["dry-run", "--config", "missing-config.yaml", "-"],
+            "",
+            "missing-config.yaml: cannot read",
+        ),
     ],
 )
 def test_unreadable_input_exits_1(args: list[str], stdin: str, fragment: str) -> None:
@@ -121,10 +169,18 @@ def test_bad_config_exits_1_with_the_key(tmp_path: Path) -> None:
 
 def test_patch_output_is_one_json_patch_per_object() -> None:
     pods = [
-        {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"p{i}"}, "spec": {"containers": [{"name": "c", "resources": {"limits": limits}}]}}
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": f"p{i}"},
+            "spec": {"containers": [{"name": "c", "resources": {"limits": limits}}]},
+        }
         for i, limits in enumerate([{"nvidia.com/gpu": "1"}, {"cpu": "1"}])
     ]
-    code, out, _ = run(["dry-run", "-o", "patch", "-"], json.dumps({"kind": "PodList", "apiVersion": "v1", "items": pods}))
+    code, out, _ = run(
+        ["dry-run", "-o", "patch", "-"],
+        json.dumps({"kind": "PodList", "apiVersion": "v1", "items": pods}),
+    )
     lines = out.splitlines()
     assert code == 0 and len(lines) == 2
     converted = jsonpatch.apply_patch(pods[0], json.loads(lines[0]))
@@ -162,9 +218,18 @@ def test_examples_validate_against_kubernetes() -> None:
 
 
 def test_console_script_runs_from_a_shell() -> None:
-    script = shutil.which("hami-dra-webhook") or str(Path(sys.executable).parent / "hami-dra-webhook")
-    run_ = subprocess.run([script, "dry-run", str(EXAMPLES / "pod.yaml")], capture_output=True, text=True, check=False)
+    script = shutil.which("hami-dra-webhook") or str(
+        Path(sys.executable).parent / "hami-dra-webhook"
+    )
+    run_ = subprocess.run(
+        [script, "dry-run", str(EXAMPLES / "pod.yaml")], capture_output=True, text=True, check=False
+    )
     assert run_.returncode == 0, run_.stderr
     assert "resourceClaimTemplateName: hami-gpu-" in run_.stdout
-    module = subprocess.run([sys.executable, "-m", "hami_dra_webhook", "--version"], capture_output=True, text=True, check=False)
+    module = subprocess.run(
+        [sys.executable, "-m", "hami_dra_webhook", "--version"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert module.stdout.startswith("hami-dra-webhook ")

@@ -13,23 +13,72 @@ import pytest
 from hami_dra_webhook.core.policy import policy_from_mapping
 from hami_dra_webhook.core.translate import translate_pod
 
-G, M, P, C = "nvidia.com/gpu", "nvidia.com/gpumem", "nvidia.com/gpumem-percentage", "nvidia.com/gpucores"
+G, M, P, C = (
+    "nvidia.com/gpu",
+    "nvidia.com/gpumem",
+    "nvidia.com/gpumem-percentage",
+    "nvidia.com/gpucores",
+)
 SIZES_80 = {"deviceMemorySizes": ["80Gi"]}
 
-ROWS: list[tuple[str, dict[str, str], dict[str, Any], dict[str, Any], tuple[int, str | None, str] | None]] = [
+ROWS: list[
+    tuple[str, dict[str, str], dict[str, Any], dict[str, Any], tuple[int, str | None, str] | None]
+] = [
     ("bare count is exclusive", {G: "1"}, {}, {}, (1, None, "100")),
-    ("defaultMemory does not undo exclusivity", {G: "1"}, {"defaultMemory": 3000}, {}, (1, "3000Mi", "100")),
-    ("gpumem shares, cores from defaultCores", {G: "1", M: "3000"}, {"defaultCores": 10}, {}, (1, "3000Mi", "10")),
+    (
+        "defaultMemory does not undo exclusivity",
+        {G: "1"},
+        {"defaultMemory": 3000},
+        {},
+        (1, "3000Mi", "100"),
+    ),
+    (
+        "gpumem shares, cores from defaultCores",
+        {G: "1", M: "3000"},
+        {"defaultCores": 10},
+        {},
+        (1, "3000Mi", "10"),
+    ),
     ("gpumem 0 still non-exclusive", {G: "1", M: "0"}, {}, {}, (1, None, "0")),
-    ("gpumem 0 falls back to defaultMemory", {G: "1", M: "0"}, {"defaultMemory": 2000}, {}, (1, "2000Mi", "0")),
-    ("memoryFactor multiplies gpumem", {G: "1", M: "3"}, {"memoryFactor": 1024}, {}, (1, "3072Mi", "0")),
-    ("memoryFactor leaves defaultMemory alone", {G: "1", C: "20"}, {"memoryFactor": 1024, "defaultMemory": 5}, {}, (1, "5Mi", "20")),
+    (
+        "gpumem 0 falls back to defaultMemory",
+        {G: "1", M: "0"},
+        {"defaultMemory": 2000},
+        {},
+        (1, "2000Mi", "0"),
+    ),
+    (
+        "memoryFactor multiplies gpumem",
+        {G: "1", M: "3"},
+        {"memoryFactor": 1024},
+        {},
+        (1, "3072Mi", "0"),
+    ),
+    (
+        "memoryFactor leaves defaultMemory alone",
+        {G: "1", C: "20"},
+        {"memoryFactor": 1024, "defaultMemory": 5},
+        {},
+        (1, "5Mi", "20"),
+    ),
     ("gpucores given wins", {G: "1", C: "0"}, {}, {}, (1, None, "0")),
     ("gpucores over 100 clamps", {G: "1", C: "101"}, {}, {}, (1, None, "100")),
     ("percentage 100 is exclusive", {G: "1", P: "100"}, {}, {}, (1, None, "100")),
-    ("percentage 50 is shared", {G: "1", P: "50"}, {"defaultCores": 5}, SIZES_80, (1, "40960Mi", "5")),
+    (
+        "percentage 50 is shared",
+        {G: "1", P: "50"},
+        {"defaultCores": 5},
+        SIZES_80,
+        (1, "40960Mi", "5"),
+    ),
     ("percentage 0 is unset", {G: "1", P: "0"}, {}, {}, (1, None, "100")),
-    ("percentage floors per MiB", {G: "1", P: "1"}, {}, {"deviceMemorySizes": ["15109Mi"]}, (1, "151Mi", "0")),
+    (
+        "percentage floors per MiB",
+        {G: "1", P: "1"},
+        {},
+        {"deviceMemorySizes": ["15109Mi"]},
+        (1, "151Mi", "0"),
+    ),
     ("gpumem beats percentage", {G: "1", M: "100", P: "50"}, {}, SIZES_80, (1, "100Mi", "0")),
     ("percentage and gpucores", {G: "1", P: "25", C: "30"}, {}, SIZES_80, (1, "20480Mi", "30")),
     ("count defaults from gpumem", {M: "1000"}, {}, {}, (1, "1000Mi", "0")),
@@ -56,7 +105,9 @@ def claim_of(limits: dict[str, str], nvidia: dict[str, Any], webhook: dict[str, 
     return (len(requests), capacity.get("memory"), capacity["cores"])
 
 
-@pytest.mark.parametrize(("why", "limits", "nvidia", "webhook", "expected"), ROWS, ids=[r[0] for r in ROWS])
+@pytest.mark.parametrize(
+    ("why", "limits", "nvidia", "webhook", "expected"), ROWS, ids=[r[0] for r in ROWS]
+)
 def test_legacy_resolution(
     why: str, limits: dict[str, str], nvidia: dict[str, Any], webhook: dict[str, Any], expected: Any
 ) -> None:
@@ -100,7 +151,9 @@ def test_request_only_values_are_read_from_requests() -> None:
 def test_every_warning_fits_in_120_characters() -> None:
     pod = {
         "metadata": {"annotations": {"hami.io/gpu-scheduler-policy": "x" * 500}},
-        "spec": {"containers": [{"name": "n" * 63, "resources": {"limits": {G: "1", C: "999", M: "9"}}}]},
+        "spec": {
+            "containers": [{"name": "n" * 63, "resources": {"limits": {G: "1", C: "999", M: "9"}}}]
+        },
     }
     result = translate_pod(pod, policy_from_mapping({}).policy)
     assert result.warnings

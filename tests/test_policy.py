@@ -24,7 +24,11 @@ def test_no_file_gives_working_defaults() -> None:
     assert n.gpu_core_policy == "default"
     assert w.driver_name == w.device_class_name == "hami-core-gpu.project-hami.io"
     assert (w.capacity_keys.memory, w.capacity_keys.cores) == ("memory", "cores")
-    assert (w.attributes.uuid, w.attributes.product_name, w.attributes.type) == ("uuid", "productName", "type")
+    assert (w.attributes.uuid, w.attributes.product_name, w.attributes.type) == (
+        "uuid",
+        "productName",
+        "type",
+    )
     assert w.device_type == "hami-gpu" and w.legacy_scheduler_name == "hami-scheduler"
     assert w.refuse_privileged is True and w.device_memory_sizes == ()
     assert policy_from_yaml("").policy == DEFAULT_POLICY
@@ -35,12 +39,17 @@ def test_hami_file_loads_unchanged_with_one_warning_for_unknown_keys() -> None:
     assert loaded.policy.nvidia.default_gpu_num == 1
     assert loaded.policy.webhook.device_memory_sizes == (80 << 30, 40 << 30)
     assert loaded.ignored_keys == ("cambricon", "hygon")
+    assert (
+        "knownMigGeometries" in loaded.legacy_only_keys
+        and "deviceSplitCount" in loaded.legacy_only_keys
+    )
     assert loaded.warning is not None and "cambricon, hygon" in loaded.warning
 
 
 def test_unknown_keys_inside_sections_are_reported() -> None:
-    loaded = policy_from_yaml("nvidia:\n  migStrategy: none\nhamiDraWebhook:\n  colour: blue\n")
-    assert loaded.ignored_keys == ("nvidia.migStrategy", "hamiDraWebhook.colour")
+    loaded = policy_from_yaml("nvidia:\n  colour: red\nhamiDraWebhook:\n  colour: blue\n")
+    assert loaded.ignored_keys == ("nvidia.colour", "hamiDraWebhook.colour")
+    assert hash(loaded.policy) == hash(DEFAULT_POLICY) and loaded.policy == DEFAULT_POLICY
 
 
 def test_renamed_resources_are_used() -> None:

@@ -80,7 +80,11 @@ def test_translation_is_exact_idempotent_and_local(pod: dict[str, Any], policy: 
     assert again.outcome == "unchanged" and again.patch == []
     # Every pod claim that points at one of ours points at an emitted template.
     names = {t["metadata"]["name"] for t in result.templates}
-    ours = [c for c in converted["spec"].get("resourceClaims", []) if c not in original["spec"].get("resourceClaims", [])]
+    ours = [
+        c
+        for c in converted["spec"].get("resourceClaims", [])
+        if c not in original["spec"].get("resourceClaims", [])
+    ]
     assert {c["resourceClaimTemplateName"] for c in ours} == names
     assert dra_limits.pod_problems(converted) == []
     for template in result.templates:
@@ -99,6 +103,8 @@ def test_generated_objects_validate_against_kubernetes(pod: dict[str, Any], poli
     for template in result.templates:
         assert k8s_schema.errors(template) == []
         for request in template["spec"]["spec"]["devices"]["requests"]:
-            for exact in [request["exactly"]] if "exactly" in request else request["firstAvailable"]:
+            for exact in (
+                [request["exactly"]] if "exactly" in request else request["firstAvailable"]
+            ):
                 for selector in exact["selectors"]:
                     program(selector["cel"]["expression"])  # compiles as CEL

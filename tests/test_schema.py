@@ -32,7 +32,18 @@ def test_validator_catches_unknown_fields_and_wrong_types() -> None:
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceClaimTemplate",
         "metadata": {"name": "x"},
-        "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "c", "count": "1", "capcity": {}}}]}}},
+        "spec": {
+            "spec": {
+                "devices": {
+                    "requests": [
+                        {
+                            "name": "gpu",
+                            "exactly": {"deviceClassName": "c", "count": "1", "capcity": {}},
+                        }
+                    ]
+                }
+            }
+        },
     }
     found = k8s_schema.errors(template)
     assert any("capcity" in line for line in found)
@@ -41,11 +52,31 @@ def test_validator_catches_unknown_fields_and_wrong_types() -> None:
 
 
 def test_dra_limits_catch_what_the_schema_cannot() -> None:
-    request = {"name": "Bad_Name", "exactly": {"deviceClassName": "c", "count": 1, "selectors": [{"cel": {"expression": "x" * 10241}}]}}
+    request = {
+        "name": "Bad_Name",
+        "exactly": {
+            "deviceClassName": "c",
+            "count": 1,
+            "selectors": [{"cel": {"expression": "x" * 10241}}],
+        },
+    }
     template = {
         "metadata": {"name": "t"},
-        "spec": {"spec": {"devices": {"requests": [request] * 33, "constraints": [{"requests": ["nope"], "distinctAttribute": "d/uuid"}]}}},
+        "spec": {
+            "spec": {
+                "devices": {
+                    "requests": [request] * 33,
+                    "constraints": [{"requests": ["nope"], "distinctAttribute": "d/uuid"}],
+                }
+            }
+        },
     }
     problems = " | ".join(dra_limits.template_problems(template))
-    for fragment in ("33 requests", "duplicate request names", "not a DNS label", "over 10 KiB", "unknown request nope"):
+    for fragment in (
+        "33 requests",
+        "duplicate request names",
+        "not a DNS label",
+        "over 10 KiB",
+        "unknown request nope",
+    ):
         assert fragment in problems

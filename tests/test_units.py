@@ -25,20 +25,44 @@ from tests.dra_limits import DNS_LABEL
 
 @pytest.mark.parametrize(
     ("text", "value"),
-    [("1", 1), ("1.5", Fraction(3, 2)), ("500m", Fraction(1, 2)), ("16Gi", 16 << 30), ("1e3", 1000), ("2k", 2000), (".5", Fraction(1, 2)), ("-1", -1), ("1E-3", Fraction(1, 1000))],
+    [
+        ("1", 1),
+        ("1.5", Fraction(3, 2)),
+        ("500m", Fraction(1, 2)),
+        ("16Gi", 16 << 30),
+        ("1e3", 1000),
+        ("2k", 2000),
+        (".5", Fraction(1, 2)),
+        ("-1", -1),
+        ("1E-3", Fraction(1, 1000)),
+    ],
 )
 def test_parse_quantity(text: str, value: Fraction) -> None:
     assert parse_quantity(text) == value
 
 
-@pytest.mark.parametrize(("value", "expected"), [("8000", 8000), (8000, 8000), ("+3", 3), (" 7 ", 7), (2.0, 2), ("0", 0)])
+@pytest.mark.parametrize(
+    ("value", "expected"), [("8000", 8000), (8000, 8000), ("+3", 3), (" 7 ", 7), (2.0, 2), ("0", 0)]
+)
 def test_plain_integers(value: object, expected: int) -> None:
     assert parse_plain_integer(value) == expected
 
 
 @pytest.mark.parametrize(
     ("value", "reason"),
-    [("16Gi", "unit suffix"), ("2Ki", "unit suffix"), ("1k", "unit suffix"), ("-3", "negative"), (-3, "negative"), ("0.5", "not a whole number"), (0.5, "not a whole number"), ("abc", "not a Kubernetes quantity"), (True, "boolean"), (None, "NoneType"), ("", "not a Kubernetes quantity")],
+    [
+        ("16Gi", "unit suffix"),
+        ("2Ki", "unit suffix"),
+        ("1k", "unit suffix"),
+        ("-3", "negative"),
+        (-3, "negative"),
+        ("0.5", "not a whole number"),
+        (0.5, "not a whole number"),
+        ("abc", "not a Kubernetes quantity"),
+        (True, "boolean"),
+        (None, "NoneType"),
+        ("", "not a Kubernetes quantity"),
+    ],
 )
 def test_values_legacy_would_misread_are_refused(value: object, reason: str) -> None:
     with pytest.raises(QuantityError, match=reason):
@@ -57,7 +81,9 @@ def test_byte_sizes() -> None:
 @given(st.text(alphabet=st.characters(exclude_categories=["Cs"]), max_size=40))
 def test_cel_string_literals_round_trip(value: str) -> None:
     literal = cel.string_literal(value)
-    assert program(f"{literal} == x").evaluate({"x": __import__("celpy").celtypes.StringType(value)})
+    assert program(f"{literal} == x").evaluate(
+        {"x": __import__("celpy").celtypes.StringType(value)}
+    )
 
 
 def test_lone_surrogates_are_refused() -> None:
@@ -83,12 +109,17 @@ def test_claim_names_are_unique_dns_labels(name: str, taken: set[str], expected:
     assert DNS_LABEL.match(result)
 
 
-DOCUMENT = {"spec": {"containers": [{"resources": {"limits": {"nvidia.com/gpu": "1", "a~b": "2"}}}]}, "metadata": {}}
+DOCUMENT = {
+    "spec": {"containers": [{"resources": {"limits": {"nvidia.com/gpu": "1", "a~b": "2"}}}]},
+    "metadata": {},
+}
 
 
 def test_patch_matches_jsonpatch_and_leaves_input_alone() -> None:
     ops = [
-        patch.remove(patch.pointer("spec", "containers", 0, "resources", "limits", "nvidia.com/gpu")),
+        patch.remove(
+            patch.pointer("spec", "containers", 0, "resources", "limits", "nvidia.com/gpu")
+        ),
         patch.remove(patch.pointer("spec", "containers", 0, "resources", "limits", "a~b")),
         patch.add("/spec/containers/0/env", [{"name": "A", "value": "1"}]),
         patch.add("/spec/containers/0/env/-", {"name": "B", "value": "2"}),
@@ -100,5 +131,5 @@ def test_patch_matches_jsonpatch_and_leaves_input_alone() -> None:
     assert ops[1]["path"] == "/spec/containers/0/resources/limits/a~0b"
     before = copy.deepcopy(DOCUMENT)
     assert patch.apply(DOCUMENT, ops) == jsonpatch.apply_patch(DOCUMENT, ops)
-    assert DOCUMENT == before
+    assert before == DOCUMENT
     assert patch.rebase(ops[:1], "/spec/template")[0]["path"].startswith("/spec/template/spec/")

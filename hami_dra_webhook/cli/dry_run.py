@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from hami_dra_webhook.cli.manifests import (
-    ManifestError,
     Manifest,
+    ManifestError,
     dump_yaml,
     pod_template,
     read_manifests,
@@ -64,13 +64,18 @@ def add_parser(commands: Any) -> None:
         description="Translate legacy HAMi GPU requests in manifests and print the result. "
         "Exit code 0: nothing refused; 2: something would be refused; 1: unreadable input.",
     )
-    parser.add_argument("files", nargs="+", metavar="FILE", help="manifest file or folder, - = stdin")
+    parser.add_argument(
+        "files", nargs="+", metavar="FILE", help="manifest file or folder, - = stdin"
+    )
     parser.add_argument(
         "-n", "--namespace", help="for objects without one (default: theirs, else `default`)"
     )
     parser.add_argument("--config", metavar="FILE", help="HAMi device-config.yaml (policy)")
     parser.add_argument(
-        "-o", "--output", choices=("yaml", "json", "patch"), default="yaml",
+        "-o",
+        "--output",
+        choices=("yaml", "json", "patch"),
+        default="yaml",
         help="yaml: converted objects then templates; json: a report; patch: one JSON patch a line",
     )
     parser.set_defaults(run=run)
@@ -101,7 +106,9 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
         if _is_object(manifest.document):
             objects.append(manifest)
         else:
-            stderr.write(f"warning: {manifest.source}: skipped a document without apiVersion/kind\n")
+            stderr.write(
+                f"warning: {manifest.source}: skipped a document without apiVersion/kind\n"
+            )
     results = [convert(m, policy, args.namespace) for m in objects]
     for result in results:
         for warning in result.warnings:
@@ -113,8 +120,10 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
 
 
 def _is_object(document: Any) -> bool:
-    return isinstance(document, dict) and bool(document.get("kind")) and bool(
-        document.get("apiVersion")
+    return (
+        isinstance(document, dict)
+        and bool(document.get("kind"))
+        and bool(document.get("apiVersion"))
     )
 
 
@@ -146,7 +155,9 @@ def convert(manifest: Manifest, policy: Policy, default_namespace: str | None) -
     result.message = translation.message
     result.warnings = translation.warnings
     if translation.outcome == "converted":
-        result.patch = patch.rebase(translation.patch, patch.pointer(*path)) if path else translation.patch
+        result.patch = (
+            patch.rebase(translation.patch, patch.pointer(*path)) if path else translation.patch
+        )
         result.object = patch.apply(document, result.patch)
         result.templates = translation.templates
     return result

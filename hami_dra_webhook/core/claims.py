@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
-from typing import Any
 
 from hami_dra_webhook.core import cel
 from hami_dra_webhook.core.legacy import GpuShare, LegacyRequest
@@ -48,26 +48,58 @@ def claim_template(
     policy: Policy,
     namespace: str | None,
 ) -> JsonObject:
-    """A ResourceClaimTemplate whose name is a hash of everything in it but its namespace."""
+    """A ResourceClaimTemplate whose name is a hash of everything in it but its namespace.
+
+    Its `spec` is shared between calls with the same content: treat it as read-only.
+    """
+    if share.percentage is not None:
+        _check_sizes(share.percentage, ref, policy)
+    name, body = _content(share, selectors, record, policy)
+    metadata: JsonObject = {"name": name}
+    if namespace:
+        metadata["namespace"] = namespace
+    metadata["labels"] = dict(body["metadata"]["labels"])
+    metadata["annotations"] = dict(body["metadata"]["annotations"])
+    return {"apiVersion": API_VERSION, "kind": KIND, "metadata": metadata, "spec": body["spec"]}
+
+
+@functools.lru_cache(maxsize=4096)
+def _content(
+    share: GpuShare, selectors: tuple[str, ...], record: str, policy: Policy
+) -> tuple[str, JsonObject]:
     body: JsonObject = {
-        "metadata": {"labels": template_labels(), "annotations": {LEGACY_REQUEST_ANNOTATION: record}},
+        "metadata": {
+            "labels": template_labels(),
+            "annotations": {LEGACY_REQUEST_ANNOTATION: record},
+        },
         "spec": {
             "metadata": {"labels": template_labels()},
-            "spec": {"devices": _devices(share, selectors, ref, policy)},
+            "spec": {"devices": _devices(share, selectors, policy)},
         },
     }
     canonical = json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
     digest = hashlib.sha256(canonical).hexdigest()[:HASH_LENGTH]
-    metadata: JsonObject = {"name": policy.webhook.template_name_prefix + digest}
-    if namespace:
-        metadata["namespace"] = namespace
-    metadata.update(body["metadata"])
-    return {"apiVersion": API_VERSION, "kind": KIND, "metadata": metadata, "spec": body["spec"]}
+    return policy.webhook.template_name_prefix + digest, body
 
 
-def _devices(
-    share: GpuShare, selectors: tuple[str, ...], ref: ContainerRef, policy: Policy
-) -> JsonObject:
+def _check_sizes(percentage: int, ref: ContainerRef, policy: Policy) -> None:
+    sizes = policy.webhook.device_memory_sizes
+    name = policy.nvidia.resource_memory_percentage_name
+    if not sizes:
+        raise Refused(
+            f"{ref.label}: {name}={percentage} needs the cluster's GPU memory sizes;"
+            " set hamiDraWebhook.deviceMemorySizes (e.g. [80Gi])",
+            code=422,
+        )
+    if len(sizes) > MAX_SUBREQUESTS:
+        raise Refused(
+            f"{ref.label}: {name} over {len(sizes)} GPU memory sizes needs more than"
+            f" {MAX_SUBREQUESTS} DRA alternatives; use gpumem (MiB)",
+            code=422,
+        )
+
+
+def _devices(share: GpuShare, selectors: tuple[str, ...], policy: Policy) -> JsonObject:
     names = ["gpu"] if share.count == 1 else [f"gpu-{i}" for i in range(share.count)]
     # Each request gets its own objects: shared ones would come out as YAML anchors.
     if share.percentage is None:
@@ -77,7 +109,7 @@ def _devices(
         ]
     else:
         requests = [
-            {"name": name, **_per_size(share.percentage, selectors, share.cores, ref, policy)}
+            {"name": name, **_per_size(share.percentage, selectors, share.cores, policy)}
             for name in names
         ]
     devices: JsonObject = {"requests": requests}
@@ -107,27 +139,18 @@ def _exact(
 
 
 def _per_size(
-    percentage: int, selectors: tuple[str, ...], cores: int, ref: ContainerRef, policy: Policy
+    percentage: int, selectors: tuple[str, ...], cores: int, policy: Policy
 ) -> JsonObject:
     """gpumem-percentage: memory depends on each device's size, so pin a size per alternative."""
     web = policy.webhook
     sizes = web.device_memory_sizes
-    if not sizes:
-        raise Refused(
-            f"{ref.label}: {policy.nvidia.resource_memory_percentage_name}={percentage} needs the"
-            " cluster's GPU memory sizes; set hamiDraWebhook.deviceMemorySizes (e.g. [80Gi])",
-            code=422,
-        )
-    if len(sizes) > MAX_SUBREQUESTS:
-        raise Refused(
-            f"{ref.label}: {policy.nvidia.resource_memory_percentage_name} over {len(sizes)} GPU"
-            f" memory sizes needs more than {MAX_SUBREQUESTS} DRA alternatives; use gpumem (MiB)",
-            code=422,
-        )
     alternatives = []
     for size in sizes:
         quantity = format_bytes(size)
-        pinned = (*selectors, cel.capacity_equals(web.driver_name, web.capacity_keys.memory, quantity))
+        pinned = (
+            *selectors,
+            cel.capacity_equals(web.driver_name, web.capacity_keys.memory, quantity),
+        )
         memory_mib = max(1, (size // MIB) * percentage // 100)
         exact = _exact(pinned, memory_mib, cores, policy)
         alternatives.append({"name": f"mem-{quantity.lower()}", **exact})

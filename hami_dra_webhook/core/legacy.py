@@ -86,7 +86,10 @@ def _one_value(
     if not in_limits and not in_requests:
         return None
     parsed = {}
-    for where, source, present in (("limits", limits, in_limits), ("requests", requests, in_requests)):
+    for where, source, present in (
+        ("limits", limits, in_limits),
+        ("requests", requests, in_requests),
+    ):
         if not present:
             continue
         raw = source[name]
@@ -138,7 +141,8 @@ def resolve_share(
     if count > MAX_CLAIM_DEVICES:
         raise Refused(
             f"{ref.label}: {nvidia.resource_count_name}={count} is more than the"
-            f" {MAX_CLAIM_DEVICES} devices a DRA claim can hold; request at most {MAX_CLAIM_DEVICES}",
+            f" {MAX_CLAIM_DEVICES} devices a DRA claim can hold;"
+            f" request at most {MAX_CLAIM_DEVICES}",
             code=422,
         )
     cores = _cores(request, percentage, ref, policy, warnings)
@@ -172,8 +176,6 @@ def _cores(
             )
             return 100
         return request.cores
-    if percentage is not None:
-        exclusive = percentage == 100
-    else:
-        exclusive = request.memory is None
+    # Legacy rule 2: a count without gpucores is exclusive at 100 %, or when no memory is asked for.
+    exclusive = percentage == 100 if percentage is not None else request.memory is None
     return 100 if exclusive else policy.nvidia.default_cores

@@ -13,11 +13,13 @@ class PatchOp(TypedDict, total=False):
 
 def escape(token: str) -> str:
     """RFC 6901 escaping of one path token: `nvidia.com/gpu` becomes `nvidia.com~1gpu`."""
+    if "~" not in token and "/" not in token:
+        return token
     return token.replace("~", "~0").replace("/", "~1")
 
 
 def pointer(*tokens: str | int) -> str:
-    return "".join("/" + escape(str(token)) for token in tokens)
+    return "/" + "/".join(escape(t) if isinstance(t, str) else str(t) for t in tokens)
 
 
 def add(path: str, value: Any) -> PatchOp:

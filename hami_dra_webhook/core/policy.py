@@ -7,6 +7,7 @@ A legacy cluster's file works unchanged. Our settings live under the top-level k
 from __future__ import annotations
 
 import re
+from functools import cached_property
 from typing import Any, Literal
 
 import yaml
@@ -21,6 +22,18 @@ MAX_TEMPLATE_PREFIX = 40  # leaves room for the 16-character hash and a dash wit
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _PREFIX = re.compile(r"^[a-z0-9]([-a-z0-9]*)$")
 _CEL_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# HAMi `nvidia:` keys for the legacy device plugin and scheduler that have no DRA equivalent:
+# accepted without a warning, recorded so that tooling can report them.
+LEGACY_ONLY_KEYS = frozenset(
+    {
+        "deviceSplitCount",
+        "deviceMemoryScaling",
+        "deviceCoreScaling",
+        "knownMigGeometries",
+        "disablecorelimit",
+        "migstrategy",
+    }
+)
 
 
 class PolicyError(ValueError):
@@ -28,7 +41,8 @@ class PolicyError(ValueError):
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="allow", frozen=True, populate_by_name=True)
+    # Unknown keys are found by `_unknown_keys`, so the model keeps none: it stays hashable.
+    model_config = ConfigDict(extra="ignore", frozen=True, populate_by_name=True)
 
 
 class NvidiaConfig(_Section):
@@ -47,16 +61,12 @@ class NvidiaConfig(_Section):
     default_cores: int = Field(0, alias="defaultCores", ge=0, le=100)
     default_gpu_num: int = Field(1, alias="defaultGPUNum", ge=0)
     memory_factor: int = Field(1, alias="memoryFactor", ge=1)
-    gpu_core_policy: Literal["default", "force", "disable"] = Field("default", alias="gpuCorePolicy")
+    gpu_core_policy: Literal["default", "force", "disable"] = Field(
+        "default", alias="gpuCorePolicy"
+    )
     overwrite_env: bool = Field(False, alias="overwriteEnv")
     runtime_class_name: str = Field("", alias="runtimeClassName")
     lib_cuda_log_level: int | None = Field(None, alias="libCudaLogLevel")
-    # Read so that a legacy file loads without noise; DRA has no equivalent (scan reports them).
-    device_split_count: int | None = Field(None, alias="deviceSplitCount")
-    device_memory_scaling: float | None = Field(None, alias="deviceMemoryScaling")
-    device_core_scaling: float | None = Field(None, alias="deviceCoreScaling")
-    known_mig_geometries: list[Any] | None = Field(None, alias="knownMigGeometries")
-    disable_core_limit: bool | None = Field(None, alias="disablecorelimit")
 
 
 class CapacityKeys(_Section):
@@ -129,7 +139,7 @@ class Policy(BaseModel):
     nvidia: NvidiaConfig = Field(default_factory=NvidiaConfig)
     webhook: WebhookConfig = Field(default_factory=WebhookConfig)
 
-    @property
+    @cached_property
     def legacy_resource_names(self) -> tuple[str, str, str, str, str]:
         n = self.nvidia
         return (
@@ -149,6 +159,7 @@ class LoadedPolicy(BaseModel):
 
     policy: Policy
     ignored_keys: tuple[str, ...]
+    legacy_only_keys: tuple[str, ...] = ()
 
     @property
     def warning(self) -> str | None:
@@ -172,7 +183,9 @@ def policy_from_yaml(text: str, source: str = "device-config.yaml") -> LoadedPol
     return policy_from_mapping(document, source)
 
 
-def policy_from_mapping(document: dict[str, Any], source: str = "device-config.yaml") -> LoadedPolicy:
+def policy_from_mapping(
+    document: dict[str, Any], source: str = "device-config.yaml"
+) -> LoadedPolicy:
     sections: dict[str, Any] = {}
     ignored: list[str] = []
     for key, value in document.items():
@@ -187,11 +200,33 @@ def policy_from_mapping(document: dict[str, Any], source: str = "device-config.y
         webhook = WebhookConfig.model_validate(sections.get("webhook", {}))
     except ValidationError as error:
         raise PolicyError(_describe(error, source)) from error
-    ignored += [f"{NVIDIA_SECTION}.{key}" for key in (nvidia.model_extra or {})]
-    ignored += [f"{WEBHOOK_SECTION}.{key}" for key in (webhook.model_extra or {})]
-    for name, section in (("capacityKeys", webhook.capacity_keys), ("attributes", webhook.attributes)):
-        ignored += [f"{WEBHOOK_SECTION}.{name}.{key}" for key in (section.model_extra or {})]
-    return LoadedPolicy(policy=Policy(nvidia=nvidia, webhook=webhook), ignored_keys=tuple(ignored))
+    unknown_nvidia = _unknown_keys(sections.get("nvidia", {}), NvidiaConfig, NVIDIA_SECTION)
+    legacy_only = tuple(k for k in unknown_nvidia if k.split(".", 1)[1] in LEGACY_ONLY_KEYS)
+    ignored += [k for k in unknown_nvidia if k not in legacy_only]
+    ignored += _unknown_keys(sections.get("webhook", {}), WebhookConfig, WEBHOOK_SECTION)
+    return LoadedPolicy(
+        policy=Policy(nvidia=nvidia, webhook=webhook),
+        ignored_keys=tuple(ignored),
+        legacy_only_keys=tuple(k.split(".", 1)[1] for k in legacy_only),
+    )
+
+
+def _unknown_keys(mapping: dict[str, Any], model: type[BaseModel], prefix: str) -> list[str]:
+    """Keys of `mapping` (validated already) that `model` does not know, with nested sections."""
+    by_alias = {(f.alias or name): f for name, f in model.model_fields.items()}
+    by_alias |= {name: f for name, f in model.model_fields.items()}
+    unknown = []
+    for key, value in mapping.items():
+        field = by_alias.get(key)
+        if field is None:
+            unknown.append(f"{prefix}.{key}")
+        elif (
+            isinstance(field.annotation, type)
+            and issubclass(field.annotation, _Section)
+            and isinstance(value, dict)
+        ):
+            unknown += _unknown_keys(value, field.annotation, f"{prefix}.{key}")
+    return unknown
 
 
 def _describe(error: ValidationError, source: str) -> str:

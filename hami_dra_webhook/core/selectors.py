@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,7 +49,24 @@ def ascii_upper(value: str) -> str:
 _ASCII_UPPER = str.maketrans("abcdefghijklmnopqrstuvwxyz", "ABCDEFGHIJKLMNOPQRSTUVWXYZ")
 
 
+_SELECTOR_ANNOTATIONS = (USE_UUID, NOUSE_UUID, USE_TYPE, NOUSE_TYPE, VGPU_MODE, *_NOT_HONOURED)
+
+
 def device_filter(annotations: dict[str, Any], policy: Policy) -> DeviceFilter:
+    """Selectors and warnings from the pod's annotations (cached: replicas repeat them)."""
+    relevant = tuple(annotations.get(key) for key in _SELECTOR_ANNOTATIONS)
+    try:
+        return _device_filter(relevant, policy)
+    except TypeError:  # an unhashable annotation value (not a string): not worth caching
+        return _build_filter(dict(zip(_SELECTOR_ANNOTATIONS, relevant, strict=True)), policy)
+
+
+@functools.lru_cache(maxsize=1024)
+def _device_filter(relevant: tuple[Any, ...], policy: Policy) -> DeviceFilter:
+    return _build_filter(dict(zip(_SELECTOR_ANNOTATIONS, relevant, strict=True)), policy)
+
+
+def _build_filter(annotations: dict[str, Any], policy: Policy) -> DeviceFilter:
     web = policy.webhook
     driver, names = web.driver_name, web.attributes
     selectors = [cel.driver_device_of_type(driver, names.type, web.device_type)]
@@ -102,6 +120,6 @@ def _unsupported(annotations: dict[str, Any]) -> list[str]:
             )
         warnings.append(f"annotation {VGPU_MODE}: DRA offers only {HAMI_CORE_MODE} devices")
     for key, text in _NOT_HONOURED.items():
-        if key in annotations:
+        if annotations.get(key) is not None:
             warnings.append(f"annotation {key}: {text}")
     return warnings

@@ -131,7 +131,7 @@ def _containers(spec: JsonObject) -> list[tuple[ContainerRef, Any]]:
             continue
         for index, container in enumerate(items):
             name = container.get("name") if isinstance(container, dict) else None
-            found.append((ContainerRef(list_name, index, str(name)), container))  # type: ignore[arg-type]
+            found.append((ContainerRef(list_name, index, str(name)), container))
     return found
 
 
@@ -148,7 +148,9 @@ def _left_alone(metadata: JsonObject, spec: JsonObject, policy: Policy) -> str |
     return None
 
 
-def _resolve(ref: ContainerRef, container: Any, policy: Policy, warnings: list[str]) -> _GpuContainer:
+def _resolve(
+    ref: ContainerRef, container: Any, policy: Policy, warnings: list[str]
+) -> _GpuContainer:
     request = read_request(container, ref, policy)
     for name in request.in_requests:
         if name not in request.in_limits:
