@@ -7,7 +7,7 @@ import sys
 from typing import TextIO
 
 from hami_dra_webhook import __version__
-from hami_dra_webhook.cli import dry_run
+from hami_dra_webhook.cli import certs_cmd, dry_run, gc_cmd, serve
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -17,7 +17,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    serve.add_parser(commands)
     dry_run.add_parser(commands)
+    certs_cmd.add_parser(commands)
+    gc_cmd.add_parser(commands)
     return parser
 
 

@@ -98,6 +98,9 @@ class WebhookConfig(_Section):
     legacy_scheduler_name: str = Field("hami-scheduler", alias="legacySchedulerName")
     device_memory_sizes: tuple[int, ...] = Field((), alias="deviceMemorySizes")
     refuse_privileged: bool = Field(True, alias="refusePrivileged")
+    # Where kube-apiserver drops consumable capacity (DRAConsumableCapacity off), shared GPU
+    # requests would silently become whole GPUs: refused unless this is true (then a warning).
+    allow_sharing_without_capacity: bool = Field(False, alias="allowSharingWithoutCapacity")
     template_name_prefix: str = Field("hami-gpu-", alias="templateNamePrefix")
 
     @field_validator("driver_name", "device_class_name")

@@ -1,0 +1,66 @@
+"""What the webhook needs from the Kubernetes API, as a Protocol; `kube.py` implements it."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from hami_dra_webhook.core.types import JsonObject
+
+TEMPLATES_PATH = "/apis/resource.k8s.io/v1"
+
+
+class ApiError(Exception):
+    """A failed API call: `status` is the HTTP status, 0 when no answer came (network, timeout)."""
+
+    def __init__(self, status: int, reason: str, message: str) -> None:
+        super().__init__(f"{status} {reason}: {message}" if status else f"{reason}: {message}")
+        self.status = status
+        self.reason = reason
+        self.message = message
+
+    @classmethod
+    def from_status(cls, status: int, body: Any) -> ApiError:
+        """From a response and its `Status` body (kind: Status, reason, message) when it has one."""
+        reason, message = "", ""
+        if isinstance(body, dict) and body.get("kind") == "Status":
+            reason = str(body.get("reason") or "")
+            message = str(body.get("message") or "")
+        return cls(status, reason or _REASONS.get(status, "Error"), message or "no message")
+
+
+_REASONS = {
+    400: "BadRequest",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "NotFound",
+    409: "AlreadyExists",
+    422: "Invalid",
+    429: "TooManyRequests",
+    500: "InternalError",
+    503: "ServiceUnavailable",
+    504: "Timeout",
+}
+
+
+class KubeApi(Protocol):
+    """The calls the webhook makes; every call takes a timeout in seconds."""
+
+    async def create_template(
+        self, namespace: str, template: JsonObject, *, dry_run: bool, timeout: float
+    ) -> JsonObject: ...
+
+    async def annotate_template(
+        self, namespace: str, name: str, annotations: dict[str, str], *, timeout: float
+    ) -> JsonObject: ...
+
+    async def list_templates(self, label_selector: str, *, timeout: float) -> list[JsonObject]: ...
+
+    async def list_pods(self, namespace: str, *, timeout: float) -> list[JsonObject]: ...
+
+    async def delete_template(
+        self, namespace: str, name: str, resource_version: str, *, timeout: float
+    ) -> None: ...
+
+    async def list_device_classes(self, *, timeout: float) -> list[JsonObject]: ...
+
+    async def version(self, *, timeout: float) -> JsonObject: ...

@@ -1,0 +1,51 @@
+"""`hami-dra-webhook gc`: one garbage-collection pass over unused managed templates."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import time
+from typing import Any, TextIO
+
+
+def add_parser(commands: Any) -> None:
+    parser = commands.add_parser(
+        "gc",
+        help="delete managed ResourceClaimTemplates that no pod uses",
+        description="Delete templates made by hami-dra-webhook that no pod in their namespace"
+        " references and that were not used within the grace period.",
+    )
+    parser.add_argument("--kubeconfig", help="cluster access; default: in-cluster")
+    parser.add_argument("--grace", type=float, default=3600.0, help="seconds (3600)")
+    parser.add_argument("--dry-run", action="store_true", help="list what would be deleted")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
+    from hami_dra_webhook.api import ApiError
+    from hami_dra_webhook.gc import collect_garbage
+    from hami_dra_webhook.kube import KubernetesApi, load_configuration
+
+    try:
+        configuration = load_configuration(args.kubeconfig)
+    except Exception as error:  # the client raises many kinds for a bad kubeconfig
+        stderr.write(f"error: cannot load cluster access: {error}\n")
+        return 1
+    if configuration is None:
+        stderr.write("error: no cluster: pass --kubeconfig or run inside a cluster\n")
+        return 1
+    api = KubernetesApi(configuration)
+    try:
+        report = asyncio.run(
+            collect_garbage(api, now=time.time(), grace=args.grace, dry_run=args.dry_run)
+        )
+    except ApiError as error:
+        stderr.write(f"error: {error}\n")
+        return 1
+    finally:
+        api.close()
+    verb = "would delete" if args.dry_run else "deleted"
+    for where in report.deleted:
+        stdout.write(f"{verb} {where}\n")
+    stderr.write(report.summary() + "\n")
+    return 0

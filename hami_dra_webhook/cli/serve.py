@@ -1,0 +1,166 @@
+"""`hami-dra-webhook serve`: the HTTPS admission webhook."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib.util
+import logging
+import tempfile
+from pathlib import Path
+from typing import Any, TextIO
+
+from hami_dra_webhook.cli.dry_run import load_policy
+from hami_dra_webhook.core.policy import PolicyError
+
+log = logging.getLogger("hami_dra_webhook.serve")
+FLAGS = (
+    ("--host", str, "address to listen on (0.0.0.0)"),
+    ("--port", int, "HTTPS port (8443)"),
+    ("--cert-file", str, "serving certificate (PEM); none: a self-signed one for localhost"),
+    ("--key-file", str, "its private key (PEM)"),
+    ("--config", str, "HAMi device-config.yaml with the hamiDraWebhook section"),
+    ("--tls-min-version", str, "1.2 or 1.3 (1.3)"),
+    ("--kubeconfig", str, "cluster access; default: in-cluster, else offline"),
+    ("--log-level", str, "debug, info, warning, error (info)"),
+    ("--log-format", str, "json or text (json)"),
+    ("--admission-budget", float, "seconds one admission may take, API calls included (5)"),
+    ("--cache-ttl", float, "seconds a template stays known without an API call (300)"),
+    ("--gc-interval", float, "seconds between garbage collections, 0 = none (600)"),
+    ("--gc-grace", float, "seconds an unused template is kept (3600)"),
+)
+
+
+def add_parser(commands: Any) -> None:
+    parser = commands.add_parser(
+        "serve",
+        help="run the HTTPS admission webhook",
+        description="Run the mutating admission webhook over HTTPS. Every flag also reads from"
+        " an environment variable HAMI_DRA_<FLAG> (e.g. HAMI_DRA_PORT); flags win.",
+    )
+    for flag, kind, text in FLAGS:
+        parser.add_argument(flag, type=kind, help=text)
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
+    from pydantic import ValidationError
+
+    from hami_dra_webhook.server.logs import configure
+    from hami_dra_webhook.server.settings import Settings
+
+    given = {
+        flag.lstrip("-").replace("-", "_"): value
+        for flag, _, _ in FLAGS
+        if (value := getattr(args, flag.lstrip("-").replace("-", "_"))) is not None
+    }
+    try:
+        settings = Settings(**given)
+    except ValidationError as error:
+        for problem in error.errors():
+            where = ".".join(str(p) for p in problem["loc"]) or "settings"
+            stderr.write(f"error: {where}: {problem['msg']}\n")
+        return 1
+    configure(settings.log_level, settings.log_format == "json")
+    try:
+        policy = load_policy(str(settings.config) if settings.config else None, stderr)
+    except PolicyError as error:
+        stderr.write(f"error: {error}\n")
+        return 1
+    try:
+        with asyncio.Runner(loop_factory=_loop_factory()) as runner:
+            return runner.run(_serve(settings, policy))
+    except StartupError as error:
+        stderr.write(f"error: {error}\n")
+        return 1
+
+
+class StartupError(RuntimeError):
+    """Something the operator must fix before the webhook can start."""
+
+
+def _loop_factory() -> Any:
+    if importlib.util.find_spec("uvloop") is not None:
+        import uvloop
+
+        return uvloop.new_event_loop
+    return None
+
+
+async def _serve(settings: Any, policy: Any) -> int:
+    import uvicorn
+
+    from hami_dra_webhook.admit import Admitter
+    from hami_dra_webhook.certs import issue, write
+    from hami_dra_webhook.server.app import Parts, create_app
+    from hami_dra_webhook.server.metrics import Metrics
+    from hami_dra_webhook.server.tls import ReloadingTLS
+    from hami_dra_webhook.templates import ApiTemplateStore, OfflineTemplateStore
+
+    cert_file, key_file = settings.cert_file, settings.key_file
+    if cert_file is None:
+        folder = Path(tempfile.mkdtemp(prefix="hami-dra-webhook-"))
+        _, cert_file, key_file = write(issue(["localhost", "127.0.0.1", "::1"]), folder)
+        log.info(
+            "no --cert-file: serving a self-signed certificate for localhost; its CA is %s",
+            folder / "ca.crt",
+            extra={"ca_file": str(folder / "ca.crt")},
+        )
+    try:
+        tls = ReloadingTLS(Path(cert_file), Path(key_file), settings.tls_min_version)
+    except (OSError, ValueError) as error:
+        raise StartupError(f"cannot load the certificate {cert_file} / {key_file}: {error}") from error
+    metrics = Metrics()
+    api, cluster, store = _cluster_parts(settings, metrics)
+    admitter = Admitter(
+        policy=policy,
+        store=store if store is not None else OfflineTemplateStore(),
+        cluster=cluster,
+        budget=settings.admission_budget,
+    )
+    if api is None:
+        log.warning("no cluster configured: running offline, templates are logged, not created")
+    parts = Parts(settings=settings, admitter=admitter, metrics=metrics, tls=tls, api=api, cluster=cluster)
+    app = create_app(parts)
+    config = uvicorn.Config(
+        app,
+        host=settings.host,
+        port=settings.port,
+        ssl_context_factory=lambda _config, _default: tls.context,
+        http="httptools" if importlib.util.find_spec("httptools") else "h11",
+        lifespan="on",
+        access_log=False,
+        log_config=None,
+        timeout_graceful_shutdown=int(settings.graceful_shutdown) or None,
+        server_header=False,
+    )
+    server = uvicorn.Server(config)
+    log.info("serving https://%s:%d/mutate", settings.host, settings.port)
+    try:
+        await server.serve()
+    finally:
+        if api is not None:
+            api.close()
+    return 0 if server.started else 1
+
+
+def _cluster_parts(settings: Any, metrics: Any) -> tuple[Any, Any, Any]:
+    if settings.kubeconfig is None:
+        from hami_dra_webhook.kube import in_cluster
+
+        if not in_cluster():
+            return None, None, None
+    from hami_dra_webhook.cluster import ClusterState
+    from hami_dra_webhook.kube import KubernetesApi, load_configuration
+    from hami_dra_webhook.templates import ApiTemplateStore
+
+    try:
+        configuration = load_configuration(str(settings.kubeconfig) if settings.kubeconfig else None)
+    except Exception as error:  # the client raises many kinds for a bad kubeconfig
+        raise StartupError(f"cannot load cluster access ({settings.kubeconfig}): {error}") from error
+    if configuration is None:
+        return None, None, None
+    api = KubernetesApi(configuration)
+    store = ApiTemplateStore(api, cache_ttl=settings.cache_ttl, events=metrics)
+    return api, ClusterState(), store
+

@@ -1,0 +1,91 @@
+"""What the webhook must know about the cluster: is consumable capacity effective, and do
+DeviceClasses map legacy resource names (DRAExtendedResource)?
+
+On 1.34 and 1.35 the DRAConsumableCapacity gate is off by default, and kube-apiserver then drops
+`capacity` from claims without an error: a converted pod would silently get whole GPUs. A
+server-side dry-run create of a probe template tells: does `capacity` survive?
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Literal
+
+from hami_dra_webhook.api import ApiError, KubeApi
+from hami_dra_webhook.core.claims import API_VERSION, KIND
+from hami_dra_webhook.core.policy import Policy
+from hami_dra_webhook.core.types import JsonObject
+
+Capacity = Literal["unknown", "effective", "dropped"]
+PROBE_NAME = "hami-dra-webhook-capacity-probe"
+log = logging.getLogger("hami_dra_webhook.cluster")
+
+
+def probe_template(policy: Policy, namespace: str) -> JsonObject:
+    web = policy.webhook
+    return {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "metadata": {"name": PROBE_NAME, "namespace": namespace},
+        "spec": {
+            "spec": {
+                "devices": {
+                    "requests": [
+                        {
+                            "name": "probe",
+                            "exactly": {
+                                "deviceClassName": web.device_class_name,
+                                "count": 1,
+                                "capacity": {"requests": {web.capacity_keys.cores: "1"}},
+                            },
+                        }
+                    ]
+                }
+            }
+        },
+    }
+
+
+def capacity_kept(answer: JsonObject) -> bool:
+    try:
+        request = answer["spec"]["spec"]["devices"]["requests"][0]
+        return bool(request["exactly"]["capacity"]["requests"])
+    except (KeyError, IndexError, TypeError):
+        return False
+
+
+@dataclass
+class ClusterState:
+    capacity: Capacity = "unknown"
+    api_answered: bool = False
+    # legacy resource name -> DeviceClass whose extendedResourceName claims it
+    extended_resources: dict[str, str] = field(default_factory=dict)
+    last_error: str = ""
+
+    async def refresh(self, api: KubeApi, policy: Policy, namespace: str, timeout: float) -> None:
+        try:
+            await api.version(timeout=timeout)
+            self.api_answered = True
+            answer = await api.create_template(
+                namespace, probe_template(policy, namespace), dry_run=True, timeout=timeout
+            )
+            before = self.capacity
+            self.capacity = "effective" if capacity_kept(answer) else "dropped"
+            if self.capacity != before and self.capacity == "dropped":
+                log.warning(
+                    "kube-apiserver drops consumable capacity from claims: enable the"
+                    " DRAConsumableCapacity feature gate (kube-apiserver, kube-scheduler,"
+                    " kube-controller-manager, kubelet)"
+                )
+            legacy = set(policy.legacy_resource_names)
+            self.extended_resources = {
+                str(spec["extendedResourceName"]): str(c["metadata"]["name"])
+                for c in await api.list_device_classes(timeout=timeout)
+                if isinstance(spec := c.get("spec"), dict)
+                and spec.get("extendedResourceName") in legacy
+            }
+            self.last_error = ""
+        except ApiError as error:
+            self.last_error = str(error)
+            log.warning("cluster check failed: %s", error)

@@ -1,0 +1,117 @@
+"""AdmissionReview v1 on the wire: the envelope as pydantic models, the object as a raw dict."""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from hami_dra_webhook.core import patch
+from hami_dra_webhook.core.types import short_warning
+
+API_VERSION = "admission.k8s.io/v1"
+KIND = "AdmissionReview"
+
+
+class MalformedReview(ValueError):
+    """The request body is not an AdmissionReview v1 we can answer (HTTP 400)."""
+
+
+class GroupVersionKind(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    group: str = ""
+    version: str = ""
+    kind: str = ""
+
+
+class GroupVersionResource(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    group: str = ""
+    version: str = ""
+    resource: str = ""
+
+
+class AdmissionRequest(BaseModel):
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+    uid: str = Field(min_length=1)
+    kind: GroupVersionKind
+    resource: GroupVersionResource | None = None
+    sub_resource: str | None = Field(None, alias="subResource")
+    name: str | None = None
+    namespace: str | None = None
+    operation: str
+    object: dict[str, Any] | None = None
+    old_object: dict[str, Any] | None = Field(None, alias="oldObject")
+    dry_run: bool = Field(False, alias="dryRun")
+
+    @property
+    def is_pod(self) -> bool:
+        return self.kind.group == "" and self.kind.kind == "Pod" and not self.sub_resource
+
+
+class AdmissionReview(BaseModel):
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+    api_version: Literal["admission.k8s.io/v1"] = Field(alias="apiVersion")
+    kind: Literal["AdmissionReview"]
+    request: AdmissionRequest
+
+
+def parse_review(body: bytes) -> AdmissionReview:
+    try:
+        document = json.loads(body)
+    except (ValueError, UnicodeDecodeError) as error:
+        raise MalformedReview(f"the body is not JSON: {error}") from error
+    try:
+        return AdmissionReview.model_validate(document)
+    except ValidationError as error:
+        first = error.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "the body"
+        raise MalformedReview(
+            f"not an admission.k8s.io/v1 AdmissionReview: {where}: {first['msg']}"
+            f" ({error.error_count()} problem(s))"
+        ) from error
+
+
+def response(
+    uid: str,
+    *,
+    allowed: bool,
+    ops: list[patch.PatchOp] | None = None,
+    code: int | None = None,
+    message: str | None = None,
+    warnings: list[str] | None = None,
+    audit: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """The AdmissionReview answer; `patch` and `patchType` always come together."""
+    answer: dict[str, Any] = {"uid": uid, "allowed": allowed}
+    if ops:
+        encoded = json.dumps(ops, separators=(",", ":")).encode()
+        answer["patch"] = base64.b64encode(encoded).decode()
+        answer["patchType"] = "JSONPatch"
+    if not allowed:
+        answer["status"] = {
+            "code": code or 403,
+            "message": message or "refused",
+            "reason": _reason(code or 403),
+        }
+    if warnings:
+        answer["warnings"] = [short_warning(w) for w in warnings]
+    if audit:
+        answer["auditAnnotations"] = audit
+    return {"apiVersion": API_VERSION, "kind": KIND, "response": answer}
+
+
+def _reason(code: int) -> str:
+    return {
+        400: "BadRequest",
+        403: "Forbidden",
+        409: "Conflict",
+        422: "Invalid",
+        500: "InternalError",
+        503: "ServiceUnavailable",
+        504: "Timeout",
+    }.get(code, "Forbidden" if code < 500 else "InternalError")

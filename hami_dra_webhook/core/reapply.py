@@ -1,0 +1,46 @@
+"""Pod UPDATE: strip legacy GPU keys that a re-apply of the original manifest puts back."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hami_dra_webhook.core import patch
+from hami_dra_webhook.core.legacy import resource_maps
+from hami_dra_webhook.core.policy import Policy
+
+
+def strip_reapplied(new: Any, old: Any, policy: Policy) -> list[patch.PatchOp]:
+    """Ops that remove legacy keys present in `new` but absent from the same container in `old`.
+
+    `kubectl apply` of the original manifest sends the legacy resources again; container
+    resources are immutable, so without this the API server would refuse the update. Nothing
+    else is touched.
+    """
+    spec, old_spec = _spec(new), _spec(old)
+    names = policy.legacy_resource_names
+    ops: list[patch.PatchOp] = []
+    for list_name in ("initContainers", "containers"):
+        before = {
+            c.get("name"): c for c in old_spec.get(list_name) or [] if isinstance(c, dict)
+        }
+        for index, container in enumerate(spec.get(list_name) or []):
+            if not isinstance(container, dict):
+                continue
+            old_limits, old_requests = resource_maps(before.get(container.get("name"), {}))
+            limits, requests = resource_maps(container)
+            for map_name, values, old_values in (
+                ("limits", limits, old_limits),
+                ("requests", requests, old_requests),
+            ):
+                extra = [k for k in names if k in values and k not in old_values]
+                base = ("spec", list_name, index, "resources", map_name)
+                if extra and len(extra) == len(values) and not old_values:
+                    ops.append(patch.remove(patch.pointer(*base)))
+                else:
+                    ops += [patch.remove(patch.pointer(*base, key)) for key in extra]
+    return ops
+
+
+def _spec(pod: Any) -> dict[str, Any]:
+    spec = pod.get("spec") if isinstance(pod, dict) else None
+    return spec if isinstance(spec, dict) else {}

@@ -1,0 +1,1 @@
+"""The HTTPS admission server: thin shells (settings, TLS, metrics, logs, FastAPI app)."""

@@ -1,0 +1,184 @@
+"""The FastAPI app: POST /mutate, GET /healthz, /readyz, /metrics."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from fastapi import FastAPI, Request, Response
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from hami_dra_webhook.admit import Admission, Admitter
+from hami_dra_webhook.api import KubeApi
+from hami_dra_webhook.cluster import ClusterState
+from hami_dra_webhook.core import admission
+from hami_dra_webhook.gc import collect_garbage
+from hami_dra_webhook.server.metrics import Metrics
+from hami_dra_webhook.server.settings import Settings
+from hami_dra_webhook.server.tls import ReloadingTLS
+
+log = logging.getLogger("hami_dra_webhook.server")
+JSON = "application/json"
+
+
+@dataclass
+class Parts:
+    """Everything the app uses, built by the `serve` command (or by a test)."""
+
+    settings: Settings
+    admitter: Admitter
+    metrics: Metrics
+    tls: ReloadingTLS | None = None
+    api: KubeApi | None = None
+    cluster: ClusterState | None = None
+    background: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+
+
+def _json(document: Any, status: int = 200) -> Response:
+    return Response(json.dumps(document, separators=(",", ":")), status_code=status, media_type=JSON)
+
+
+def create_app(parts: Parts) -> FastAPI:
+    settings, metrics = parts.settings, parts.metrics
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        tasks = [asyncio.create_task(job()) for job in _jobs(parts)]
+        try:
+            yield
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    app = FastAPI(
+        title="hami-dra-webhook", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None
+    )
+
+    @app.post("/mutate")
+    async def mutate(request: Request) -> Response:
+        started = time.perf_counter()
+        declared = request.headers.get("content-length")
+        if declared and declared.isdigit() and int(declared) > settings.max_body_bytes:
+            return _json({"message": f"body over {settings.max_body_bytes} bytes"}, 413)
+        body = await request.body()
+        if len(body) > settings.max_body_bytes:
+            return _json({"message": f"body over {settings.max_body_bytes} bytes"}, 413)
+        try:
+            review = admission.parse_review(body)
+        except admission.MalformedReview as error:
+            metrics.admissions.labels("unknown", "malformed").inc()
+            return _json({"message": str(error)}, 400)
+        try:
+            result = await parts.admitter.admit(review)
+        except Exception:
+            log.exception("admission %s failed unexpectedly", review.request.uid)
+            result = Admission(
+                body=admission.response(
+                    review.request.uid,
+                    allowed=False,
+                    code=500,
+                    message="internal error in hami-dra-webhook; see its log",
+                ),
+                operation=review.request.operation,
+                outcome="error",
+                namespace=review.request.namespace or "",
+            )
+        elapsed = time.perf_counter() - started
+        _record(metrics, result, elapsed)
+        return _json(result.body)
+
+    @app.get("/healthz")
+    async def healthz() -> Response:
+        return _json({"status": "ok"})
+
+    @app.get("/readyz")
+    async def readyz() -> Response:
+        detail = _readiness(parts)
+        return _json(detail, 200 if detail["ready"] else 503)
+
+    @app.get("/metrics")
+    async def metrics_endpoint() -> Response:
+        if parts.tls is not None:
+            metrics.cert_expiry.set(parts.tls.expires_at)
+        if parts.cluster is not None:
+            metrics.observe_cluster(parts.cluster)
+        return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+    return app
+
+
+def _record(metrics: Metrics, result: Admission, elapsed: float) -> None:
+    metrics.admissions.labels(result.operation, result.outcome).inc()
+    metrics.latency.observe(elapsed)
+    if result.outcome == "converted":
+        for resource in result.resources:
+            metrics.conversions.labels(resource).inc()
+    if result.operation in ("CREATE", "UPDATE"):
+        log.info(
+            "admission",
+            extra={
+                "namespace": result.namespace,
+                "pod": result.name,
+                "operation": result.operation,
+                "outcome": result.outcome,
+                "templates": result.templates,
+                "duration_ms": round(elapsed * 1000, 3),
+            },
+        )
+
+
+def _readiness(parts: Parts) -> dict[str, Any]:
+    certificates = parts.tls is not None
+    detail: dict[str, Any] = {"certificates": "loaded" if certificates else "missing"}
+    ready = certificates
+    if parts.api is None:
+        detail["cluster"] = "offline (no kubeconfig, not in a cluster)"
+    elif parts.cluster is not None:
+        detail["cluster"] = "answered" if parts.cluster.api_answered else "not answered yet"
+        detail["consumableCapacity"] = parts.cluster.capacity
+        if parts.cluster.last_error:
+            detail["lastError"] = parts.cluster.last_error
+        ready = ready and parts.cluster.api_answered
+    detail["ready"] = ready
+    return detail
+
+
+def _jobs(parts: Parts) -> list[Callable[[], Awaitable[None]]]:
+    settings = parts.settings
+    jobs = list(parts.background)
+    if parts.tls is not None:
+        tls = parts.tls
+        jobs.append(lambda: tls.watch(settings.cert_reload_interval))
+    api, cluster = parts.api, parts.cluster
+    if api is not None and cluster is not None:
+        policy = parts.admitter.policy
+
+        async def check_cluster() -> None:
+            while True:
+                await cluster.refresh(api, policy, settings.probe_namespace, timeout=10.0)
+                parts.metrics.observe_cluster(cluster)
+                await asyncio.sleep(settings.cluster_check_interval)
+
+        jobs.append(check_cluster)
+        if settings.gc_interval > 0:
+
+            async def gc_loop() -> None:
+                while True:
+                    await asyncio.sleep(settings.gc_interval)
+                    try:
+                        report = await collect_garbage(api, now=time.time(), grace=settings.gc_grace)
+                    except Exception:
+                        log.exception("template garbage collection failed; retrying later")
+                        continue
+                    parts.metrics.gc_deleted.inc(len(report.deleted))
+                    log.info("template garbage collection: %s", report.summary())
+
+            jobs.append(gc_loop)
+    return jobs

@@ -1,0 +1,177 @@
+"""The real webhook process over real TLS (CA-verified), as kube-apiserver calls it."""
+
+from __future__ import annotations
+
+import base64
+import json
+import ssl
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import jsonpatch
+import pytest
+
+from tests.apiserver_standin import StandIn
+from tests.reviews import gpu_pod, review
+from tests.webhook_process import Webhook
+
+
+@pytest.fixture
+def webhook(standin: StandIn, tmp_path: Path) -> Iterator[Webhook]:
+    process = Webhook(tmp_path, "--kubeconfig", str(standin.kubeconfig(tmp_path)), "--gc-interval", "0")
+    yield process
+    process.stop()
+
+
+def test_create_is_converted_over_verified_tls(webhook: Webhook, standin: StandIn) -> None:
+    document = review(gpu_pod())
+    status, body = webhook.post(document)
+    assert status == 200
+    answer = body["response"]
+    assert body["apiVersion"] == "admission.k8s.io/v1" and body["kind"] == "AdmissionReview"
+    assert answer["uid"] == document["request"]["uid"] and answer["allowed"] is True
+    pod = jsonpatch.apply_patch(document["request"]["object"], json.loads(base64.b64decode(answer["patch"])))
+    claim = pod["spec"]["resourceClaims"][0]
+    assert ("team-a", claim["resourceClaimTemplateName"]) in standin.templates
+    assert pod["metadata"]["generateName"] == "trainer-7d9f8c6b5-" and "name" not in pod["metadata"]
+
+
+def test_dry_run_update_delete_and_other_kinds(webhook: Webhook, standin: StandIn) -> None:
+    assert webhook.post(review(gpu_pod(), dry_run=True))[1]["response"]["allowed"] is True
+    assert standin.templates == {}
+    old = gpu_pod({"cpu": "1"})
+    new = gpu_pod({"cpu": "1", "nvidia.com/gpu": "1"})
+    update = webhook.post(review(new, operation="UPDATE", old=old))[1]["response"]
+    assert json.loads(base64.b64decode(update["patch"])) == [{"op": "remove", "path": "/spec/containers/0/resources/limits/nvidia.com~1gpu"}]
+    for document in (
+        review(gpu_pod(), operation="DELETE", old=gpu_pod()),
+        review({"kind": "Service", "apiVersion": "v1", "metadata": {"name": "s"}}, kind="Service", resource="services"),
+    ):
+        answer = webhook.post(document)[1]["response"]
+        assert answer == {"uid": document["request"]["uid"], "allowed": True}
+
+
+def test_malformed_reviews_get_400_with_a_message(webhook: Webhook) -> None:
+    status, body = webhook.post(b"{not json")
+    assert status == 400 and "not JSON" in body["message"]
+    document = review(gpu_pod())
+    del document["request"]["uid"]
+    status, body = webhook.post(document)
+    assert status == 400 and "request.uid" in body["message"]
+    status, body = webhook.post({"kind": "AdmissionReview", "apiVersion": "admission.k8s.io/v1beta1", "request": {}})
+    assert status == 400 and "apiVersion" in body["message"]
+
+
+def test_refusals_and_api_failures_answer_allowed_false(webhook: Webhook, standin: StandIn) -> None:
+    answer = webhook.post(review(gpu_pod({"nvidia.com/gpu": "-1"})))[1]["response"]
+    assert answer["allowed"] is False and answer["status"]["code"] == 422 and "negative" in answer["status"]["message"]
+    standin.fail[("POST", "templates")] = 500
+    answer = webhook.post(review(gpu_pod()))[1]["response"]
+    assert answer["allowed"] is False and answer["status"]["code"] == 503
+
+
+def test_a_3_mib_pod_is_answered(webhook: Webhook) -> None:
+    pod = gpu_pod()
+    pod["metadata"]["annotations"] = {"example.com/blob": "x" * (3 * 1024 * 1024)}
+    status, body = webhook.post(review(pod))
+    assert status == 200 and body["response"]["allowed"] is True
+
+
+def test_health_readiness_and_metrics(webhook: Webhook) -> None:
+    webhook.post(review(gpu_pod()))
+    webhook.post(review(gpu_pod({"nvidia.com/gpumem": "1Gi"})))
+    assert webhook.get("/healthz")[0] == 200
+    status, body = webhook.get("/readyz")
+    detail = json.loads(body)
+    assert status == 200 and detail["cluster"] == "answered" and detail["consumableCapacity"] == "effective"
+    metrics = webhook.get("/metrics")[1].decode()
+    for line in (
+        'hami_dra_admissions_total{operation="CREATE",outcome="converted"} 1.0',
+        'hami_dra_admissions_total{operation="CREATE",outcome="refused"} 1.0',
+        "hami_dra_templates_created_total 1.0",
+        'hami_dra_conversions_total{resource="nvidia.com/gpumem"} 1.0',
+        "hami_dra_consumable_capacity_effective 1.0",
+        "hami_dra_admission_duration_seconds_bucket",
+        "hami_dra_certificate_expiry_timestamp_seconds 1.",
+    ):
+        assert line in metrics, line
+
+
+def test_one_json_log_line_per_admission(webhook: Webhook) -> None:
+    webhook.post(review(gpu_pod()))
+    time.sleep(0.2)
+    lines = [json.loads(line) for line in webhook.log().splitlines() if line.startswith("{")]
+    admissions = [line for line in lines if line["message"] == "admission"]
+    assert len(admissions) == 1
+    entry = admissions[0]
+    assert entry["namespace"] == "team-a" and entry["pod"] == "trainer-7d9f8c6b5-"
+    assert entry["outcome"] == "converted" and entry["templates"][0].startswith("hami-gpu-")
+    assert entry["duration_ms"] > 0
+
+
+def test_graceful_shutdown_finishes_in_flight_admissions(webhook: Webhook, standin: StandIn) -> None:
+    standin.delay[("POST", "templates")] = 1.0
+    answers: list[dict[str, object]] = []
+    thread = threading.Thread(target=lambda: answers.append(webhook.post(review(gpu_pod()))[1]))
+    thread.start()
+    time.sleep(0.4)
+    started = time.monotonic()
+    # uvicorn re-raises SIGTERM after its graceful shutdown, so the exit status is the signal's.
+    assert webhook.stop() in (0, -15)
+    thread.join()
+    assert answers and answers[0]["response"]["allowed"] is True  # type: ignore[index]
+    assert time.monotonic() - started >= 0.4, "the process did not wait for the admission"
+    assert "Finished server process" in webhook.log()
+
+
+def test_plain_http_is_refused(webhook: Webhook) -> None:
+    import http.client
+
+    connection = http.client.HTTPConnection("127.0.0.1", webhook.port, timeout=3)
+    with pytest.raises((ConnectionError, http.client.HTTPException, OSError)):
+        connection.request("GET", "/healthz")
+        connection.getresponse().read()
+        raise ConnectionError("a plain HTTP answer came back")  # only reached if HTTP worked
+
+
+def test_offline_embedded_default(tmp_path: Path) -> None:
+    """No certificate files, no cluster: self-signed certificate whose CA is logged; patches only."""
+    import subprocess
+    import sys
+
+    from tests.webhook_process import free_port
+
+    port = free_port()
+    log_path = tmp_path / "log"
+    with log_path.open("wb") as log:
+        process = subprocess.Popen([sys.executable, "-m", "hami_dra_webhook", "serve", "--host", "127.0.0.1", "--port", str(port)], stdout=log, stderr=subprocess.STDOUT)
+    try:
+        ca_file = None
+        for _ in range(100):
+            for line in log_path.read_text().splitlines():
+                if '"ca_file"' in line:
+                    ca_file = json.loads(line)["ca_file"]
+            if ca_file:
+                break
+            time.sleep(0.1)
+        assert ca_file, log_path.read_text()
+        context = ssl.create_default_context(cafile=ca_file)
+        import http.client
+
+        for _ in range(100):
+            connection = http.client.HTTPSConnection("localhost", port, context=context, timeout=3)
+            try:
+                connection.request("POST", "/mutate", body=json.dumps(review(gpu_pod())))
+                answer = json.loads(connection.getresponse().read())["response"]
+                break
+            except OSError:
+                time.sleep(0.1)
+            finally:
+                connection.close()
+        assert answer["allowed"] is True and "patch" in answer
+        assert any(w.startswith("offline webhook") for w in answer["warnings"])
+    finally:
+        process.terminate()
+        process.wait(timeout=20)
