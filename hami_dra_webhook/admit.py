@@ -57,7 +57,9 @@ class Admitter:
             result.body = admission.response(request.uid, allowed=True)
         elif request.operation == "UPDATE":
             ops = strip_reapplied(pod, request.old_object, self.policy)
-            warnings = ["legacy GPU resources re-applied to a converted pod were dropped"] * bool(ops)
+            warnings = ["legacy GPU resources re-applied to a converted pod were dropped"] * bool(
+                ops
+            )
             result.body = admission.response(request.uid, allowed=True, ops=ops, warnings=warnings)
         else:
             await self._create(request, pod, result)
@@ -143,7 +145,9 @@ class Admitter:
         for list_name in ("initContainers", "containers"):
             for container in spec.get(list_name) or []:
                 limits, requests = resource_maps(container)
-                found.update(k for k in self.policy.legacy_resource_names if k in limits or k in requests)
+                found.update(
+                    k for k in self.policy.legacy_resource_names if k in limits or k in requests
+                )
         return sorted(found)
 
 
@@ -151,7 +155,9 @@ def _shares_a_gpu(templates: list[JsonObject], cores_key: str) -> bool:
     """True when some request asks for less than a whole device (needs consumable capacity)."""
     for template in templates:
         for request in template["spec"]["spec"]["devices"]["requests"]:
-            for exact in [request["exactly"]] if "exactly" in request else request["firstAvailable"]:
+            for exact in (
+                [request["exactly"]] if "exactly" in request else request["firstAvailable"]
+            ):
                 capacity = exact.get("capacity", {}).get("requests", {})
                 if any(key != cores_key or value != "100" for key, value in capacity.items()):
                     return True

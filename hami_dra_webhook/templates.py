@@ -99,7 +99,10 @@ class ApiTemplateStore:
                 missing.append(template)
         if missing:
             await asyncio.gather(
-                *(self._ensure_one(namespace, t, dry_run=dry_run, deadline=deadline) for t in missing)
+                *(
+                    self._ensure_one(namespace, t, dry_run=dry_run, deadline=deadline)
+                    for t in missing
+                )
             )
         return []
 
@@ -201,10 +204,8 @@ class ApiTemplateStore:
                 f"the webhook may not create {what} ({error.status} {error.reason}:"
                 f" {error.message}); check its RBAC",
             )
-        if error.status == 422 or error.status == 400:
-            return TemplateUnavailable(
-                422, f"the API server rejected {what}: {error.message}"
-            )
+        if error.status in {400, 422}:
+            return TemplateUnavailable(422, f"the API server rejected {what}: {error.message}")
         if error.status == 0:
             return TemplateUnavailable(
                 503, f"the Kubernetes API did not answer while creating {what} ({error}); retry"

@@ -24,11 +24,27 @@ from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 TEMPLATES = "/apis/resource.k8s.io/v1"
-REASONS = {403: "Forbidden", 404: "NotFound", 409: "AlreadyExists", 422: "Invalid", 429: "TooManyRequests", 500: "InternalError", 503: "ServiceUnavailable"}
+REASONS = {
+    403: "Forbidden",
+    404: "NotFound",
+    409: "AlreadyExists",
+    422: "Invalid",
+    429: "TooManyRequests",
+    500: "InternalError",
+    503: "ServiceUnavailable",
+}
 
 
 def status_body(code: int, reason: str, message: str) -> dict[str, Any]:
-    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message, "reason": reason, "code": code}
+    return {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": reason,
+        "code": code,
+    }
 
 
 class StandIn:
@@ -84,7 +100,9 @@ class StandIn:
                     "kind": "Config",
                     "clusters": [{"name": "standin", "cluster": {"server": self.url}}],
                     "users": [{"name": "webhook", "user": {"token": self.token}}],
-                    "contexts": [{"name": "standin", "context": {"cluster": "standin", "user": "webhook"}}],
+                    "contexts": [
+                        {"name": "standin", "context": {"cluster": "standin", "user": "webhook"}}
+                    ],
                     "current-context": "standin",
                 }
             )
@@ -98,7 +116,9 @@ class StandIn:
             return str(self._version)
 
     def timestamp(self) -> str:
-        return datetime.fromtimestamp(self.now if self.now is not None else time.time(), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return datetime.fromtimestamp(
+            self.now if self.now is not None else time.time(), UTC
+        ).strftime("%Y-%m-%dT%H:%M:%SZ")
 
     def count(self, method: str, kind: str) -> int:
         return self.calls[(method, kind)]
@@ -123,7 +143,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _fail(self, code: int, message: str, reason: str | None = None) -> None:
         headers = {"Retry-After": "1"} if code == 429 else None
-        self._send(code, status_body(code, reason or REASONS.get(code, "Unknown"), message), headers)
+        self._send(
+            code, status_body(code, reason or REASONS.get(code, "Unknown"), message), headers
+        )
 
     def _body(self) -> Any:
         length = int(self.headers.get("Content-Length") or 0)
@@ -154,7 +176,9 @@ class _Handler(BaseHTTPRequestHandler):
             return self._fail(code, f"stand-in fault {code} on {method} {kind}")
         handler = getattr(self, f"_{method.lower()}_{kind}", None)
         if handler is None:
-            return self._fail(404, f"the server could not find the requested resource ({method} {url.path})")
+            return self._fail(
+                404, f"the server could not find the requested resource ({method} {url.path})"
+            )
         return handler(parts, query, body)  # type: ignore[no-any-return]
 
     def do_GET(self) -> None:
@@ -178,18 +202,27 @@ class _Handler(BaseHTTPRequestHandler):
         name = body.get("metadata", {}).get("name", "")
         problems = _validate_template(body)
         if problems:
-            return self._fail(422, f"ResourceClaimTemplate.resource.k8s.io \"{name}\" is invalid: {'; '.join(problems)}")
+            return self._fail(
+                422,
+                f'ResourceClaimTemplate.resource.k8s.io "{name}" is invalid: {"; ".join(problems)}',
+            )
         stored = copy.deepcopy(body)
         if state.drop_capacity:
             for request in stored["spec"]["spec"]["devices"].get("requests", []):
-                for exact in [request.get("exactly")] + list(request.get("firstAvailable", [])):
+                for exact in [request.get("exactly"), *request.get("firstAvailable", [])]:
                     if exact:
                         exact.pop("capacity", None)
         metadata = stored["metadata"]
         metadata["namespace"] = namespace
         if (namespace, name) in state.templates:
-            return self._fail(409, f'resourceclaimtemplates.resource.k8s.io "{name}" already exists')
-        metadata |= {"uid": str(uuid.uuid4()), "resourceVersion": state.next_version(), "creationTimestamp": state.timestamp()}
+            return self._fail(
+                409, f'resourceclaimtemplates.resource.k8s.io "{name}" already exists'
+            )
+        metadata |= {
+            "uid": str(uuid.uuid4()),
+            "resourceVersion": state.next_version(),
+            "creationTimestamp": state.timestamp(),
+        }
         if query.get("dryRun") != "All":
             state.templates[(namespace, name)] = stored
         self._send(201, stored)
@@ -199,7 +232,9 @@ class _Handler(BaseHTTPRequestHandler):
         if self.headers.get("Content-Type") != "application/merge-patch+json":
             return self._fail(415, "unsupported patch type")
         if key not in state.templates:
-            return self._fail(404, f'resourceclaimtemplates.resource.k8s.io "{key[1]}" not found', "NotFound")
+            return self._fail(
+                404, f'resourceclaimtemplates.resource.k8s.io "{key[1]}" not found', "NotFound"
+            )
         metadata = state.templates[key]["metadata"]
         annotations = (body.get("metadata") or {}).get("annotations") or {}
         metadata["annotations"] = {**metadata.get("annotations", {}), **annotations}
@@ -209,18 +244,28 @@ class _Handler(BaseHTTPRequestHandler):
     def _delete_template(self, parts: list[str], query: dict[str, str], body: Any) -> None:
         state, key = self.state, (parts[4], parts[6])
         if key not in state.templates:
-            return self._fail(404, f'resourceclaimtemplates.resource.k8s.io "{key[1]}" not found', "NotFound")
+            return self._fail(
+                404, f'resourceclaimtemplates.resource.k8s.io "{key[1]}" not found', "NotFound"
+            )
         wanted = ((body or {}).get("preconditions") or {}).get("resourceVersion")
         actual = state.templates[key]["metadata"]["resourceVersion"]
         if wanted and wanted != actual:
-            return self._fail(409, f"Precondition failed: ResourceVersion in precondition: {wanted}, ResourceVersion in object meta: {actual}", "Conflict")
+            return self._fail(
+                409,
+                f"Precondition failed: ResourceVersion in precondition: {wanted}, ResourceVersion in object meta: {actual}",
+                "Conflict",
+            )
         del state.templates[key]
         self._send(200, status_body(200, "", "") | {"status": "Success"})
 
     def _get_alltemplates(self, parts: list[str], query: dict[str, str], body: Any) -> None:
         selector = query.get("labelSelector", "")
         wanted = dict(item.split("=", 1) for item in selector.split(",") if item)
-        items = [t for t in self.state.templates.values() if all(t["metadata"].get("labels", {}).get(k) == v for k, v in wanted.items())]
+        items = [
+            t
+            for t in self.state.templates.values()
+            if all(t["metadata"].get("labels", {}).get(k) == v for k, v in wanted.items())
+        ]
         self._paged(items, query, "ResourceClaimTemplateList")
 
     def _get_pods(self, parts: list[str], query: dict[str, str], body: Any) -> None:
@@ -247,9 +292,17 @@ def _kind(parts: list[str]) -> str:
         return "alltemplates"
     if path == "apis/resource.k8s.io/v1/deviceclasses":
         return "deviceclasses"
-    if len(parts) == 6 and path.startswith("apis/resource.k8s.io/v1/namespaces/") and parts[5] == "resourceclaimtemplates":
+    if (
+        len(parts) == 6
+        and path.startswith("apis/resource.k8s.io/v1/namespaces/")
+        and parts[5] == "resourceclaimtemplates"
+    ):
         return "templates"
-    if len(parts) == 7 and path.startswith("apis/resource.k8s.io/v1/namespaces/") and parts[5] == "resourceclaimtemplates":
+    if (
+        len(parts) == 7
+        and path.startswith("apis/resource.k8s.io/v1/namespaces/")
+        and parts[5] == "resourceclaimtemplates"
+    ):
         return "template"
     if len(parts) == 5 and parts[:2] == ["api", "v1"] and parts[4] == "pods":
         return "pods"

@@ -11,20 +11,35 @@ def gpu_pod(limits: dict[str, str] | None = None, **metadata: Any) -> dict[str, 
     return {
         "kind": "Pod",
         "apiVersion": "v1",
-        "metadata": {"generateName": "trainer-7d9f8c6b5-", "namespace": "team-a", "labels": {"app": "trainer"}, **metadata},
+        "metadata": {
+            "generateName": "trainer-7d9f8c6b5-",
+            "namespace": "team-a",
+            "labels": {"app": "trainer"},
+            **metadata,
+        },
         "spec": {
             "containers": [
                 {
                     "name": "cuda",
                     "image": "nvidia/cuda:12.4.0-base-ubuntu22.04",
-                    "resources": {"limits": limits or {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "4000", "cpu": "1"}},
+                    "resources": {
+                        "limits": limits
+                        or {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "4000", "cpu": "1"}
+                    },
                     "terminationMessagePath": "/dev/termination-log",
                     "imagePullPolicy": "IfNotPresent",
                 }
             ],
             "restartPolicy": "Always",
             "schedulerName": "default-scheduler",
-            "tolerations": [{"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}],
+            "tolerations": [
+                {
+                    "key": "node.kubernetes.io/not-ready",
+                    "operator": "Exists",
+                    "effect": "NoExecute",
+                    "tolerationSeconds": 300,
+                }
+            ],
         },
         "status": {},
     }
@@ -54,10 +69,15 @@ def review(
             "name": (obj or {}).get("metadata", {}).get("name", ""),
             "namespace": namespace,
             "operation": operation,
-            "userInfo": {"username": "system:serviceaccount:kube-system:replicaset-controller", "groups": ["system:serviceaccounts", "system:authenticated"]},
+            "userInfo": {
+                "username": "system:serviceaccount:kube-system:replicaset-controller",
+                "groups": ["system:serviceaccounts", "system:authenticated"],
+            },
             "object": obj,
             "oldObject": old,
             "dryRun": dry_run,
-            "options": {"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1"} if operation == "CREATE" else None,
+            "options": {"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1"}
+            if operation == "CREATE"
+            else None,
         },
     }

@@ -35,14 +35,19 @@ def admitter(kube_api: KubernetesApi) -> Admitter:
     return Admitter(policy=DEFAULT_POLICY, store=ApiTemplateStore(kube_api), cluster=ClusterState())
 
 
-def test_create_converts_creates_templates_and_echoes_uid(admitter: Admitter, standin: StandIn) -> None:
+def test_create_converts_creates_templates_and_echoes_uid(
+    admitter: Admitter, standin: StandIn
+) -> None:
     document = review(gpu_pod())
     result = admit(admitter, document)
     answer = result.body["response"]
     assert answer["uid"] == document["request"]["uid"] and answer["allowed"] is True
     assert answer["patchType"] == "JSONPatch"
     pod = patched(document, result.body)
-    assert pod["spec"]["containers"][0]["resources"] == {"limits": {"cpu": "1"}, "claims": [{"name": "cuda-gpu"}]}
+    assert pod["spec"]["containers"][0]["resources"] == {
+        "limits": {"cpu": "1"},
+        "claims": [{"name": "cuda-gpu"}],
+    }
     assert [key[1] for key in standin.templates] == result.templates
     assert answer["auditAnnotations"] == {"outcome": "converted", "templates": result.templates[0]}
     assert any("1 GPU, 4000Mi" in w for w in answer["warnings"])
@@ -67,7 +72,10 @@ def test_refused_pod_has_code_and_message(admitter: Admitter, standin: StandIn) 
 def test_update_strips_reapplied_legacy_keys_only(admitter: Admitter) -> None:
     converted = patched(review(gpu_pod()), admit(admitter, review(gpu_pod())).body)
     reapplied = copy.deepcopy(converted)
-    reapplied["spec"]["containers"][0]["resources"]["limits"] |= {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "4000"}
+    reapplied["spec"]["containers"][0]["resources"]["limits"] |= {
+        "nvidia.com/gpu": "1",
+        "nvidia.com/gpumem": "4000",
+    }
     reapplied["metadata"]["labels"]["release"] = "2"
     document = review(reapplied, operation="UPDATE", old=converted)
     result = admit(admitter, document)
@@ -82,18 +90,33 @@ def test_update_strips_reapplied_legacy_keys_only(admitter: Admitter) -> None:
     [
         review(gpu_pod(), operation="DELETE", old=gpu_pod()),
         review(gpu_pod(), operation="CONNECT"),
-        review({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"}}, kind="Deployment", group="apps", resource="deployments"),
-        review({"kind": "Pod", "metadata": {"name": "x"}, "spec": {"containers": [{"name": "c", "resources": {"limits": {"cpu": "1"}}}]}}),
+        review(
+            {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"}},
+            kind="Deployment",
+            group="apps",
+            resource="deployments",
+        ),
+        review(
+            {
+                "kind": "Pod",
+                "metadata": {"name": "x"},
+                "spec": {"containers": [{"name": "c", "resources": {"limits": {"cpu": "1"}}}]},
+            }
+        ),
     ],
     ids=["delete", "connect", "deployment", "pod-without-gpu"],
 )
-def test_other_operations_kinds_and_pods_pass_unchanged(admitter: Admitter, standin: StandIn, document: dict[str, Any]) -> None:
+def test_other_operations_kinds_and_pods_pass_unchanged(
+    admitter: Admitter, standin: StandIn, document: dict[str, Any]
+) -> None:
     answer = admit(admitter, document).body["response"]
     assert answer["allowed"] is True and "patch" not in answer
     assert standin.count("POST", "templates") == 0
 
 
-def test_capacity_dropped_refuses_sharing_but_not_whole_gpus(standin: StandIn, kube_api: KubernetesApi) -> None:
+def test_capacity_dropped_refuses_sharing_but_not_whole_gpus(
+    standin: StandIn, kube_api: KubernetesApi
+) -> None:
     standin.drop_capacity = True
     cluster = ClusterState()
     asyncio.run(cluster.refresh(kube_api, DEFAULT_POLICY, "hami-system", timeout=2))
@@ -104,16 +127,24 @@ def test_capacity_dropped_refuses_sharing_but_not_whole_gpus(standin: StandIn, k
     whole = admit(admitter, review(gpu_pod({"nvidia.com/gpu": "2"}))).body["response"]
     assert whole["allowed"] is True
     lenient = policy_from_mapping({"hamiDraWebhook": {"allowSharingWithoutCapacity": True}}).policy
-    allowed = admit(Admitter(policy=lenient, store=ApiTemplateStore(kube_api), cluster=cluster), review(gpu_pod())).body["response"]
+    allowed = admit(
+        Admitter(policy=lenient, store=ApiTemplateStore(kube_api), cluster=cluster),
+        review(gpu_pod()),
+    ).body["response"]
     assert allowed["allowed"] is True and any("whole GPUs" in w for w in allowed["warnings"])
     standin.drop_capacity = False
     asyncio.run(cluster.refresh(kube_api, DEFAULT_POLICY, "hami-system", timeout=2))
     assert cluster.capacity == "effective"
 
 
-def test_probe_is_a_dry_run_and_deviceclass_mapping_warns(standin: StandIn, kube_api: KubernetesApi) -> None:
+def test_probe_is_a_dry_run_and_deviceclass_mapping_warns(
+    standin: StandIn, kube_api: KubernetesApi
+) -> None:
     standin.device_classes = [
-        {"metadata": {"name": "gpu.nvidia.com"}, "spec": {"extendedResourceName": "nvidia.com/gpu"}},
+        {
+            "metadata": {"name": "gpu.nvidia.com"},
+            "spec": {"extendedResourceName": "nvidia.com/gpu"},
+        },
         {"metadata": {"name": "other"}, "spec": {}},
     ]
     cluster = ClusterState()
@@ -148,4 +179,6 @@ def test_offline_store_answers_with_a_patch_and_says_so() -> None:
     result = admit(Admitter(policy=policy, store=OfflineTemplateStore()), review(gpu_pod()))
     answer = result.body["response"]
     assert answer["allowed"] is True and "patch" in answer
-    assert any(w.startswith("offline webhook: ResourceClaimTemplate hami-gpu-") for w in answer["warnings"])
+    assert any(
+        w.startswith("offline webhook: ResourceClaimTemplate hami-gpu-") for w in answer["warnings"]
+    )

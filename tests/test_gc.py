@@ -25,21 +25,32 @@ def make(standin: StandIn, kube_api: KubernetesApi, memory: str, at: float) -> s
 
 
 def pod_using(name: str) -> dict[str, Any]:
-    return {"metadata": {"name": "p"}, "spec": {"resourceClaims": [{"name": "c-gpu", "resourceClaimTemplateName": name}]}}
+    return {
+        "metadata": {"name": "p"},
+        "spec": {"resourceClaims": [{"name": "c-gpu", "resourceClaimTemplateName": name}]},
+    }
 
 
-def test_gc_deletes_only_old_unreferenced_templates(standin: StandIn, kube_api: KubernetesApi) -> None:
+def test_gc_deletes_only_old_unreferenced_templates(
+    standin: StandIn, kube_api: KubernetesApi
+) -> None:
     now = time.time()
     old_unused = make(standin, kube_api, "1000", now - 2 * HOUR)
     old_used = make(standin, kube_api, "2000", now - 2 * HOUR)
     recent = make(standin, kube_api, "3000", now - 600)
     standin.pods["team-a"] = [pod_using(old_used)]
-    standin.templates[("other", "not-ours")] = {"metadata": {"name": "not-ours", "namespace": "other", "resourceVersion": "1", "labels": {}}}
+    standin.templates[("other", "not-ours")] = {
+        "metadata": {"name": "not-ours", "namespace": "other", "resourceVersion": "1", "labels": {}}
+    }
     report = asyncio.run(collect_garbage(kube_api, now=now, grace=HOUR))
     assert report.deleted == [f"team-a/{old_unused}"]
     assert report.in_use == [f"team-a/{old_used}"]
     assert report.recent == [f"team-a/{recent}"]
-    assert set(standin.templates) == {("team-a", old_used), ("team-a", recent), ("other", "not-ours")}
+    assert set(standin.templates) == {
+        ("team-a", old_used),
+        ("team-a", recent),
+        ("other", "not-ours"),
+    }
 
 
 def test_gc_dry_run_deletes_nothing(standin: StandIn, kube_api: KubernetesApi) -> None:
@@ -50,7 +61,9 @@ def test_gc_dry_run_deletes_nothing(standin: StandIn, kube_api: KubernetesApi) -
     assert ("team-a", name) in standin.templates and standin.count("DELETE", "template") == 0
 
 
-def test_an_admission_racing_the_gc_keeps_its_template(standin: StandIn, kube_api: KubernetesApi) -> None:
+def test_an_admission_racing_the_gc_keeps_its_template(
+    standin: StandIn, kube_api: KubernetesApi
+) -> None:
     """GC has read an old, unreferenced template; before its delete, an admission whose cache
     entry expired confirms the same template (409, then a last-used stamp). The delete's
     resourceVersion precondition fails, so the pod being admitted keeps a template."""
@@ -78,10 +91,14 @@ def test_an_admission_racing_the_gc_keeps_its_template(standin: StandIn, kube_ap
     assert report.raced == [f"team-a/{name}"] and report.deleted == []
     assert ("team-a", name) in standin.templates
     # The next pass sees the fresh stamp and keeps it as recently used.
-    assert asyncio.run(collect_garbage(kube_api, now=time.time(), grace=HOUR)).recent == [f"team-a/{name}"]
+    assert asyncio.run(collect_garbage(kube_api, now=time.time(), grace=HOUR)).recent == [
+        f"team-a/{name}"
+    ]
 
 
-def test_cached_templates_are_never_old_enough_to_collect(standin: StandIn, kube_api: KubernetesApi) -> None:
+def test_cached_templates_are_never_old_enough_to_collect(
+    standin: StandIn, kube_api: KubernetesApi
+) -> None:
     """A store serves a template from cache only within its TTL of the last stamp, and the
     settings refuse a TTL above a quarter of the grace period: such a template is 'recent'."""
     from hami_dra_webhook.server.settings import Settings
@@ -89,7 +106,9 @@ def test_cached_templates_are_never_old_enough_to_collect(standin: StandIn, kube
     ttl, grace = 300.0, HOUR
     Settings(cache_ttl=ttl, gc_grace=grace)  # accepted
     now = time.time()
-    name = make(standin, kube_api, "1000", now - ttl)  # stamped one TTL ago: the oldest a cache hit can be
+    name = make(
+        standin, kube_api, "1000", now - ttl
+    )  # stamped one TTL ago: the oldest a cache hit can be
     report = asyncio.run(collect_garbage(kube_api, now=now, grace=grace))
     assert report.recent == [f"team-a/{name}"] and report.deleted == []
 

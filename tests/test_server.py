@@ -20,7 +20,9 @@ from tests.webhook_process import Webhook
 
 @pytest.fixture
 def webhook(standin: StandIn, tmp_path: Path) -> Iterator[Webhook]:
-    process = Webhook(tmp_path, "--kubeconfig", str(standin.kubeconfig(tmp_path)), "--gc-interval", "0")
+    process = Webhook(
+        tmp_path, "--kubeconfig", str(standin.kubeconfig(tmp_path)), "--gc-interval", "0"
+    )
     yield process
     process.stop()
 
@@ -32,7 +34,9 @@ def test_create_is_converted_over_verified_tls(webhook: Webhook, standin: StandI
     answer = body["response"]
     assert body["apiVersion"] == "admission.k8s.io/v1" and body["kind"] == "AdmissionReview"
     assert answer["uid"] == document["request"]["uid"] and answer["allowed"] is True
-    pod = jsonpatch.apply_patch(document["request"]["object"], json.loads(base64.b64decode(answer["patch"])))
+    pod = jsonpatch.apply_patch(
+        document["request"]["object"], json.loads(base64.b64decode(answer["patch"]))
+    )
     claim = pod["spec"]["resourceClaims"][0]
     assert ("team-a", claim["resourceClaimTemplateName"]) in standin.templates
     assert pod["metadata"]["generateName"] == "trainer-7d9f8c6b5-" and "name" not in pod["metadata"]
@@ -44,10 +48,16 @@ def test_dry_run_update_delete_and_other_kinds(webhook: Webhook, standin: StandI
     old = gpu_pod({"cpu": "1"})
     new = gpu_pod({"cpu": "1", "nvidia.com/gpu": "1"})
     update = webhook.post(review(new, operation="UPDATE", old=old))[1]["response"]
-    assert json.loads(base64.b64decode(update["patch"])) == [{"op": "remove", "path": "/spec/containers/0/resources/limits/nvidia.com~1gpu"}]
+    assert json.loads(base64.b64decode(update["patch"])) == [
+        {"op": "remove", "path": "/spec/containers/0/resources/limits/nvidia.com~1gpu"}
+    ]
     for document in (
         review(gpu_pod(), operation="DELETE", old=gpu_pod()),
-        review({"kind": "Service", "apiVersion": "v1", "metadata": {"name": "s"}}, kind="Service", resource="services"),
+        review(
+            {"kind": "Service", "apiVersion": "v1", "metadata": {"name": "s"}},
+            kind="Service",
+            resource="services",
+        ),
     ):
         answer = webhook.post(document)[1]["response"]
         assert answer == {"uid": document["request"]["uid"], "allowed": True}
@@ -60,13 +70,19 @@ def test_malformed_reviews_get_400_with_a_message(webhook: Webhook) -> None:
     del document["request"]["uid"]
     status, body = webhook.post(document)
     assert status == 400 and "request.uid" in body["message"]
-    status, body = webhook.post({"kind": "AdmissionReview", "apiVersion": "admission.k8s.io/v1beta1", "request": {}})
+    status, body = webhook.post(
+        {"kind": "AdmissionReview", "apiVersion": "admission.k8s.io/v1beta1", "request": {}}
+    )
     assert status == 400 and "apiVersion" in body["message"]
 
 
 def test_refusals_and_api_failures_answer_allowed_false(webhook: Webhook, standin: StandIn) -> None:
     answer = webhook.post(review(gpu_pod({"nvidia.com/gpu": "-1"})))[1]["response"]
-    assert answer["allowed"] is False and answer["status"]["code"] == 422 and "negative" in answer["status"]["message"]
+    assert (
+        answer["allowed"] is False
+        and answer["status"]["code"] == 422
+        and "negative" in answer["status"]["message"]
+    )
     standin.fail[("POST", "templates")] = 500
     answer = webhook.post(review(gpu_pod()))[1]["response"]
     assert answer["allowed"] is False and answer["status"]["code"] == 503
@@ -85,7 +101,11 @@ def test_health_readiness_and_metrics(webhook: Webhook) -> None:
     assert webhook.get("/healthz")[0] == 200
     status, body = webhook.get("/readyz")
     detail = json.loads(body)
-    assert status == 200 and detail["cluster"] == "answered" and detail["consumableCapacity"] == "effective"
+    assert (
+        status == 200
+        and detail["cluster"] == "answered"
+        and detail["consumableCapacity"] == "effective"
+    )
     metrics = webhook.get("/metrics")[1].decode()
     for line in (
         'hami_dra_admissions_total{operation="CREATE",outcome="converted"} 1.0',
@@ -111,7 +131,9 @@ def test_one_json_log_line_per_admission(webhook: Webhook) -> None:
     assert entry["duration_ms"] > 0
 
 
-def test_graceful_shutdown_finishes_in_flight_admissions(webhook: Webhook, standin: StandIn) -> None:
+def test_graceful_shutdown_finishes_in_flight_admissions(
+    webhook: Webhook, standin: StandIn
+) -> None:
     standin.delay[("POST", "templates")] = 1.0
     answers: list[dict[str, object]] = []
     thread = threading.Thread(target=lambda: answers.append(webhook.post(review(gpu_pod()))[1]))
@@ -146,7 +168,20 @@ def test_offline_embedded_default(tmp_path: Path) -> None:
     port = free_port()
     log_path = tmp_path / "log"
     with log_path.open("wb") as log:
-        process = subprocess.Popen([sys.executable, "-m", "hami_dra_webhook", "serve", "--host", "127.0.0.1", "--port", str(port)], stdout=log, stderr=subprocess.STDOUT)
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "hami_dra_webhook",
+                "serve",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
     try:
         ca_file = None
         for _ in range(100):

@@ -16,12 +16,25 @@ from tests.apiserver_standin import StandIn
 
 
 def templates(memory: str = "4000") -> list[dict[str, Any]]:
-    pod = {"spec": {"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1", "nvidia.com/gpumem": memory}}}]}}
+    pod = {
+        "spec": {
+            "containers": [
+                {
+                    "name": "c",
+                    "resources": {"limits": {"nvidia.com/gpu": "1", "nvidia.com/gpumem": memory}},
+                }
+            ]
+        }
+    }
     return translate_pod(pod, DEFAULT_POLICY, "team-a").templates
 
 
-def ensure(store: ApiTemplateStore, items: list[dict[str, Any]], dry_run: bool = False, budget: float = 3.0) -> list[str]:
-    return asyncio.run(store.ensure("team-a", items, dry_run=dry_run, deadline=time.monotonic() + budget))
+def ensure(
+    store: ApiTemplateStore, items: list[dict[str, Any]], dry_run: bool = False, budget: float = 3.0
+) -> list[str]:
+    return asyncio.run(
+        store.ensure("team-a", items, dry_run=dry_run, deadline=time.monotonic() + budget)
+    )
 
 
 def test_created_once_then_cached(standin: StandIn, kube_api: KubernetesApi) -> None:
@@ -29,7 +42,7 @@ def test_created_once_then_cached(standin: StandIn, kube_api: KubernetesApi) -> 
     ensure(store, templates())
     ensure(store, templates())
     assert standin.count("POST", "templates") == 1
-    ((namespace, name), stored), = standin.templates.items()
+    (((namespace, name), stored),) = standin.templates.items()
     assert namespace == "team-a" and name.startswith("hami-gpu-")
     assert LAST_USED_ANNOTATION in stored["metadata"]["annotations"]
     assert stored["spec"] == templates()[0]["spec"]
@@ -38,18 +51,27 @@ def test_created_once_then_cached(standin: StandIn, kube_api: KubernetesApi) -> 
 def test_existing_template_is_stamped_not_failed(standin: StandIn, kube_api: KubernetesApi) -> None:
     ensure(ApiTemplateStore(kube_api), templates())
     version = next(iter(standin.templates.values()))["metadata"]["resourceVersion"]
-    ensure(ApiTemplateStore(kube_api), templates())  # another replica, cold cache: 409, then a stamp
+    ensure(
+        ApiTemplateStore(kube_api), templates()
+    )  # another replica, cold cache: 409, then a stamp
     assert standin.count("POST", "templates") == 2 and standin.count("PATCH", "template") == 1
     assert next(iter(standin.templates.values()))["metadata"]["resourceVersion"] != version
 
 
-def test_concurrent_identical_admissions_create_exactly_once(standin: StandIn, kube_api: KubernetesApi) -> None:
+def test_concurrent_identical_admissions_create_exactly_once(
+    standin: StandIn, kube_api: KubernetesApi
+) -> None:
     store = ApiTemplateStore(kube_api)
     standin.delay[("POST", "templates")] = 0.2
 
     async def many() -> None:
         deadline = time.monotonic() + 3
-        await asyncio.gather(*(store.ensure("team-a", templates(), dry_run=False, deadline=deadline) for _ in range(50)))
+        await asyncio.gather(
+            *(
+                store.ensure("team-a", templates(), dry_run=False, deadline=deadline)
+                for _ in range(50)
+            )
+        )
 
     asyncio.run(many())
     assert standin.count("POST", "templates") == 1
@@ -66,9 +88,16 @@ def test_dry_run_creates_nothing(standin: StandIn, kube_api: KubernetesApi) -> N
 
 @pytest.mark.parametrize(
     ("status", "code", "fragment"),
-    [(403, 500, "check its RBAC"), (500, 503, "failed to create"), (429, 503, "failed to create"), (422, 422, "rejected")],
+    [
+        (403, 500, "check its RBAC"),
+        (500, 503, "failed to create"),
+        (429, 503, "failed to create"),
+        (422, 422, "rejected"),
+    ],
 )
-def test_api_failures_refuse_with_what_failed(standin: StandIn, kube_api: KubernetesApi, status: int, code: int, fragment: str) -> None:
+def test_api_failures_refuse_with_what_failed(
+    standin: StandIn, kube_api: KubernetesApi, status: int, code: int, fragment: str
+) -> None:
     standin.fail[("POST", "templates")] = status
     with pytest.raises(TemplateUnavailable) as raised:
         ensure(ApiTemplateStore(kube_api), templates())
@@ -76,7 +105,9 @@ def test_api_failures_refuse_with_what_failed(standin: StandIn, kube_api: Kubern
     assert fragment in raised.value.message and "team-a/hami-gpu-" in raised.value.message
 
 
-def test_unreachable_and_reset_connections_refuse(standin: StandIn, kube_api: KubernetesApi) -> None:
+def test_unreachable_and_reset_connections_refuse(
+    standin: StandIn, kube_api: KubernetesApi
+) -> None:
     standin.reset.add(("POST", "templates"))
     with pytest.raises(TemplateUnavailable) as raised:
         ensure(ApiTemplateStore(kube_api), templates())
@@ -94,7 +125,9 @@ def test_a_hanging_api_ends_within_the_budget(standin: StandIn, kube_api: Kubern
     assert time.monotonic() - started < 1.5
 
 
-def test_deleted_between_conflict_and_stamp_is_created_again(standin: StandIn, kube_api: KubernetesApi) -> None:
+def test_deleted_between_conflict_and_stamp_is_created_again(
+    standin: StandIn, kube_api: KubernetesApi
+) -> None:
     ensure(ApiTemplateStore(kube_api), templates())
     # Another replica's GC deletes it right after our 409: the stamp gets 404, we create again.
     standin.before[("PATCH", "template")] = standin.templates.clear

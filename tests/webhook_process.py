@@ -26,12 +26,25 @@ def free_port() -> int:
 class Webhook:
     def __init__(self, folder: Path, *extra: str, env: dict[str, str] | None = None) -> None:
         self.folder = folder
-        self.ca_file, self.cert_file, self.key_file = write(issue(["localhost", "127.0.0.1"]), folder / "certs")
+        self.ca_file, self.cert_file, self.key_file = write(
+            issue(["localhost", "127.0.0.1"]), folder / "certs"
+        )
         self.port = free_port()
         self.log_path = folder / "webhook.log"
         command = [
-            sys.executable, "-m", "hami_dra_webhook", "serve", "--host", "127.0.0.1",
-            "--port", str(self.port), "--cert-file", str(self.cert_file), "--key-file", str(self.key_file), *extra,
+            sys.executable,
+            "-m",
+            "hami_dra_webhook",
+            "serve",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--cert-file",
+            str(self.cert_file),
+            "--key-file",
+            str(self.key_file),
+            *extra,
         ]
         self._log = self.log_path.open("wb")
         environment = {
@@ -41,7 +54,9 @@ class Webhook:
             **(env or {}),
         }
         environment.pop("KUBERNETES_SERVICE_HOST", None)
-        self.process = subprocess.Popen(command, stdout=self._log, stderr=subprocess.STDOUT, env=environment)
+        self.process = subprocess.Popen(
+            command, stdout=self._log, stderr=subprocess.STDOUT, env=environment
+        )
         self.wait_ready()
 
     def context(self, ca_files: list[Path] | None = None) -> ssl.SSLContext:
@@ -50,8 +65,12 @@ class Webhook:
             context.load_verify_locations(ca)
         return context
 
-    def connection(self, context: ssl.SSLContext | None = None, timeout: float = 10) -> http.client.HTTPSConnection:
-        return http.client.HTTPSConnection("localhost", self.port, context=context or self.context(), timeout=timeout)
+    def connection(
+        self, context: ssl.SSLContext | None = None, timeout: float = 10
+    ) -> http.client.HTTPSConnection:
+        return http.client.HTTPSConnection(
+            "localhost", self.port, context=context or self.context(), timeout=timeout
+        )
 
     def wait_ready(self, timeout: float = 20) -> None:
         end = time.monotonic() + timeout
@@ -76,16 +95,22 @@ class Webhook:
         finally:
             connection.close()
 
-    def post(self, body: bytes | dict[str, Any], connection: http.client.HTTPSConnection | None = None) -> tuple[int, Any]:
+    def post(
+        self, body: bytes | dict[str, Any], connection: http.client.HTTPSConnection | None = None
+    ) -> tuple[int, Any]:
         own = connection is None
         connection = connection or self.connection()
         data = body if isinstance(body, bytes) else json.dumps(body).encode()
         try:
-            connection.request("POST", "/mutate", body=data, headers={"Content-Type": "application/json"})
+            connection.request(
+                "POST", "/mutate", body=data, headers={"Content-Type": "application/json"}
+            )
             answer = connection.getresponse()
             raw = answer.read()
             content_type = answer.getheader("Content-Type", "")
-            return answer.status, json.loads(raw) if content_type.startswith("application/json") else raw
+            return answer.status, json.loads(raw) if content_type.startswith(
+                "application/json"
+            ) else raw
         finally:
             if own:
                 connection.close()

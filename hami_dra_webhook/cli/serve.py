@@ -95,7 +95,7 @@ async def _serve(settings: Any, policy: Any) -> int:
     from hami_dra_webhook.server.app import Parts, create_app
     from hami_dra_webhook.server.metrics import Metrics
     from hami_dra_webhook.server.tls import ReloadingTLS
-    from hami_dra_webhook.templates import ApiTemplateStore, OfflineTemplateStore
+    from hami_dra_webhook.templates import OfflineTemplateStore
 
     cert_file, key_file = settings.cert_file, settings.key_file
     if cert_file is None:
@@ -109,7 +109,9 @@ async def _serve(settings: Any, policy: Any) -> int:
     try:
         tls = ReloadingTLS(Path(cert_file), Path(key_file), settings.tls_min_version)
     except (OSError, ValueError) as error:
-        raise StartupError(f"cannot load the certificate {cert_file} / {key_file}: {error}") from error
+        raise StartupError(
+            f"cannot load the certificate {cert_file} / {key_file}: {error}"
+        ) from error
     metrics = Metrics()
     api, cluster, store = _cluster_parts(settings, metrics)
     admitter = Admitter(
@@ -120,7 +122,9 @@ async def _serve(settings: Any, policy: Any) -> int:
     )
     if api is None:
         log.warning("no cluster configured: running offline, templates are logged, not created")
-    parts = Parts(settings=settings, admitter=admitter, metrics=metrics, tls=tls, api=api, cluster=cluster)
+    parts = Parts(
+        settings=settings, admitter=admitter, metrics=metrics, tls=tls, api=api, cluster=cluster
+    )
     app = create_app(parts)
     config = uvicorn.Config(
         app,
@@ -155,12 +159,15 @@ def _cluster_parts(settings: Any, metrics: Any) -> tuple[Any, Any, Any]:
     from hami_dra_webhook.templates import ApiTemplateStore
 
     try:
-        configuration = load_configuration(str(settings.kubeconfig) if settings.kubeconfig else None)
+        configuration = load_configuration(
+            str(settings.kubeconfig) if settings.kubeconfig else None
+        )
     except Exception as error:  # the client raises many kinds for a bad kubeconfig
-        raise StartupError(f"cannot load cluster access ({settings.kubeconfig}): {error}") from error
+        raise StartupError(
+            f"cannot load cluster access ({settings.kubeconfig}): {error}"
+        ) from error
     if configuration is None:
         return None, None, None
     api = KubernetesApi(configuration)
     store = ApiTemplateStore(api, cache_ttl=settings.cache_ttl, events=metrics)
     return api, ClusterState(), store
-

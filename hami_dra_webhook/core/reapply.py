@@ -20,9 +20,7 @@ def strip_reapplied(new: Any, old: Any, policy: Policy) -> list[patch.PatchOp]:
     names = policy.legacy_resource_names
     ops: list[patch.PatchOp] = []
     for list_name in ("initContainers", "containers"):
-        before = {
-            c.get("name"): c for c in old_spec.get(list_name) or [] if isinstance(c, dict)
-        }
+        before = {c.get("name"): c for c in old_spec.get(list_name) or [] if isinstance(c, dict)}
         for index, container in enumerate(spec.get(list_name) or []):
             if not isinstance(container, dict):
                 continue

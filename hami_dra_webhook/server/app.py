@@ -7,7 +7,7 @@ import contextlib
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,11 +37,13 @@ class Parts:
     tls: ReloadingTLS | None = None
     api: KubeApi | None = None
     cluster: ClusterState | None = None
-    background: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+    background: list[Callable[[], Coroutine[Any, Any, None]]] = field(default_factory=list)
 
 
 def _json(document: Any, status: int = 200) -> Response:
-    return Response(json.dumps(document, separators=(",", ":")), status_code=status, media_type=JSON)
+    return Response(
+        json.dumps(document, separators=(",", ":")), status_code=status, media_type=JSON
+    )
 
 
 def create_app(parts: Parts) -> FastAPI:
@@ -150,7 +152,7 @@ def _readiness(parts: Parts) -> dict[str, Any]:
     return detail
 
 
-def _jobs(parts: Parts) -> list[Callable[[], Awaitable[None]]]:
+def _jobs(parts: Parts) -> list[Callable[[], Coroutine[Any, Any, None]]]:
     settings = parts.settings
     jobs = list(parts.background)
     if parts.tls is not None:
@@ -173,7 +175,9 @@ def _jobs(parts: Parts) -> list[Callable[[], Awaitable[None]]]:
                 while True:
                     await asyncio.sleep(settings.gc_interval)
                     try:
-                        report = await collect_garbage(api, now=time.time(), grace=settings.gc_grace)
+                        report = await collect_garbage(
+                            api, now=time.time(), grace=settings.gc_grace
+                        )
                     except Exception:
                         log.exception("template garbage collection failed; retrying later")
                         continue

@@ -28,7 +28,9 @@ class JsonFormatter(logging.Formatter):
 def configure(level: str = "info", json_format: bool = True) -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(
-        JsonFormatter() if json_format else logging.Formatter("%(asctime)s %(levelname)s %(message)s")
+        JsonFormatter()
+        if json_format
+        else logging.Formatter("%(asctime)s %(levelname)s %(message)s")
     )
     root = logging.getLogger()
     root.handlers[:] = [handler]

@@ -15,7 +15,10 @@ class Metrics:
         self.registry = CollectorRegistry()
         r = self.registry
         self.admissions = Counter(
-            "hami_dra_admissions", "Admission reviews answered", ["operation", "outcome"], registry=r
+            "hami_dra_admissions",
+            "Admission reviews answered",
+            ["operation", "outcome"],
+            registry=r,
         )
         self.latency = Histogram(
             "hami_dra_admission_duration_seconds",
@@ -30,8 +33,10 @@ class Metrics:
             "hami_dra_template_cache", "Template cache lookups", ["result"], registry=r
         )
         self.api_errors = Counter(
-            "hami_dra_api_errors", "Failed Kubernetes API calls by HTTP status (0: no answer)",
-            ["code"], registry=r,
+            "hami_dra_api_errors",
+            "Failed Kubernetes API calls by HTTP status (0: no answer)",
+            ["code"],
+            registry=r,
         )
         self.conversions = Counter(
             "hami_dra_conversions", "Converted pods by legacy resource", ["resource"], registry=r

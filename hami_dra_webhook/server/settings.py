@@ -13,7 +13,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="HAMI_DRA_", frozen=True)
 
-    host: str = "0.0.0.0"  # noqa: S104 (a webhook listens on the pod's address)
+    host: str = "0.0.0.0"  # a webhook listens on the pod's address
     port: int = Field(8443, ge=1, le=65535)
     cert_file: Path | None = None
     key_file: Path | None = None

@@ -71,7 +71,9 @@ class ReloadingTLS:
             fresh = self._load()
             expires_at = not_after(self.cert_file.read_bytes())
         except (OSError, ssl.SSLError, ValueError) as error:
-            log.warning("certificate files changed but do not load yet (%s); keeping the old", error)
+            log.warning(
+                "certificate files changed but do not load yet (%s); keeping the old", error
+            )
             return False
         self._current, self._stamp, self.expires_at = fresh, stamp, expires_at
         self.reloads += 1
