@@ -4,8 +4,8 @@ python=${PYTHON:-python3}
 stamp=.venv/.installed-$(sha256sum pyproject.toml | cut -c1-16)
 if [ ! -f "$stamp" ]; then
   [ -x .venv/bin/python ] || "$python" -m venv .venv
-  .venv/bin/python -m pip install --quiet --upgrade pip
-  .venv/bin/python -m pip install --quiet -e '.[dev]'
+  .venv/bin/python -m pip install -qq --upgrade pip
+  .venv/bin/python -m pip install -qq -e '.[dev]'
   rm -f .venv/.installed-*
   touch "$stamp"
 fi

@@ -25,6 +25,16 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, default=str)
 
 
+class TextFormatter(logging.Formatter):
+    def __init__(self) -> None:
+        super().__init__("%(asctime)s %(levelname)s %(message)s")
+
+    def format(self, record: logging.LogRecord) -> str:
+        extra = {k: v for k, v in record.__dict__.items() if k not in _STANDARD}
+        text = super().format(record)
+        return text + "".join(f" {k}={v}" for k, v in extra.items())
+
+
 def configure(level: str = "info", json_format: bool = True) -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(
