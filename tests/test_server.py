@@ -210,3 +210,24 @@ def test_offline_embedded_default(tmp_path: Path) -> None:
     finally:
         process.terminate()
         process.wait(timeout=20)
+
+
+def test_tls_minimum_version_is_enforced(
+    webhook: Webhook, standin: StandIn, tmp_path: Path
+) -> None:
+    """Default 1.3: a client limited to TLS 1.2 cannot connect; with --tls-min-version 1.2 it can."""
+    old_client = webhook.context()
+    old_client.maximum_version = ssl.TLSVersion.TLSv1_2
+    with pytest.raises(ssl.SSLError):
+        webhook.post(review(gpu_pod()), webhook.connection(old_client))
+    lenient = Webhook(tmp_path / "tls12", "--tls-min-version", "1.2")
+    try:
+        client = lenient.context()
+        client.maximum_version = ssl.TLSVersion.TLSv1_2
+        connection = lenient.connection(client)
+        assert lenient.post(review(gpu_pod()), connection)[0] == 200
+        assert connection.sock.version() == "TLSv1.2"  # type: ignore[union-attr]
+        assert connection.sock.cipher()[0].startswith(("ECDHE-ECDSA-AES", "ECDHE-ECDSA-CHACHA20"))  # type: ignore[union-attr]
+        connection.close()
+    finally:
+        lenient.stop()

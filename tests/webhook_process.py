@@ -26,6 +26,7 @@ def free_port() -> int:
 class Webhook:
     def __init__(self, folder: Path, *extra: str, env: dict[str, str] | None = None) -> None:
         self.folder = folder
+        folder.mkdir(parents=True, exist_ok=True)
         self.ca_file, self.cert_file, self.key_file = write(
             issue(["localhost", "127.0.0.1"]), folder / "certs"
         )
