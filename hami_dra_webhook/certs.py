@@ -42,19 +42,21 @@ def _name(common_name: str) -> x509.Name:
     return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
 
 
-def issue(hosts: list[str], days: int = 365, ca_name: str = "hami-dra-webhook-ca") -> Bundle:
-    """A new CA and a serving certificate for `hosts` (DNS names or IP addresses)."""
-    now = datetime.datetime.now(datetime.UTC)
-    start, end = now - datetime.timedelta(minutes=5), now + datetime.timedelta(days=days)
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca = (
+def ca_certificate(
+    key: ec.EllipticCurvePrivateKey,
+    now: datetime.datetime,
+    days: int,
+    name: str = "hami-dra-webhook-ca",
+) -> x509.Certificate:
+    """A self-signed CA certificate for `key`."""
+    return (
         x509.CertificateBuilder()
-        .subject_name(_name(ca_name))
-        .issuer_name(_name(ca_name))
-        .public_key(ca_key.public_key())
+        .subject_name(_name(name))
+        .issuer_name(_name(name))
+        .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
-        .not_valid_before(start)
-        .not_valid_after(end)
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=days))
         .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
         .add_extension(
             x509.KeyUsage(
@@ -70,11 +72,24 @@ def issue(hosts: list[str], days: int = 365, ca_name: str = "hami-dra-webhook-ca
             ),
             critical=True,
         )
-        .add_extension(
-            x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False
-        )
-        .sign(ca_key, hashes.SHA256())
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+        .sign(key, hashes.SHA256())
     )
+
+
+def issue(
+    hosts: list[str],
+    days: int = 365,
+    ca: tuple[x509.Certificate, ec.EllipticCurvePrivateKey] | None = None,
+) -> Bundle:
+    """A serving certificate for `hosts` (DNS names or IP addresses), signed by `ca` or by a
+    new CA valid for as long as the certificate."""
+    now = datetime.datetime.now(datetime.UTC)
+    if ca is None:
+        ca_key = ec.generate_private_key(ec.SECP256R1())
+        ca_cert = ca_certificate(ca_key, now, days)
+    else:
+        ca_cert, ca_key = ca
     key = ec.generate_private_key(ec.SECP256R1())
     alt_names: list[x509.GeneralName] = []
     for host in hosts:
@@ -85,11 +100,11 @@ def issue(hosts: list[str], days: int = 365, ca_name: str = "hami-dra-webhook-ca
     cert = (
         x509.CertificateBuilder()
         .subject_name(_name(hosts[0]))
-        .issuer_name(ca.subject)
+        .issuer_name(ca_cert.subject)
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
-        .not_valid_before(start)
-        .not_valid_after(end)
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=days))
         .add_extension(x509.SubjectAlternativeName(alt_names), critical=False)
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
@@ -99,7 +114,7 @@ def issue(hosts: list[str], days: int = 365, ca_name: str = "hami-dra-webhook-ca
         .sign(ca_key, hashes.SHA256())
     )
     return Bundle(
-        ca_pem=ca.public_bytes(serialization.Encoding.PEM),
+        ca_pem=ca_cert.public_bytes(serialization.Encoding.PEM),
         cert_pem=cert.public_bytes(serialization.Encoding.PEM),
         key_pem=key.private_bytes(
             serialization.Encoding.PEM,

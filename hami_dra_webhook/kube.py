@@ -22,6 +22,8 @@ from hami_dra_webhook.api import TEMPLATES_PATH, ApiError
 from hami_dra_webhook.core.types import JsonObject
 
 MERGE_PATCH = "application/merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
+WEBHOOKS_PATH = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"
 FIELD_MANAGER = "hami-dra-webhook"
 
 
@@ -102,6 +104,27 @@ class KubernetesApi:
 
     async def version(self, *, timeout: float) -> JsonObject:
         return await self._call("GET", "/version", [], None, timeout)
+
+    async def get_secret(self, namespace: str, name: str, *, timeout: float) -> JsonObject:
+        path = f"/api/v1/namespaces/{quote(namespace)}/secrets/{quote(name)}"
+        return await self._call("GET", path, [], None, timeout)
+
+    async def replace_secret(self, secret: JsonObject, *, timeout: float) -> JsonObject:
+        metadata = secret["metadata"]
+        path = (
+            f"/api/v1/namespaces/{quote(metadata['namespace'])}/secrets/{quote(metadata['name'])}"
+        )
+        return await self._call("PUT", path, [("fieldManager", FIELD_MANAGER)], secret, timeout)
+
+    async def get_webhook_configuration(self, name: str, *, timeout: float) -> JsonObject:
+        return await self._call("GET", f"{WEBHOOKS_PATH}/{quote(name)}", [], None, timeout)
+
+    async def patch_webhook_configuration(
+        self, name: str, operations: list[JsonObject], *, timeout: float
+    ) -> JsonObject:
+        path = f"{WEBHOOKS_PATH}/{quote(name)}"
+        query = [("fieldManager", FIELD_MANAGER)]
+        return await self._call("PATCH", path, query, operations, timeout, content_type=JSON_PATCH)
 
     async def _list(self, path: str, query: list[tuple[str, str]], timeout: float) -> list[Any]:
         items: list[Any] = []

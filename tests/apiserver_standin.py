@@ -54,6 +54,8 @@ class StandIn:
         self.templates: dict[tuple[str, str], dict[str, Any]] = {}
         self.pods: dict[str, list[dict[str, Any]]] = {}
         self.device_classes: list[dict[str, Any]] = []
+        self.secrets: dict[tuple[str, str], dict[str, Any]] = {}
+        self.webhook_configurations: dict[str, dict[str, Any]] = {}
         self.fail: dict[tuple[str, str], int] = {}
         self.delay: dict[tuple[str, str], float] = {}
         self.reset: set[tuple[str, str]] = set()
@@ -193,7 +195,69 @@ class _Handler(BaseHTTPRequestHandler):
     def do_DELETE(self) -> None:
         self._route("DELETE")
 
+    def do_PUT(self) -> None:
+        self._route("PUT")
+
     # -- handlers
+    def _get_secret(self, parts: list[str], query: dict[str, str], body: Any) -> None:
+        key = (parts[3], parts[5])
+        if key not in self.state.secrets:
+            return self._fail(404, f'secrets "{key[1]}" not found', "NotFound")
+        self._send(200, self.state.secrets[key])
+
+    def _put_secret(self, parts: list[str], query: dict[str, str], body: Any) -> None:
+        state, key = self.state, (parts[3], parts[5])
+        if key not in state.secrets:
+            return self._fail(404, f'secrets "{key[1]}" not found', "NotFound")
+        if (body.get("metadata") or {}).get("resourceVersion") != state.secrets[key]["metadata"][
+            "resourceVersion"
+        ]:
+            return self._fail(
+                409,
+                f'Operation cannot be fulfilled on secrets "{key[1]}": the object has been modified; please apply your changes to the latest version and try again',
+                "Conflict",
+            )
+        stored = copy.deepcopy(body)
+        stored["metadata"]["resourceVersion"] = state.next_version()
+        state.secrets[key] = stored
+        self._send(200, stored)
+
+    def _get_webhookconfiguration(self, parts: list[str], query: dict[str, str], body: Any) -> None:
+        name = parts[4]
+        if name not in self.state.webhook_configurations:
+            return self._fail(
+                404,
+                f'mutatingwebhookconfigurations.admissionregistration.k8s.io "{name}" not found',
+                "NotFound",
+            )
+        self._send(200, self.state.webhook_configurations[name])
+
+    def _patch_webhookconfiguration(
+        self, parts: list[str], query: dict[str, str], body: Any
+    ) -> None:
+        import jsonpatch
+
+        state, name = self.state, parts[4]
+        if self.headers.get("Content-Type") != "application/json-patch+json":
+            return self._fail(415, "unsupported patch type")
+        if name not in state.webhook_configurations:
+            return self._fail(
+                404,
+                f'mutatingwebhookconfigurations.admissionregistration.k8s.io "{name}" not found',
+                "NotFound",
+            )
+        try:
+            patched = jsonpatch.apply_patch(state.webhook_configurations[name], body)
+        except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as error:
+            return self._fail(
+                422,
+                f"the server rejected our request due to an error in our request: {error}",
+                "Invalid",
+            )
+        patched["metadata"]["resourceVersion"] = state.next_version()
+        state.webhook_configurations[name] = patched
+        self._send(200, patched)
+
     def _get_version(self, parts: list[str], query: dict[str, str], body: Any) -> None:
         self._send(200, {"major": "1", "minor": "35", "gitVersion": "v1.35.2-standin"})
 
@@ -304,6 +368,12 @@ def _kind(parts: list[str]) -> str:
         and parts[5] == "resourceclaimtemplates"
     ):
         return "template"
+    if len(parts) == 6 and parts[:3] == ["api", "v1", "namespaces"] and parts[4] == "secrets":
+        return "secret"
+    if len(parts) == 5 and path.startswith(
+        "apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/"
+    ):
+        return "webhookconfiguration"
     if len(parts) == 5 and parts[:2] == ["api", "v1"] and parts[4] == "pods":
         return "pods"
     return "unknown"

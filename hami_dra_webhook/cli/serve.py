@@ -28,6 +28,11 @@ FLAGS = (
     ("--cache-ttl", float, "seconds a template stays known without an API call (300)"),
     ("--gc-interval", float, "seconds between garbage collections, 0 = none (600)"),
     ("--gc-grace", float, "seconds an unused template is kept (3600)"),
+    ("--cert-secret", str, "self-managed: the Secret holding the certificate"),
+    ("--webhook-config", str, "self-managed: the MutatingWebhookConfiguration to keep in step"),
+    ("--service-name", str, "self-managed: the webhook's Service (certificate names)"),
+    ("--probe-namespace", str, "the webhook's namespace (env POD_NAMESPACE)"),
+    ("--cert-dir", str, "self-managed: where the certificate files are written"),
 )
 
 
@@ -40,6 +45,12 @@ def add_parser(commands: Any) -> None:
     )
     for flag, kind, text in FLAGS:
         parser.add_argument(flag, type=kind, help=text)
+    parser.add_argument(
+        "--self-managed-certs",
+        action="store_true",
+        default=None,
+        help="issue and renew the certificate in --cert-secret and set the caBundle",
+    )
     parser.set_defaults(run=run)
 
 
@@ -51,7 +62,7 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
 
     given = {
         flag.lstrip("-").replace("-", "_"): value
-        for flag, _, _ in FLAGS
+        for flag in [f for f, _, _ in FLAGS] + ["--self-managed-certs"]
         if (value := getattr(args, flag.lstrip("-").replace("-", "_"))) is not None
     }
     try:
@@ -97,8 +108,18 @@ async def _serve(settings: Any, policy: Any) -> int:
     from hami_dra_webhook.server.tls import ReloadingTLS
     from hami_dra_webhook.templates import OfflineTemplateStore
 
+    metrics = Metrics()
+    api, cluster, store = _cluster_parts(settings, metrics)
+    background = []
     cert_file, key_file = settings.cert_file, settings.key_file
-    if cert_file is None:
+    if settings.self_managed_certs:
+        if api is None:
+            raise StartupError(
+                "--self-managed-certs needs cluster access (in-cluster or --kubeconfig)"
+            )
+        cert_file, key_file, job = await _self_managed(api, settings)
+        background.append(job)
+    elif cert_file is None:
         folder = Path(tempfile.mkdtemp(prefix="hami-dra-webhook-"))
         _, cert_file, key_file = write(issue(["localhost", "127.0.0.1", "::1"]), folder)
         log.info(
@@ -112,8 +133,6 @@ async def _serve(settings: Any, policy: Any) -> int:
         raise StartupError(
             f"cannot load the certificate {cert_file} / {key_file}: {error}"
         ) from error
-    metrics = Metrics()
-    api, cluster, store = _cluster_parts(settings, metrics)
     admitter = Admitter(
         policy=policy,
         store=store if store is not None else OfflineTemplateStore(),
@@ -146,6 +165,47 @@ async def _serve(settings: Any, policy: Any) -> int:
         if api is not None:
             api.close()
     return 0 if server.started else 1
+
+
+async def _self_managed(api: Any, settings: Any) -> tuple[Path, Path, Any]:
+    """Certificate from the Secret (issued if needed), files written, caBundle published."""
+    from hami_dra_webhook.certs import write
+    from hami_dra_webhook.selfcerts import (
+        CertificateSetupError,
+        Target,
+        ensure_certificates,
+        publish_ca_bundle,
+    )
+
+    target = Target(
+        namespace=settings.probe_namespace,
+        secret=settings.cert_secret,
+        service=settings.service_name,
+        webhook_configuration=settings.webhook_config,
+    )
+
+    async def refresh() -> tuple[Path, Path]:
+        bundle = await ensure_certificates(api, target)
+        await publish_ca_bundle(api, target, bundle.ca_pem)
+        cert_path = settings.cert_dir / "tls.crt"
+        if not cert_path.exists() or cert_path.read_bytes() != bundle.cert_pem:
+            write(bundle, settings.cert_dir)  # ReloadingTLS notices the change
+        return cert_path, settings.cert_dir / "tls.key"
+
+    try:
+        cert_file, key_file = await refresh()
+    except CertificateSetupError as error:
+        raise StartupError(str(error)) from error
+
+    async def keep_fresh() -> None:
+        while True:
+            await asyncio.sleep(settings.cert_check_interval)
+            try:
+                await refresh()
+            except CertificateSetupError as error:
+                log.error("self-managed certificate check failed: %s", error)
+
+    return cert_file, key_file, keep_fresh
 
 
 def _cluster_parts(settings: Any, metrics: Any) -> tuple[Any, Any, Any]:

@@ -32,9 +32,18 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(6 * 1024 * 1024, gt=0)
     probe_namespace: str = Field(default_factory=lambda: os.environ.get("POD_NAMESPACE", "default"))
     graceful_shutdown: float = Field(15.0, ge=0)
+    # Self-managed certificates (the chart's default): kept in a Secret by the webhook itself.
+    self_managed_certs: bool = False
+    cert_secret: str = "hami-dra-webhook-tls"
+    webhook_config: str = "hami-dra-webhook"
+    service_name: str = "hami-dra-webhook"
+    cert_dir: Path = Path("/tmp/hami-dra-webhook-certs")
+    cert_check_interval: float = Field(3600.0, gt=0)
 
     @model_validator(mode="after")
     def _consistent(self) -> Settings:
+        if self.self_managed_certs and self.cert_file is not None:
+            raise ValueError("--self-managed-certs and --cert-file exclude each other")
         if (self.cert_file is None) != (self.key_file is None):
             raise ValueError("give both --cert-file and --key-file, or neither")
         if self.cache_ttl * 4 > self.gc_grace:
