@@ -55,9 +55,36 @@ def _definitions(version: str) -> dict[str, Any]:
 
 
 @functools.cache
+def _by_group_version_kind(version: str) -> dict[tuple[str, str], str]:
+    """(apiVersion, kind) -> definition name, from the documents' x-kubernetes-group-version-kind."""
+    found = {}
+    for name, schema in _definitions(version).items():
+        for gvk in schema.get("x-kubernetes-group-version-kind", []):
+            api_version = f"{gvk['group']}/{gvk['version']}" if gvk["group"] else gvk["version"]
+            found[(api_version, gvk["kind"])] = name
+    return found
+
+
+def knows(api_version: str, kind: str) -> bool:
+    return all((api_version, kind) in _by_group_version_kind(v) for v in VERSIONS)
+
+
+@functools.cache
 def _validator(version: str, kind: str) -> jsonschema.protocols.Validator:
-    root = {"$ref": f"#/definitions/{DEFINITIONS[kind]}", "definitions": _definitions(version)}
+    name = DEFINITIONS.get(kind) or kind
+    root = {"$ref": f"#/definitions/{name}", "definitions": _definitions(version)}
     return jsonschema.Draft4Validator(root)
+
+
+def object_errors(document: dict[str, Any]) -> list[str]:
+    """Validate any built-in object by its apiVersion and kind."""
+    found = []
+    for version in VERSIONS:
+        name = _by_group_version_kind(version)[(document["apiVersion"], document["kind"])]
+        for error in _validator(version, name).iter_errors(document):
+            where = "/".join(str(p) for p in error.absolute_path)
+            found.append(f"{version} {document['kind']} /{where}: {error.message[:200]}")
+    return found
 
 
 def errors(document: Any, kind: str | None = None) -> list[str]:

@@ -1,0 +1,30 @@
+# hami-dra-webhook: the admission webhook image. Two stages: the first builds a virtual
+# environment from wheels, the second copies only that environment onto a slim Python.
+# No compilers or build tools reach the final image.
+
+FROM python:3.11.11-slim-bookworm AS build
+ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
+WORKDIR /src
+COPY pyproject.toml README.md ./
+COPY hami_dra_webhook ./hami_dra_webhook
+RUN python -m venv /opt/hami-dra-webhook \
+ && /opt/hami-dra-webhook/bin/pip install --no-compile . \
+ && /opt/hami-dra-webhook/bin/python -m compileall -q /opt/hami-dra-webhook
+
+FROM python:3.11.11-slim-bookworm
+ARG VERSION=0.1.0
+LABEL org.opencontainers.image.title="hami-dra-webhook" \
+      org.opencontainers.image.description="Runs HAMi legacy GPU-sharing manifests unchanged on Kubernetes DRA" \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.licenses="Apache-2.0" \
+      org.opencontainers.image.source="https://github.com/Project-HAMi/hami-dra-webhook"
+COPY --from=build /opt/hami-dra-webhook /opt/hami-dra-webhook
+# Byte code is compiled at build time; nothing is written at run time, so the root filesystem
+# can be read-only (the chart mounts an emptyDir on /tmp for the rest).
+ENV PATH=/opt/hami-dra-webhook/bin:$PATH \
+    PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1
+USER 65532:65532
+EXPOSE 8443
+ENTRYPOINT ["hami-dra-webhook"]
+CMD ["serve"]

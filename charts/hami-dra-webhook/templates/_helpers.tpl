@@ -1,0 +1,60 @@
+{{- define "hdw.fullname" -}}
+{{- if contains .Chart.Name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "hdw.labels" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end -}}
+
+{{- define "hdw.selector" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: webhook
+{{- end -}}
+
+{{- define "hdw.driverSelector" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: dra-driver
+{{- end -}}
+
+{{- define "hdw.tlsSecret" -}}
+{{- if eq .Values.certificates.mode "custom" -}}
+{{- required "certificates.custom.secretName is required in custom mode" .Values.certificates.custom.secretName -}}
+{{- else -}}
+{{- printf "%s-tls" (include "hdw.fullname" .) -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "hdw.image" -}}
+{{- printf "%s:%s" .Values.webhook.image.repository (default .Chart.AppVersion .Values.webhook.image.tag) -}}
+{{- end -}}
+
+{{/* The legacy resource names, read from deviceConfig (HAMi's defaults when absent). */}}
+{{- define "hdw.legacyResources" -}}
+{{- $config := fromYaml .Values.deviceConfig -}}
+{{- $nvidia := default dict $config.nvidia -}}
+{{- $names := list
+  (default "nvidia.com/gpu" $nvidia.resourceCountName)
+  (default "nvidia.com/gpumem" $nvidia.resourceMemoryName)
+  (default "nvidia.com/gpumem-percentage" $nvidia.resourceMemoryPercentageName)
+  (default "nvidia.com/gpucores" $nvidia.resourceCoreName)
+  (default "nvidia.com/priority" $nvidia.resourcePriorityName) -}}
+{{- $quoted := list -}}
+{{- range $names }}{{- $quoted = append $quoted (printf "'%s'" .) -}}{{- end -}}
+{{- printf "[%s]" (join ", " $quoted) -}}
+{{- end -}}
+
+{{/* CEL: does a list of containers name a legacy resource in limits or requests? */}}
+{{- define "hdw.usesLegacy" -}}
+{{- $r := index . 1 -}}
+{{- printf "%s.exists(c, has(c.resources) && ((has(c.resources.limits) && %s.exists(r, r in c.resources.limits)) || (has(c.resources.requests) && %s.exists(r, r in c.resources.requests))))" (index . 0) $r $r -}}
+{{- end -}}
