@@ -32,7 +32,9 @@ def run_helm(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([helm(), *args], capture_output=True, text=True, check=False)
 
 
-def render(*sets: str, namespace: str = "hami-system", release: str = "hami-dra-webhook") -> list[dict[str, Any]]:
+def render(
+    *sets: str, namespace: str = "hami-system", release: str = "hami-dra-webhook"
+) -> list[dict[str, Any]]:
     args = ["template", release, str(CHART), "--namespace", namespace]
     for item in sets:
         args += ["--set", item]
@@ -51,6 +53,10 @@ def render_text(*sets: str) -> str:
 
 
 def find(documents: list[dict[str, Any]], kind: str, name: str | None = None) -> dict[str, Any]:
-    matches = [d for d in documents if d["kind"] == kind and (name is None or d["metadata"]["name"] == name)]
+    matches = [
+        d
+        for d in documents
+        if d["kind"] == kind and (name is None or d["metadata"]["name"] == name)
+    ]
     assert len(matches) == 1, f"{len(matches)} {kind} {name or ''}"
     return matches[0]

@@ -20,10 +20,22 @@ pytestmark = [
 MODES = {
     "selfManaged": [],
     "certManager": ["certificates.mode=certManager"],
-    "certManager-own-issuer": ["certificates.mode=certManager", "certificates.certManager.issuerRef.name=corp-ca", "certificates.certManager.issuerRef.kind=ClusterIssuer"],
-    "custom": ["certificates.mode=custom", "certificates.custom.secretName=my-tls", "certificates.custom.caBundle=Y2E="],
+    "certManager-own-issuer": [
+        "certificates.mode=certManager",
+        "certificates.certManager.issuerRef.name=corp-ca",
+        "certificates.certManager.issuerRef.kind=ClusterIssuer",
+    ],
+    "custom": [
+        "certificates.mode=custom",
+        "certificates.custom.secretName=my-tls",
+        "certificates.custom.caBundle=Y2E=",
+    ],
 }
-CUSTOM_RESOURCES = {("cert-manager.io/v1", "Issuer"), ("cert-manager.io/v1", "Certificate"), ("monitoring.coreos.com/v1", "ServiceMonitor")}
+CUSTOM_RESOURCES = {
+    ("cert-manager.io/v1", "Issuer"),
+    ("cert-manager.io/v1", "Certificate"),
+    ("monitoring.coreos.com/v1", "ServiceMonitor"),
+}
 GOLDEN = Path(__file__).parent / "golden" / "chart-default.yaml"
 
 
@@ -50,7 +62,13 @@ def test_lint_and_every_object_validates(mode: str) -> None:
 
 
 def test_values_outside_the_schema_are_refused() -> None:
-    for bad in ("admission.failurePolicy=Maybe", "webhook.replicas=0", "webhook.typo=1", "certificates.mode=vault", "admission.timeoutSeconds=31"):
+    for bad in (
+        "admission.failurePolicy=Maybe",
+        "webhook.replicas=0",
+        "webhook.typo=1",
+        "certificates.mode=vault",
+        "admission.timeoutSeconds=31",
+    ):
         result = run_helm("lint", str(CHART), "--set", bad)
         assert result.returncode != 0, bad
 
@@ -81,14 +99,40 @@ def test_webhook_configuration() -> None:
     documents = render("admission.excludeNamespaces={monitoring}", "admission.failurePolicy=Ignore")
     config = find(documents, "MutatingWebhookConfiguration")
     (hook,) = config["webhooks"]
-    assert hook["rules"] == [{"operations": ["CREATE", "UPDATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"], "scope": "Namespaced"}]
-    assert (hook["sideEffects"], hook["reinvocationPolicy"], hook["timeoutSeconds"], hook["failurePolicy"]) == ("NoneOnDryRun", "IfNeeded", 10, "Ignore")
-    assert hook["namespaceSelector"]["matchExpressions"][0]["values"] == ["kube-system", "hami-system", "monitoring"]
-    assert hook["objectSelector"] == {"matchExpressions": [{"key": "hami.io/webhook", "operator": "NotIn", "values": ["ignore"]}]}
-    assert hook["clientConfig"]["service"] == {"name": "hami-dra-webhook", "namespace": "hami-system", "path": "/mutate", "port": 443}
+    assert hook["rules"] == [
+        {
+            "operations": ["CREATE", "UPDATE"],
+            "apiGroups": [""],
+            "apiVersions": ["v1"],
+            "resources": ["pods"],
+            "scope": "Namespaced",
+        }
+    ]
+    assert (
+        hook["sideEffects"],
+        hook["reinvocationPolicy"],
+        hook["timeoutSeconds"],
+        hook["failurePolicy"],
+    ) == ("NoneOnDryRun", "IfNeeded", 10, "Ignore")
+    assert hook["namespaceSelector"]["matchExpressions"][0]["values"] == [
+        "kube-system",
+        "hami-system",
+        "monitoring",
+    ]
+    assert hook["objectSelector"] == {
+        "matchExpressions": [{"key": "hami.io/webhook", "operator": "NotIn", "values": ["ignore"]}]
+    }
+    assert hook["clientConfig"]["service"] == {
+        "name": "hami-dra-webhook",
+        "namespace": "hami-system",
+        "path": "/mutate",
+        "port": 443,
+    }
     assert "caBundle" not in hook["clientConfig"]  # selfManaged: the webhook sets it
     cert_manager = find(render(*MODES["certManager"]), "MutatingWebhookConfiguration")
-    assert cert_manager["metadata"]["annotations"] == {"cert-manager.io/inject-ca-from": "hami-system/hami-dra-webhook"}
+    assert cert_manager["metadata"]["annotations"] == {
+        "cert-manager.io/inject-ca-from": "hami-system/hami-dra-webhook"
+    }
     custom = find(render(*MODES["custom"]), "MutatingWebhookConfiguration")
     assert custom["webhooks"][0]["clientConfig"]["caBundle"] == "Y2E="
 
@@ -97,10 +141,19 @@ def _match(expression: str, pod: dict[str, Any]) -> bool:
     import celpy
 
     program = _ENV.program(_ENV.compile(expression))
-    return bool(program.evaluate({"object": celpy.json_to_cel(pod), "request": celpy.json_to_cel({"operation": "CREATE"})}))
+    return bool(
+        program.evaluate(
+            {
+                "object": celpy.json_to_cel(pod),
+                "request": celpy.json_to_cel({"operation": "CREATE"}),
+            }
+        )
+    )
 
 
-def _pod(containers: list[dict[str, Any]], init: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+def _pod(
+    containers: list[dict[str, Any]], init: list[dict[str, Any]] | None = None
+) -> dict[str, Any]:
     spec: dict[str, Any] = {"containers": containers}
     if init is not None:
         spec["initContainers"] = init
@@ -112,18 +165,63 @@ def _pod(containers: list[dict[str, Any]], init: list[dict[str, Any]] | None = N
     [
         (_pod([{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]), True),
         (_pod([{"name": "c", "resources": {"requests": {"nvidia.com/gpumem": "1000"}}}]), True),
-        (_pod([{"name": "a"}, {"name": "b", "resources": {"limits": {"nvidia.com/gpucores": "30"}}}]), True),
-        (_pod([{"name": "c"}], init=[{"name": "i", "resources": {"limits": {"nvidia.com/gpumem-percentage": "50"}}}]), True),
+        (
+            _pod(
+                [
+                    {"name": "a"},
+                    {"name": "b", "resources": {"limits": {"nvidia.com/gpucores": "30"}}},
+                ]
+            ),
+            True,
+        ),
+        (
+            _pod(
+                [{"name": "c"}],
+                init=[
+                    {"name": "i", "resources": {"limits": {"nvidia.com/gpumem-percentage": "50"}}}
+                ],
+            ),
+            True,
+        ),
         (_pod([{"name": "c", "resources": {"limits": {"nvidia.com/priority": "1"}}}]), True),
-        (_pod([{"name": "c", "resources": {"limits": {"cpu": "1"}, "requests": {"memory": "1Gi"}}}]), False),
+        (
+            _pod(
+                [
+                    {
+                        "name": "c",
+                        "resources": {"limits": {"cpu": "1"}, "requests": {"memory": "1Gi"}},
+                    }
+                ]
+            ),
+            False,
+        ),
         (_pod([{"name": "c"}]), False),
         (_pod([{"name": "c", "resources": {}}]), False),
         (_pod([{"name": "c", "resources": {"claims": [{"name": "x"}]}}], init=[]), False),
-        (_pod([{"name": "c", "resources": {"limits": {"example.com/gpu": "1"}}}], init=[{"name": "i"}]), False),
+        (
+            _pod(
+                [{"name": "c", "resources": {"limits": {"example.com/gpu": "1"}}}],
+                init=[{"name": "i"}],
+            ),
+            False,
+        ),
     ],
-    ids=["gpu-limit", "gpumem-request", "second-container", "init-only", "priority", "cpu-only", "no-resources", "empty-resources", "dra-claims", "other-vendor"],
+    ids=[
+        "gpu-limit",
+        "gpumem-request",
+        "second-container",
+        "init-only",
+        "priority",
+        "cpu-only",
+        "no-resources",
+        "empty-resources",
+        "dra-claims",
+        "other-vendor",
+    ],
 )
-def test_match_conditions_are_valid_cel_and_select_gpu_pods(pod: dict[str, Any], sent: bool) -> None:
+def test_match_conditions_are_valid_cel_and_select_gpu_pods(
+    pod: dict[str, Any], sent: bool
+) -> None:
     config = find(render(), "MutatingWebhookConfiguration")
     (condition,) = config["webhooks"][0]["matchConditions"]
     assert _match(condition["expression"], pod) is sent
@@ -133,10 +231,16 @@ def test_match_conditions_follow_renamed_resources() -> None:
     config_text = "nvidia:\n  resourceCountName: example.com/vgpu\n"
     result = run_helm("template", "x", str(CHART), "--set-string", f"deviceConfig={config_text}")
     assert result.returncode == 0, result.stderr
-    config = find([d for d in yaml.safe_load_all(result.stdout) if d], "MutatingWebhookConfiguration")
+    config = find(
+        [d for d in yaml.safe_load_all(result.stdout) if d], "MutatingWebhookConfiguration"
+    )
     expression = config["webhooks"][0]["matchConditions"][0]["expression"]
-    assert _match(expression, _pod([{"name": "c", "resources": {"limits": {"example.com/vgpu": "1"}}}]))
-    assert not _match(expression, _pod([{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]))
+    assert _match(
+        expression, _pod([{"name": "c", "resources": {"limits": {"example.com/vgpu": "1"}}}])
+    )
+    assert not _match(
+        expression, _pod([{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1"}}}])
+    )
 
 
 def test_rbac_is_least_privilege() -> None:
@@ -145,16 +249,39 @@ def test_rbac_is_least_privilege() -> None:
     assert "'*'" not in text and '"*"' not in text
     webhook = find(documents, "ClusterRole", "hami-dra-webhook")
     assert webhook["rules"] == [
-        {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaimtemplates"], "verbs": ["create", "get", "list", "patch", "delete"]},
+        {
+            "apiGroups": ["resource.k8s.io"],
+            "resources": ["resourceclaimtemplates"],
+            "verbs": ["create", "get", "list", "patch", "delete"],
+        },
         {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
-        {"apiGroups": ["resource.k8s.io"], "resources": ["deviceclasses", "resourceslices"], "verbs": ["get", "list"]},
-        {"apiGroups": ["admissionregistration.k8s.io"], "resources": ["mutatingwebhookconfigurations"], "resourceNames": ["hami-dra-webhook"], "verbs": ["get", "patch"]},
+        {
+            "apiGroups": ["resource.k8s.io"],
+            "resources": ["deviceclasses", "resourceslices"],
+            "verbs": ["get", "list"],
+        },
+        {
+            "apiGroups": ["admissionregistration.k8s.io"],
+            "resources": ["mutatingwebhookconfigurations"],
+            "resourceNames": ["hami-dra-webhook"],
+            "verbs": ["get", "patch"],
+        },
     ]
     role = find(documents, "Role", "hami-dra-webhook-certificates")
-    assert role["rules"] == [{"apiGroups": [""], "resources": ["secrets"], "resourceNames": ["hami-dra-webhook-tls"], "verbs": ["get", "update"]}]
+    assert role["rules"] == [
+        {
+            "apiGroups": [""],
+            "resources": ["secrets"],
+            "resourceNames": ["hami-dra-webhook-tls"],
+            "verbs": ["get", "update"],
+        }
+    ]
     custom = render(*MODES["custom"])
     assert not [d for d in custom if d["kind"] == "Role"]
-    assert all("mutatingwebhookconfigurations" not in r["resources"] for r in find(custom, "ClusterRole", "hami-dra-webhook")["rules"])
+    assert all(
+        "mutatingwebhookconfigurations" not in r["resources"]
+        for r in find(custom, "ClusterRole", "hami-dra-webhook")["rules"]
+    )
 
 
 def test_webhook_deployment_is_restricted_and_rolls_on_config_change() -> None:
@@ -162,14 +289,26 @@ def test_webhook_deployment_is_restricted_and_rolls_on_config_change() -> None:
     spec = deployment["spec"]["template"]["spec"]
     (container,) = spec["containers"]
     assert deployment["spec"]["replicas"] == 2
-    assert spec["securityContext"]["runAsNonRoot"] is True and spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
-    assert container["securityContext"] == {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True, "runAsNonRoot": True, "capabilities": {"drop": ["ALL"]}}
-    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz" and container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert spec["securityContext"]["runAsNonRoot"] is True and spec["securityContext"][
+        "seccompProfile"
+    ] == {"type": "RuntimeDefault"}
+    assert container["securityContext"] == {
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "runAsNonRoot": True,
+        "capabilities": {"drop": ["ALL"]},
+    }
+    assert (
+        container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+        and container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    )
     assert spec["topologySpreadConstraints"][0]["topologyKey"] == "kubernetes.io/hostname"
     assert "--self-managed-certs" in container["args"]
     assert find(render(), "PodDisruptionBudget")["spec"]["minAvailable"] == 1
     before = deployment["spec"]["template"]["metadata"]["annotations"]["checksum/device-config"]
-    after = find(render("deviceConfig=nvidia: {defaultCores: 10}"), "Deployment")["spec"]["template"]["metadata"]["annotations"]["checksum/device-config"]
+    after = find(render("deviceConfig=nvidia: {defaultCores: 10}"), "Deployment")["spec"][
+        "template"
+    ]["metadata"]["annotations"]["checksum/device-config"]
     assert before != after
 
 
@@ -187,7 +326,13 @@ def test_driver_daemonset_and_device_class() -> None:
     spec = daemonset["spec"]["template"]["spec"]
     assert spec["containers"][0]["image"] == "docker.io/projecthami/k8s-dra-driver:v0.1.0"
     paths = {v["hostPath"]["path"] for v in spec["volumes"]}
-    assert {"/var/lib/kubelet/plugins_registry", "/var/lib/kubelet/plugins", "/var/run/cdi", "/usr/local/vgpu", "/tmp"} <= paths
+    assert {
+        "/var/lib/kubelet/plugins_registry",
+        "/var/lib/kubelet/plugins",
+        "/var/run/cdi",
+        "/usr/local/vgpu",
+        "/tmp",
+    } <= paths
     assert spec["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
     device_class = find(documents, "DeviceClass")
     assert device_class["metadata"]["name"] == "hami-core-gpu.project-hami.io"
