@@ -11,6 +11,7 @@ reset connection, or dropping consumable capacity as 1.34/1.35 do with the gate 
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import threading
@@ -59,6 +60,7 @@ class StandIn:
         self.fail: dict[tuple[str, str], int] = {}
         self.delay: dict[tuple[str, str], float] = {}
         self.reset: set[tuple[str, str]] = set()
+        self.truncate: set[tuple[str, str]] = set()  # headers and half a body, then a close
         self.drop_capacity = False
         # Called (once, then removed) before a request of that (method, kind) is handled.
         self.before: dict[tuple[str, str], Any] = {}
@@ -69,6 +71,7 @@ class StandIn:
         self._version = 1000
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
+        self.connections: set[Any] = set()
 
     # -- lifecycle
     def start(self) -> StandIn:
@@ -83,9 +86,13 @@ class StandIn:
         return self
 
     def stop(self) -> None:
+        """Stop listening and cut open keep-alive connections: the API is now unreachable."""
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
+            for connection in list(self.connections):
+                with contextlib.suppress(OSError):
+                    connection.shutdown(2)
 
     @property
     def url(self) -> str:
@@ -133,6 +140,15 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         pass
 
+    def setup(self) -> None:
+        super().setup()
+        self.state.connections.add(self.connection)
+
+    def finish(self) -> None:
+        self.state.connections.discard(self.connection)
+        with contextlib.suppress(OSError):
+            super().finish()
+
     def _send(self, code: int, body: dict[str, Any], headers: dict[str, str] | None = None) -> None:
         data = json.dumps(body).encode()
         self.send_response(code)
@@ -171,6 +187,16 @@ class _Handler(BaseHTTPRequestHandler):
             time.sleep(state.delay[(method, kind)])
         if (method, kind) in state.reset:
             self.connection.shutdown(2)  # a connection reset mid-request
+            self.close_connection = True
+            return None
+        if (method, kind) in state.truncate:
+            self.send_response(201)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", "1000")
+            self.end_headers()
+            self.wfile.write(b'{"kind": "ResourceClaimTemplate", "meta')
+            self.wfile.flush()
+            self.connection.shutdown(2)
             self.close_connection = True
             return None
         if (method, kind) in state.fail:

@@ -156,6 +156,8 @@ async def _serve(settings: Any, policy: Any) -> int:
         log_config=None,
         timeout_graceful_shutdown=int(settings.graceful_shutdown) or None,
         server_header=False,
+        limit_concurrency=settings.max_concurrency,
+        timeout_keep_alive=30,
     )
     server = uvicorn.Server(config)
     log.info("serving https://%s:%d/mutate", settings.host, settings.port)

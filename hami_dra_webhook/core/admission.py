@@ -63,6 +63,8 @@ class AdmissionReview(BaseModel):
 def parse_review(body: bytes) -> AdmissionReview:
     try:
         document = json.loads(body)
+    except RecursionError as error:
+        raise MalformedReview("the body is nested too deeply to be a Kubernetes object") from error
     except (ValueError, UnicodeDecodeError) as error:
         raise MalformedReview(f"the body is not JSON: {error}") from error
     try:

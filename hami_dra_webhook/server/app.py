@@ -66,12 +66,10 @@ def create_app(parts: Parts) -> FastAPI:
     @app.post("/mutate")
     async def mutate(request: Request) -> Response:
         started = time.perf_counter()
-        declared = request.headers.get("content-length")
-        if declared and declared.isdigit() and int(declared) > settings.max_body_bytes:
-            return _json({"message": f"body over {settings.max_body_bytes} bytes"}, 413)
-        body = await request.body()
-        if len(body) > settings.max_body_bytes:
-            return _json({"message": f"body over {settings.max_body_bytes} bytes"}, 413)
+        body = await _read_body(request, settings.max_body_bytes, settings.request_read_timeout)
+        if isinstance(body, Response):
+            metrics.admissions.labels("unknown", "malformed").inc()
+            return body
         try:
             review = admission.parse_review(body)
         except admission.MalformedReview as error:
@@ -114,6 +112,27 @@ def create_app(parts: Parts) -> FastAPI:
         return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
     return app
+
+
+async def _read_body(request: Request, limit: int, timeout: float) -> bytes | Response:
+    """The body, or a 413/408 answer: a huge or slowly trickling body never holds the server."""
+    declared = request.headers.get("content-length", "")
+    too_big = _json(
+        {"message": f"the body is over {limit} bytes; AdmissionReviews are smaller"}, 413
+    )
+    if declared.isdigit() and int(declared) > limit:
+        return too_big
+    chunks, size = [], 0
+    try:
+        async with asyncio.timeout(timeout):
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > limit:
+                    return too_big
+                chunks.append(chunk)
+    except TimeoutError:
+        return _json({"message": f"the body did not arrive within {timeout:g}s"}, 408)
+    return b"".join(chunks)
 
 
 def _record(metrics: Metrics, result: Admission, elapsed: float) -> None:

@@ -30,6 +30,9 @@ class Settings(BaseSettings):
     cluster_check_interval: float = Field(300.0, gt=0)
     cert_reload_interval: float = Field(1.0, gt=0)
     max_body_bytes: int = Field(6 * 1024 * 1024, gt=0)
+    request_read_timeout: float = Field(10.0, gt=0)
+    # Connections and requests at once; past it uvicorn answers 503 (failurePolicy applies).
+    max_concurrency: int = Field(1024, ge=1)
     probe_namespace: str = Field(default_factory=lambda: os.environ.get("POD_NAMESPACE", "default"))
     graceful_shutdown: float = Field(15.0, ge=0)
     # Self-managed certificates (the chart's default): kept in a Secret by the webhook itself.

@@ -22,9 +22,23 @@ VERSIONS = {"1.2": ssl.TLSVersion.TLSv1_2, "1.3": ssl.TLSVersion.TLSv1_3}
 log = logging.getLogger("hami_dra_webhook.tls")
 
 
+class KeyFileExposed(ValueError):
+    """The private key file can be read or changed by users other than its owner and group."""
+
+
+def check_key_permissions(key_file: Path) -> None:
+    mode = os.stat(key_file).st_mode
+    if mode & 0o007:
+        raise KeyFileExposed(
+            f"{key_file} has mode {mode & 0o777:o}: other users can read or change the private"
+            " key; chmod 600 (or 640), or set defaultMode: 0440 on the Secret volume"
+        )
+
+
 class ReloadingTLS:
     def __init__(self, cert_file: Path, key_file: Path, min_version: str = "1.3") -> None:
         self.cert_file, self.key_file = cert_file, key_file
+        check_key_permissions(key_file)
         self.min_version = VERSIONS[min_version]
         self._stamp = self._files_stamp()
         self._current = self._load()
@@ -68,6 +82,7 @@ class ReloadingTLS:
         if stamp == self._stamp:
             return False
         try:
+            check_key_permissions(self.key_file)
             fresh = self._load()
             expires_at = not_after(self.cert_file.read_bytes())
         except (OSError, ssl.SSLError, ValueError) as error:
