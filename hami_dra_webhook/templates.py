@@ -224,6 +224,6 @@ class OfflineTemplateStore:
         warnings = []
         for template in templates:
             name = template["metadata"]["name"]
-            log.info("offline: would create ResourceClaimTemplate %s/%s", namespace, name)
+            log.debug("offline: would create ResourceClaimTemplate %s/%s", namespace, name)
             warnings.append(f"offline webhook: ResourceClaimTemplate {name} was not created")
         return warnings

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import base64
-import json
 from typing import Any, Literal
 
+import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from hami_dra_webhook.core import patch
@@ -62,10 +62,14 @@ class AdmissionReview(BaseModel):
 
 def parse_review(body: bytes) -> AdmissionReview:
     try:
-        document = json.loads(body)
+        document = orjson.loads(body)
     except RecursionError as error:
         raise MalformedReview("the body is nested too deeply to be a Kubernetes object") from error
-    except (ValueError, UnicodeDecodeError) as error:
+    except orjson.JSONDecodeError as error:
+        if "depth limit" in str(error) or "recursion" in str(error):
+            raise MalformedReview(
+                "the body is nested too deeply to be a Kubernetes object"
+            ) from error
         raise MalformedReview(f"the body is not JSON: {error}") from error
     try:
         return AdmissionReview.model_validate(document)
@@ -91,8 +95,7 @@ def response(
     """The AdmissionReview answer; `patch` and `patchType` always come together."""
     answer: dict[str, Any] = {"uid": uid, "allowed": allowed}
     if ops:
-        encoded = json.dumps(ops, separators=(",", ":")).encode()
-        answer["patch"] = base64.b64encode(encoded).decode()
+        answer["patch"] = base64.b64encode(orjson.dumps(ops)).decode()
         answer["patchType"] = "JSONPatch"
     if not allowed:
         answer["status"] = {

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
 from fastapi import FastAPI, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
@@ -41,9 +41,7 @@ class Parts:
 
 
 def _json(document: Any, status: int = 200) -> Response:
-    return Response(
-        json.dumps(document, separators=(",", ":")), status_code=status, media_type=JSON
-    )
+    return Response(orjson.dumps(document), status_code=status, media_type=JSON)
 
 
 def create_app(parts: Parts) -> FastAPI:
@@ -63,7 +61,8 @@ def create_app(parts: Parts) -> FastAPI:
         title="hami-dra-webhook", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None
     )
 
-    @app.post("/mutate")
+    # /mutate and /bare are plain Starlette routes: FastAPI's dependency machinery costs time on
+    # the hot path and they need none of it.
     async def mutate(request: Request) -> Response:
         started = time.perf_counter()
         body = await _read_body(request, settings.max_body_bytes, settings.request_read_timeout)
@@ -93,6 +92,16 @@ def create_app(parts: Parts) -> FastAPI:
         elapsed = time.perf_counter() - started
         _record(metrics, result, elapsed)
         return _json(result.body)
+
+    app.router.add_route("/mutate", mutate, methods=["POST"])
+
+    if settings.bare_endpoint:
+
+        async def bare(request: Request) -> Response:
+            await request.body()
+            return Response(b'{"ok":true}', media_type=JSON)
+
+        app.router.add_route("/bare", bare, methods=["POST"])
 
     @app.get("/healthz")
     async def healthz() -> Response:

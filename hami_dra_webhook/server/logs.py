@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import sys
 from datetime import UTC, datetime
 from typing import Any
+
+import orjson
 
 _STANDARD = set(logging.makeLogRecord({}).__dict__) | {"message", "asctime", "taskName"}
 
@@ -22,7 +23,7 @@ class JsonFormatter(logging.Formatter):
         entry |= {k: v for k, v in record.__dict__.items() if k not in _STANDARD}
         if record.exc_info:
             entry["traceback"] = self.formatException(record.exc_info)
-        return json.dumps(entry, default=str)
+        return orjson.dumps(entry, default=str).decode()
 
 
 class TextFormatter(logging.Formatter):

@@ -33,6 +33,8 @@ class Settings(BaseSettings):
     request_read_timeout: float = Field(10.0, gt=0)
     # Connections and requests at once; past it uvicorn answers 503 (failurePolicy applies).
     max_concurrency: int = Field(1024, ge=1)
+    # POST /bare: reads the body, answers a fixed JSON; the benchmark's measure of the stack.
+    bare_endpoint: bool = False
     probe_namespace: str = Field(default_factory=lambda: os.environ.get("POD_NAMESPACE", "default"))
     graceful_shutdown: float = Field(15.0, ge=0)
     # Self-managed certificates (the chart's default): kept in a Secret by the webhook itself.

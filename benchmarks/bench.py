@@ -1,0 +1,265 @@
+"""One run, one machine: the webhook, the bare limit of its stack, and a Go peer, side by side.
+
+    .venv/bin/python -m benchmarks.bench [--duration 10] [--quick]
+
+- the webhook (`serve`: TLS, one process, offline store so every template counts as cached,
+  default log level), POST /mutate with a mix of four 9-13 KB AdmissionReviews;
+- POST /bare of the same process (reads the body, answers a fixed JSON): this stack's limit;
+- the minimal stdlib Go webhook of ../shared/anchors/go-webhook (built here with Debian's
+  golang-go), POST /mutate with the same reviews;
+each at concurrency 1, 8 and 64 over keep-alive TLS, servers pinned to core 0 and the load
+generator to core 1. The load generator is wrk (Debian's package) with benchmarks/mix.lua: a C
+event loop that does far less work per request than the servers, so it is not the bottleneck.
+Then: in-process translation per mix item, dry-run of 1,000 pods, and the webhook's RSS after
+100,000 requests. Prints a table; asserts nothing (targets are judged by reading it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from benchmarks.reviews import encoded, pods
+from hami_dra_webhook.certs import issue, write
+from hami_dra_webhook.core.policy import DEFAULT_POLICY
+from hami_dra_webhook.core.translate import translate_pod
+
+ROOT = Path(__file__).parents[1]
+GO_PEER = ROOT.parent / "shared" / "anchors" / "go-webhook"
+LUA = Path(__file__).parent / "mix.lua"
+CONCURRENCY = (1, 8, 64)
+
+
+def need_tools() -> None:
+    missing = [tool for tool in ("wrk", "go", "taskset") if shutil.which(tool) is None]
+    if missing and os.geteuid() == 0 and shutil.which("apt-get"):
+        packages = {"wrk": "wrk", "go": "golang-go", "taskset": "util-linux"}
+        subprocess.run(["apt-get", "update", "-qq"], check=True, capture_output=True)
+        subprocess.run(
+            ["apt-get", "install", "-y", "-qq", *[packages[t] for t in missing]],
+            check=True,
+            capture_output=True,
+            env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"},
+        )
+        missing = [tool for tool in missing if shutil.which(tool) is None]
+    if missing:
+        sys.exit(
+            f"the benchmark needs {', '.join(missing)} (Debian: apt-get install wrk golang-go util-linux)"
+        )
+
+
+def wait_port(port: int, process: subprocess.Popen[bytes]) -> None:
+    import socket
+
+    for _ in range(300):
+        if process.poll() is not None:
+            sys.exit(f"a server exited early ({process.args})")
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    sys.exit(f"nothing listens on {port}")
+
+
+@contextmanager
+def webhook(folder: Path, port: int) -> Iterator[subprocess.Popen[bytes]]:
+    env = {**os.environ, "HAMI_DRA_BARE_ENDPOINT": "true", "HAMI_DRA_GC_INTERVAL": "0"}
+    command = [
+        "taskset",
+        "-c",
+        "0",
+        sys.executable,
+        "-m",
+        "hami_dra_webhook",
+        "serve",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--cert-file",
+        str(folder / "tls.crt"),
+        "--key-file",
+        str(folder / "tls.key"),
+    ]
+    with (folder / "webhook.log").open("wb") as log:
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
+    try:
+        wait_port(port, process)
+        yield process
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+@contextmanager
+def go_peer(folder: Path, port: int) -> Iterator[subprocess.Popen[bytes]]:
+    build = folder / "go"
+    shutil.copytree(GO_PEER, build)
+    for name in ("tls.crt", "tls.key"):
+        shutil.copy(folder / name, build / ("cert.pem" if name == "tls.crt" else "key.pem"))
+    env = {
+        **os.environ,
+        "GOCACHE": str(folder / "gocache"),
+        "GOPATH": str(folder / "gopath"),
+        "GOFLAGS": "-mod=mod",
+        "GO111MODULE": "on",
+    }
+    subprocess.run(
+        ["go", "build", "-o", "gowh", "."], cwd=build, check=True, env=env, capture_output=True
+    )
+    process = subprocess.Popen(
+        ["taskset", "-c", "0", str(build / "gowh"), f"127.0.0.1:{port}"],
+        cwd=build,
+        env={**env, "GOMAXPROCS": "1"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_port(port, process)
+        yield process
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def wrk(url: str, concurrency: int, duration: float, bodies: list[Path]) -> dict[str, float]:
+    command = [
+        "taskset",
+        "-c",
+        "1",
+        "wrk",
+        "-t1",
+        f"-c{concurrency}",
+        f"-d{duration:g}s",
+        "--latency",
+        "-s",
+        str(LUA),
+        url,
+        "--",
+        *map(str, bodies),
+    ]
+    output = subprocess.run(command, capture_output=True, text=True, check=True).stdout
+    line = next(line for line in output.splitlines() if line.startswith("RESULT "))
+    result = json.loads(line[len("RESULT ") :])
+    result["rps"] = result["requests"] / (result["duration_us"] / 1e6)
+    return dict(result)
+
+
+def rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def translation_us() -> dict[str, tuple[float, float]]:
+    results = {}
+    for name, pod in pods().items():
+        for _ in range(300):
+            translate_pod(pod, DEFAULT_POLICY, "ml")
+        samples = []
+        for _ in range(3000):
+            started = time.perf_counter_ns()
+            translate_pod(pod, DEFAULT_POLICY, "ml")
+            samples.append((time.perf_counter_ns() - started) / 1000)
+        samples.sort()
+        results[name] = (statistics.median(samples), samples[int(len(samples) * 0.99)])
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--duration", type=float, default=10.0, help="seconds per wrk run (10)")
+    parser.add_argument(
+        "--quick", action="store_true", help="2-second runs and 20,000 requests for RSS"
+    )
+    args = parser.parse_args()
+    duration = 2.0 if args.quick else args.duration
+    need_tools()
+    rows: list[tuple[str, int, dict[str, float]]] = []
+    with tempfile.TemporaryDirectory() as temp:
+        folder = Path(temp)
+        write(issue(["localhost", "127.0.0.1"]), folder)
+        bodies = []
+        for name, body in encoded().items():
+            path = folder / f"{name}.json"
+            path.write_bytes(body)
+            bodies.append(path)
+        with webhook(folder, 18443) as server:
+            for _ in range(2):
+                wrk("https://127.0.0.1:18443/mutate", 8, 1, bodies)  # warm-up
+            for concurrency in CONCURRENCY:
+                rows.append(
+                    (
+                        "webhook /mutate",
+                        concurrency,
+                        wrk("https://127.0.0.1:18443/mutate", concurrency, duration, bodies),
+                    )
+                )
+                rows.append(
+                    (
+                        "same process /bare",
+                        concurrency,
+                        wrk("https://127.0.0.1:18443/bare", concurrency, duration, bodies),
+                    )
+                )
+            rss_before = rss_mib(server.pid)
+            target = 20_000 if args.quick else 100_000
+            sent = 0
+            while sent < target:
+                sent += int(wrk("https://127.0.0.1:18443/mutate", 8, 5, bodies)["requests"])
+            rss_after = rss_mib(server.pid)
+        with go_peer(folder, 18444):
+            wrk("https://127.0.0.1:18444/mutate", 8, 1, bodies)
+            for concurrency in CONCURRENCY:
+                rows.append(
+                    (
+                        "Go peer /mutate",
+                        concurrency,
+                        wrk("https://127.0.0.1:18444/mutate", concurrency, duration, bodies),
+                    )
+                )
+    print(
+        f"machine: {os.cpu_count()} cores, {time.strftime('%Y-%m-%d')}, servers on core 0, wrk on core 1, TLS ECDSA P-256, keep-alive"
+    )
+    print(f"{'server':<22}{'conns':>6}{'req/s':>10}{'p50 ms':>9}{'p99 ms':>9}{'errors':>8}")
+    for name, concurrency, result in rows:
+        print(
+            f"{name:<22}{concurrency:>6}{result['rps']:>10.0f}{result['p50_us'] / 1000:>9.2f}{result['p99_us'] / 1000:>9.2f}{result['errors'] + result['non2xx']:>8.0f}"
+        )
+    by = {(name, c): r for name, c, r in rows}
+    for concurrency in CONCURRENCY:
+        ours = by[("webhook /mutate", concurrency)]["rps"]
+        print(
+            f"c={concurrency}: webhook/bare {ours / by[('same process /bare', concurrency)]['rps']:.2f}, webhook/Go peer {ours / by[('Go peer /mutate', concurrency)]['rps']:.2f}"
+        )
+    print(
+        f"webhook RSS: {rss_before:.1f} MiB after the runs above, {rss_after:.1f} MiB after {sent} more requests"
+    )
+    print(
+        "in-process translate_pod (us): "
+        + ", ".join(f"{n} median {m:.1f} p99 {p:.1f}" for n, (m, p) in translation_us().items())
+    )
+    import yaml
+
+    from benchmarks.translate import dry_run_seconds, manifest_pod
+
+    with tempfile.TemporaryDirectory() as temp:
+        path = Path(temp) / "pods.yaml"
+        path.write_text(yaml.safe_dump_all([manifest_pod(i) for i in range(1000)]))
+        in_process, whole = dry_run_seconds(path)
+    print(f"dry-run of 1,000 pods: {in_process:.2f} s in process, {whole:.2f} s as a new process")
+
+
+if __name__ == "__main__":
+    main()
