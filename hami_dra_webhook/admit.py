@@ -9,7 +9,6 @@ from typing import Any
 
 from hami_dra_webhook.cluster import ClusterState
 from hami_dra_webhook.core import admission
-from hami_dra_webhook.core.legacy import resource_maps
 from hami_dra_webhook.core.policy import Policy
 from hami_dra_webhook.core.reapply import strip_reapplied
 from hami_dra_webhook.core.translate import translate_pod
@@ -86,7 +85,7 @@ class Admitter:
         if translation.outcome == "unchanged":
             result.body = admission.response(uid, allowed=True, warnings=warnings)
             return
-        result.resources = self._legacy_resources(pod)
+        result.resources = translation.resources
         warnings += self._cluster_warnings(result.resources)
         names = [t["metadata"]["name"] for t in translation.templates]
         result.templates = names
@@ -138,17 +137,6 @@ class Admitter:
             for r in resources
             if r in self.cluster.extended_resources
         ]
-
-    def _legacy_resources(self, pod: JsonObject) -> list[str]:
-        spec = pod.get("spec") or {}
-        found: set[str] = set()
-        for list_name in ("initContainers", "containers"):
-            for container in spec.get(list_name) or []:
-                limits, requests = resource_maps(container)
-                found.update(
-                    k for k in self.policy.legacy_resource_names if k in limits or k in requests
-                )
-        return sorted(found)
 
 
 def _shares_a_gpu(templates: list[JsonObject], cores_key: str) -> bool:

@@ -38,6 +38,8 @@ class Translation:
     warnings: list[str] = field(default_factory=list)
     code: int | None = None
     message: str | None = None
+    # The legacy resource names the pod used (for metrics and cluster warnings).
+    resources: list[str] = field(default_factory=list)
 
     def apply(self, pod: JsonObject) -> JsonObject:
         """The converted pod; the input is not modified."""
@@ -118,8 +120,13 @@ def _translate(pod: Any, policy: Policy, namespace: str | None, warnings: list[s
             if not has_legacy_keys(container, names):
                 ops += _env_ops(ref, container, {VISIBLE_DEVICES_ENV: "none"}, warnings)
     ops += _pod_ops(metadata, spec, pod_claims, any(g.is_gpu for g in gpus), policy, warnings)
+    used = {key for gpu in gpus for key in (*gpu.request.in_limits, *gpu.request.in_requests)}
     return Translation(
-        outcome="converted", patch=ops, templates=list(templates.values()), warnings=_cut(warnings)
+        outcome="converted",
+        patch=ops,
+        templates=list(templates.values()),
+        warnings=_cut(warnings),
+        resources=[name for name in names if name in used],
     )
 
 

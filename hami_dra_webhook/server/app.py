@@ -11,14 +11,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
-from fastapi import FastAPI, Request, Response
+from fastapi import FastAPI, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.routing import Route
 
 from hami_dra_webhook.admit import Admission, Admitter
 from hami_dra_webhook.api import KubeApi
 from hami_dra_webhook.cluster import ClusterState
 from hami_dra_webhook.core import admission
 from hami_dra_webhook.gc import collect_garbage
+from hami_dra_webhook.server.endpoint import BodyEndpoint, message
 from hami_dra_webhook.server.metrics import Metrics
 from hami_dra_webhook.server.settings import Settings
 from hami_dra_webhook.server.tls import ReloadingTLS
@@ -61,19 +63,13 @@ def create_app(parts: Parts) -> FastAPI:
         title="hami-dra-webhook", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None
     )
 
-    # /mutate and /bare are plain Starlette routes: FastAPI's dependency machinery costs time on
-    # the hot path and they need none of it.
-    async def mutate(request: Request) -> Response:
+    async def mutate(body: bytes) -> tuple[int, bytes]:
         started = time.perf_counter()
-        body = await _read_body(request, settings.max_body_bytes, settings.request_read_timeout)
-        if isinstance(body, Response):
-            metrics.admissions.labels("unknown", "malformed").inc()
-            return body
         try:
             review = admission.parse_review(body)
         except admission.MalformedReview as error:
             metrics.admissions.labels("unknown", "malformed").inc()
-            return _json({"message": str(error)}, 400)
+            return message(400, str(error))
         try:
             result = await parts.admitter.admit(review)
         except Exception:
@@ -89,19 +85,24 @@ def create_app(parts: Parts) -> FastAPI:
                 outcome="error",
                 namespace=review.request.namespace or "",
             )
-        elapsed = time.perf_counter() - started
-        _record(metrics, result, elapsed)
-        return _json(result.body)
+        _record(metrics, result, time.perf_counter() - started)
+        return 200, orjson.dumps(result.body)
 
-    app.router.add_route("/mutate", mutate, methods=["POST"])
+    def rejected() -> None:
+        metrics.admissions.labels("unknown", "malformed").inc()
 
+    limit, timeout = settings.max_body_bytes, settings.request_read_timeout
+    app.router.routes.append(
+        Route("/mutate", BodyEndpoint(mutate, limit, timeout, rejected), methods=["POST"])
+    )
     if settings.bare_endpoint:
 
-        async def bare(request: Request) -> Response:
-            await request.body()
-            return Response(b'{"ok":true}', media_type=JSON)
+        async def bare(body: bytes) -> tuple[int, bytes]:
+            return 200, b'{"ok":true}'
 
-        app.router.add_route("/bare", bare, methods=["POST"])
+        app.router.routes.append(
+            Route("/bare", BodyEndpoint(bare, limit, timeout, rejected), methods=["POST"])
+        )
 
     @app.get("/healthz")
     async def healthz() -> Response:
@@ -123,33 +124,8 @@ def create_app(parts: Parts) -> FastAPI:
     return app
 
 
-async def _read_body(request: Request, limit: int, timeout: float) -> bytes | Response:
-    """The body, or a 413/408 answer: a huge or slowly trickling body never holds the server."""
-    declared = request.headers.get("content-length", "")
-    too_big = _json(
-        {"message": f"the body is over {limit} bytes; AdmissionReviews are smaller"}, 413
-    )
-    if declared.isdigit() and int(declared) > limit:
-        return too_big
-    chunks, size = [], 0
-    try:
-        async with asyncio.timeout(timeout):
-            async for chunk in request.stream():
-                size += len(chunk)
-                if size > limit:
-                    return too_big
-                chunks.append(chunk)
-    except TimeoutError:
-        return _json({"message": f"the body did not arrive within {timeout:g}s"}, 408)
-    return b"".join(chunks)
-
-
 def _record(metrics: Metrics, result: Admission, elapsed: float) -> None:
-    metrics.admissions.labels(result.operation, result.outcome).inc()
-    metrics.latency.observe(elapsed)
-    if result.outcome == "converted":
-        for resource in result.resources:
-            metrics.conversions.labels(resource).inc()
+    metrics.admitted(result.operation, result.outcome, elapsed, result.resources)
     if result.operation in ("CREATE", "UPDATE"):
         log.info(
             "admission",

@@ -37,6 +37,10 @@ class TextFormatter(logging.Formatter):
 
 
 def configure(level: str = "info", json_format: bool = True) -> None:
+    # One line per admission is on the hot path: skip the caller lookup (a stack walk per record)
+    # and the thread and process fields, which these lines do not print.
+    logging._srcfile = None
+    logging.logThreads = logging.logProcesses = logging.logMultiprocessing = False
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(
         JsonFormatter()

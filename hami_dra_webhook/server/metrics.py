@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from hami_dra_webhook.cluster import ClusterState
@@ -55,6 +57,23 @@ class Metrics:
             "hami_dra_gc_deleted_templates", "Unused templates deleted by GC", registry=r
         )
         self.capacity.set(-1)
+        self._admissions: dict[tuple[str, str], Any] = {}
+        self._conversions: dict[str, Any] = {}
+
+    def admitted(self, operation: str, outcome: str, elapsed: float, resources: list[str]) -> None:
+        """Count one admission (label children are cached: `labels()` costs on the hot path)."""
+        key = (operation, outcome)
+        child = self._admissions.get(key)
+        if child is None:
+            child = self._admissions[key] = self.admissions.labels(operation, outcome)
+        child.inc()
+        self.latency.observe(elapsed)
+        if outcome == "converted":
+            for resource in resources:
+                counter = self._conversions.get(resource)
+                if counter is None:
+                    counter = self._conversions[resource] = self.conversions.labels(resource)
+                counter.inc()
 
     def observe_cluster(self, state: ClusterState) -> None:
         self.capacity.set(CAPACITY_VALUES[state.capacity])
