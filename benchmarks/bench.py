@@ -155,6 +155,41 @@ def wrk(url: str, concurrency: int, duration: float, bodies: list[Path]) -> dict
     return dict(result)
 
 
+def paced(port: int, ca: Path, rate: float, seconds: float, bodies: list[Path]) -> dict[str, float]:
+    """Latency at a fixed, modest rate (wrk cannot pace): one keep-alive TLS connection, a
+    Python client sending on a fixed schedule (at 100 req/s it idles most of the time)."""
+    import http.client
+    import ssl
+
+    payloads = [b.read_bytes() for b in bodies]
+    context = ssl.create_default_context(cafile=str(ca))
+    connection = http.client.HTTPSConnection("localhost", port, context=context)
+    samples = []
+    start = time.perf_counter()
+    for i in range(int(rate * seconds)):
+        delay = start + i / rate - time.perf_counter()
+        if delay > 0:
+            time.sleep(delay)
+        begin = time.perf_counter()
+        connection.request(
+            "POST",
+            "/mutate",
+            body=payloads[i % len(payloads)],
+            headers={"Content-Type": "application/json"},
+        )
+        response = connection.getresponse()
+        response.read()
+        assert response.status == 200
+        samples.append(time.perf_counter() - begin)
+    connection.close()
+    samples.sort()
+    return {
+        "p50_ms": statistics.median(samples) * 1000,
+        "p99_ms": samples[int(len(samples) * 0.99)] * 1000,
+        "requests": len(samples),
+    }
+
+
 def rss_mib(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -213,6 +248,7 @@ def main() -> None:
                         wrk("https://127.0.0.1:18443/bare", concurrency, duration, bodies),
                     )
                 )
+            steady = paced(18443, folder / "ca.crt", 100, 5 if args.quick else 20, bodies)
             rss_before = rss_mib(server.pid)
             target = 20_000 if args.quick else 100_000
             sent = 0
@@ -243,6 +279,10 @@ def main() -> None:
         print(
             f"c={concurrency}: webhook/bare {ours / by[('same process /bare', concurrency)]['rps']:.2f}, webhook/Go peer {ours / by[('Go peer /mutate', concurrency)]['rps']:.2f}"
         )
+    print(
+        f"webhook at a steady 100 req/s ({steady['requests']:.0f} requests, Python client):"
+        f" p50 {steady['p50_ms']:.2f} ms, p99 {steady['p99_ms']:.2f} ms"
+    )
     print(
         f"webhook RSS: {rss_before:.1f} MiB after the runs above, {rss_after:.1f} MiB after {sent} more requests"
     )

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -100,24 +99,13 @@ class Admitter:
             warnings.append("consumable capacity is off: this pod may get whole GPUs")
         deadline = time.monotonic() + self.budget
         try:
-            async with asyncio.timeout(self.budget):
-                warnings += await self.store.ensure(
-                    namespace, translation.templates, dry_run=request.dry_run, deadline=deadline
-                )
+            warnings += await self.store.ensure(
+                namespace, translation.templates, dry_run=request.dry_run, deadline=deadline
+            )
         except TemplateUnavailable as error:
             result.outcome = "refused"
             result.body = admission.response(
                 uid, allowed=False, code=error.code, message=error.message, warnings=warnings
-            )
-            return
-        except TimeoutError:
-            result.outcome = "refused"
-            message = (
-                f"the Kubernetes API did not confirm ResourceClaimTemplates {', '.join(names)}"
-                f" within {self.budget:g}s; retry"
-            )
-            result.body = admission.response(
-                uid, allowed=False, code=504, message=message, warnings=warnings
             )
             return
         audit = {"outcome": "converted", "templates": ",".join(names) or "none"}

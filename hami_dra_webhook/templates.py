@@ -98,13 +98,27 @@ class ApiTemplateStore:
                 self._events.cache_miss()
                 missing.append(template)
         if missing:
-            await asyncio.gather(
-                *(
-                    self._ensure_one(namespace, t, dry_run=dry_run, deadline=deadline)
-                    for t in missing
-                )
-            )
+            # The deadline holds even when something awaited here hangs; cache hits need no timer.
+            try:
+                async with asyncio.timeout_at(self._loop_deadline(deadline)):
+                    await asyncio.gather(
+                        *(
+                            self._ensure_one(namespace, t, dry_run=dry_run, deadline=deadline)
+                            for t in missing
+                        )
+                    )
+            except TimeoutError as error:
+                names = ", ".join(t["metadata"]["name"] for t in missing)
+                raise TemplateUnavailable(
+                    504,
+                    f"the Kubernetes API did not confirm ResourceClaimTemplates {names}"
+                    " in time; retry",
+                ) from error
         return []
+
+    def _loop_deadline(self, deadline: float) -> float:
+        loop = asyncio.get_running_loop()
+        return loop.time() + (deadline - self._clocks.monotonic())
 
     async def _ensure_one(
         self, namespace: str, template: JsonObject, *, dry_run: bool, deadline: float

@@ -121,7 +121,7 @@ def test_health_readiness_and_metrics(webhook: Webhook) -> None:
 
 def test_one_json_log_line_per_admission(webhook: Webhook) -> None:
     webhook.post(review(gpu_pod()))
-    time.sleep(0.2)
+    time.sleep(0.6)  # admission lines are written in batches every 0.2 s
     lines = [json.loads(line) for line in webhook.log().splitlines() if line.startswith("{")]
     admissions = [line for line in lines if line["message"] == "admission"]
     assert len(admissions) == 1

@@ -53,7 +53,9 @@ def resource_maps(container: Any) -> tuple[dict[str, Any], dict[str, Any]]:
 
 def has_legacy_keys(container: Any, names: tuple[str, ...]) -> bool:
     limits, requests = resource_maps(container)
-    return any(name in limits or name in requests for name in names)
+    return (bool(limits) and not limits.keys().isdisjoint(names)) or (
+        bool(requests) and not requests.keys().isdisjoint(names)
+    )
 
 
 def read_request(container: dict[str, Any], ref: ContainerRef, policy: Policy) -> LegacyRequest:

@@ -19,7 +19,7 @@ def escape(token: str) -> str:
 
 
 def pointer(*tokens: str | int) -> str:
-    return "/" + "/".join(escape(t) if isinstance(t, str) else str(t) for t in tokens)
+    return "/" + "/".join([escape(t) if isinstance(t, str) else str(t) for t in tokens])
 
 
 def add(path: str, value: Any) -> PatchOp:

@@ -143,6 +143,14 @@ class Policy(BaseModel):
     webhook: WebhookConfig = Field(default_factory=WebhookConfig)
 
     @cached_property
+    def hash_value(self) -> int:
+        return hash((self.nvidia, self.webhook))
+
+    def __hash__(self) -> int:
+        # The translation caches by policy; hashing every field on each lookup costs.
+        return self.hash_value
+
+    @cached_property
     def legacy_resource_names(self) -> tuple[str, str, str, str, str]:
         n = self.nvidia
         return (

@@ -208,7 +208,7 @@ def _existing_claim_names(spec: JsonObject) -> set[str]:
 
 def _strip_ops(gpu: _GpuContainer) -> list[patch.PatchOp]:
     """Remove every legacy key from limits and requests; a map left empty goes too."""
-    base = ("spec", gpu.ref.list_name, gpu.ref.index, "resources")
+    base = ("spec", gpu.ref.list_name, gpu.ref.position, "resources")
     limits, requests = resource_maps(gpu.container)
     ops = []
     for map_name, values, keys in (
@@ -226,7 +226,7 @@ def _strip_ops(gpu: _GpuContainer) -> list[patch.PatchOp]:
 
 def _container_claim_op(gpu: _GpuContainer, claim: str) -> patch.PatchOp:
     resources = gpu.container["resources"]
-    path = ("spec", gpu.ref.list_name, gpu.ref.index, "resources", "claims")
+    path = ("spec", gpu.ref.list_name, gpu.ref.position, "resources", "claims")
     existing = resources.get("claims")
     if existing is None:
         return patch.add(patch.pointer(*path), [{"name": claim}])
@@ -262,7 +262,7 @@ def _env_ops(
             warnings.append(f"{ref.label}: keeps its own {name} (not set to {value})")
         else:
             entries.append({"name": name, "value": value})
-    path = ("spec", ref.list_name, ref.index, "env")
+    path = ("spec", ref.list_name, ref.position, "env")
     if not entries:
         return []
     if env is None:

@@ -2,20 +2,18 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 JsonObject = dict[str, Any]
 ContainerList = Literal["initContainers", "containers"]
 MAX_WARNING_LENGTH = 120
 
 
-@dataclass(frozen=True, slots=True)
-class ContainerRef:
-    """Where a container sits in the pod spec."""
+class ContainerRef(NamedTuple):
+    """Where a container sits in the pod spec (a tuple: one is made per container per pod)."""
 
     list_name: ContainerList
-    index: int
+    position: int
     name: str
 
     @property

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine
@@ -21,6 +22,7 @@ from hami_dra_webhook.cluster import ClusterState
 from hami_dra_webhook.core import admission
 from hami_dra_webhook.gc import collect_garbage
 from hami_dra_webhook.server.endpoint import BodyEndpoint, message
+from hami_dra_webhook.server.logs import AdmissionLog
 from hami_dra_webhook.server.metrics import Metrics
 from hami_dra_webhook.server.settings import Settings
 from hami_dra_webhook.server.tls import ReloadingTLS
@@ -48,6 +50,7 @@ def _json(document: Any, status: int = 200) -> Response:
 
 def create_app(parts: Parts) -> FastAPI:
     settings, metrics = parts.settings, parts.metrics
+    admission_log = AdmissionLog(settings.log_format == "json")
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -58,9 +61,20 @@ def create_app(parts: Parts) -> FastAPI:
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+            admission_log.flush()
 
+    options: dict[str, Any] = {}
+    if "telemetry" in inspect.signature(FastAPI.__init__).parameters:
+        # FastAPI's own OpenTelemetry hooks look up providers on every request; we export
+        # Prometheus metrics instead.
+        options["telemetry"] = {"tracing": False, "metrics": False, "logs": False}
     app = FastAPI(
-        title="hami-dra-webhook", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None
+        title="hami-dra-webhook",
+        lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
+        **options,
     )
 
     async def mutate(body: bytes) -> tuple[int, bytes]:
@@ -85,7 +99,7 @@ def create_app(parts: Parts) -> FastAPI:
                 outcome="error",
                 namespace=review.request.namespace or "",
             )
-        _record(metrics, result, time.perf_counter() - started)
+        _record(metrics, admission_log, result, time.perf_counter() - started)
         return 200, orjson.dumps(result.body)
 
     def rejected() -> None:
@@ -124,19 +138,18 @@ def create_app(parts: Parts) -> FastAPI:
     return app
 
 
-def _record(metrics: Metrics, result: Admission, elapsed: float) -> None:
+def _record(metrics: Metrics, log_: AdmissionLog, result: Admission, elapsed: float) -> None:
     metrics.admitted(result.operation, result.outcome, elapsed, result.resources)
     if result.operation in ("CREATE", "UPDATE"):
-        log.info(
-            "admission",
-            extra={
+        log_.write(
+            {
                 "namespace": result.namespace,
                 "pod": result.name,
                 "operation": result.operation,
                 "outcome": result.outcome,
                 "templates": result.templates,
                 "duration_ms": round(elapsed * 1000, 3),
-            },
+            }
         )
 
 

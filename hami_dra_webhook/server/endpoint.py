@@ -58,21 +58,36 @@ class BodyEndpoint:
         for name, value in scope["headers"]:
             if name == b"content-length" and value.isdigit() and int(value) > self.limit:
                 return too_big
+        # A plain timer instead of asyncio.timeout(): the same effect for a fraction of the cost.
+        task = asyncio.current_task()
+        assert task is not None
+        expired = False
+
+        def expire() -> None:
+            nonlocal expired
+            expired = True
+            task.cancel()
+
+        timer = asyncio.get_running_loop().call_later(self.timeout, expire)
         chunks: list[bytes] = []
         size = 0
         try:
-            async with asyncio.timeout(self.timeout):
-                while True:
-                    event = await receive()
-                    if event["type"] == "http.disconnect":
-                        raise ClientGone
-                    chunk = event.get("body", b"")
-                    size += len(chunk)
-                    if size > self.limit:
-                        return too_big
-                    chunks.append(chunk)
-                    if not event.get("more_body", False):
-                        break
-        except TimeoutError:
+            while True:
+                event = await receive()
+                if event["type"] == "http.disconnect":
+                    raise ClientGone
+                chunk = event.get("body", b"")
+                size += len(chunk)
+                if size > self.limit:
+                    return too_big
+                chunks.append(chunk)
+                if not event.get("more_body", False):
+                    break
+        except asyncio.CancelledError:
+            if not expired:
+                raise
+            task.uncancel()
             return message(408, f"the body did not arrive within {self.timeout:g}s")
+        finally:
+            timer.cancel()
         return chunks[0] if len(chunks) == 1 else b"".join(chunks)

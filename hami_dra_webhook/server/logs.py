@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import sys
+import time
 from datetime import UTC, datetime
 from typing import Any
 
@@ -50,3 +52,46 @@ def configure(level: str = "info", json_format: bool = True) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
+
+
+class AdmissionLog:
+    """One line per admission, written in batches every `interval` seconds.
+
+    Through the logging module each line costs a lock, a LogRecord, a formatter and a write
+    system call: a fifth of an admission's time. Lines are formatted like the log's other lines
+    and written to the same stream; `flush()` runs at shutdown too.
+    """
+
+    def __init__(self, json_format: bool, interval: float = 0.2) -> None:
+        self.logger = logging.getLogger("hami_dra_webhook.server")
+        self.json_format = json_format
+        self.interval = interval
+        self._lines: list[str] = []
+        self._timer: asyncio.TimerHandle | None = None
+
+    def write(self, fields: dict[str, Any]) -> None:
+        if not self.logger.isEnabledFor(logging.INFO):
+            return
+        now = time.time()
+        if self.json_format:
+            stamp = datetime.fromtimestamp(now, UTC).isoformat(timespec="milliseconds")
+            entry = {
+                "time": stamp,
+                "level": "info",
+                "logger": self.logger.name,
+                "message": "admission",
+            }
+            self._lines.append(orjson.dumps(entry | fields).decode())
+        else:
+            stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(now))
+            pairs = "".join(f" {k}={v}" for k, v in fields.items())
+            self._lines.append(f"{stamp},{int(now % 1 * 1000):03d} INFO admission{pairs}")
+        if self._timer is None:
+            self._timer = asyncio.get_running_loop().call_later(self.interval, self.flush)
+
+    def flush(self) -> None:
+        self._timer = None
+        if self._lines:
+            lines, self._lines = self._lines, []
+            sys.stderr.write("\n".join(lines) + "\n")
+            sys.stderr.flush()
