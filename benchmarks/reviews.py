@@ -7,6 +7,8 @@ import json
 import uuid
 from typing import Any
 
+from tests.reviews import review
+
 
 def _container(name: str, index: int, limits: dict[str, str], env: int = 40) -> dict[str, Any]:
     return {
@@ -147,35 +149,7 @@ def _pod(
 
 
 def _review(pod: dict[str, Any]) -> dict[str, Any]:
-    gvk = {"group": "", "version": "v1", "kind": "Pod"}
-    gvr = {"group": "", "version": "v1", "resource": "pods"}
-    return {
-        "kind": "AdmissionReview",
-        "apiVersion": "admission.k8s.io/v1",
-        "request": {
-            "uid": "705ab4f5-6393-11e8-b7cc-42010a800002",
-            "kind": gvk,
-            "resource": gvr,
-            "requestKind": gvk,
-            "requestResource": gvr,
-            "name": pod["metadata"].get("name", ""),
-            "namespace": "ml",
-            "operation": "CREATE",
-            "userInfo": {
-                "username": "system:serviceaccount:kube-system:replicaset-controller",
-                "uid": str(uuid.UUID(int=3)),
-                "groups": [
-                    "system:serviceaccounts",
-                    "system:serviceaccounts:kube-system",
-                    "system:authenticated",
-                ],
-            },
-            "object": pod,
-            "oldObject": None,
-            "dryRun": False,
-            "options": {"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1"},
-        },
-    }
+    return review(pod, namespace="ml")
 
 
 GPU = {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "8000", "nvidia.com/gpucores": "30"}

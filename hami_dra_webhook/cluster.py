@@ -62,6 +62,7 @@ class ClusterState:
     # legacy resource name -> DeviceClass whose extendedResourceName claims it
     extended_resources: dict[str, str] = field(default_factory=dict)
     last_error: str = ""
+    failed_checks: list[int] = field(default_factory=list)  # HTTP status of each failure, 0: none
 
     async def refresh(self, api: KubeApi, policy: Policy, namespace: str, timeout: float) -> None:
         try:
@@ -88,4 +89,5 @@ class ClusterState:
             self.last_error = ""
         except ApiError as error:
             self.last_error = str(error)
+            self.failed_checks.append(error.status)
             log.warning("cluster check failed: %s", error)

@@ -182,3 +182,13 @@ def test_offline_store_answers_with_a_patch_and_says_so() -> None:
     assert any(
         w.startswith("offline webhook: ResourceClaimTemplate hami-gpu-") for w in answer["warnings"]
     )
+
+
+def test_failed_cluster_checks_are_kept_for_the_metrics(
+    standin: StandIn, kube_api: KubernetesApi
+) -> None:
+    standin.fail[("POST", "templates")] = 403
+    cluster = ClusterState()
+    asyncio.run(cluster.refresh(kube_api, DEFAULT_POLICY, "hami-system", timeout=2))
+    assert cluster.capacity == "unknown" and cluster.api_answered
+    assert cluster.failed_checks == [403] and "403" in cluster.last_error

@@ -183,6 +183,9 @@ def _jobs(parts: Parts) -> list[Callable[[], Coroutine[Any, Any, None]]]:
             while True:
                 await cluster.refresh(api, policy, settings.probe_namespace, timeout=10.0)
                 parts.metrics.observe_cluster(cluster)
+                for status in cluster.failed_checks:
+                    parts.metrics.api_error(status)
+                cluster.failed_checks.clear()
                 await asyncio.sleep(settings.cluster_check_interval)
 
         jobs.append(check_cluster)
