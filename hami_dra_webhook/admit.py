@@ -39,6 +39,7 @@ class Admitter:
     store: TemplateStore
     cluster: ClusterState | None = None
     budget: float = 5.0
+    _with_sizes: dict[tuple[int, ...], Policy] = field(default_factory=dict, repr=False)
 
     async def admit(self, review: admission.AdmissionReview) -> Admission:
         request = review.request
@@ -67,7 +68,7 @@ class Admitter:
         self, request: admission.AdmissionRequest, pod: JsonObject, result: Admission
     ) -> None:
         namespace = request.namespace or (pod.get("metadata") or {}).get("namespace") or "default"
-        translation = translate_pod(pod, self.policy, namespace)
+        translation = translate_pod(pod, self._effective_policy(), namespace)
         result.outcome = translation.outcome
         uid = request.uid
         warnings = list(translation.warnings)
@@ -112,6 +113,19 @@ class Admitter:
         result.body = admission.response(
             uid, allowed=True, ops=translation.patch, warnings=warnings, audit=audit
         )
+
+    def _effective_policy(self) -> Policy:
+        """The policy, with the GPU memory sizes the cluster's ResourceSlices publish when a
+        cluster is reachable (configured sizes are the fallback)."""
+        sizes = self.cluster.memory_sizes if self.cluster is not None else ()
+        if not sizes or sizes == self.policy.webhook.device_memory_sizes:
+            return self.policy
+        cached = self._with_sizes.get(sizes)
+        if cached is None:
+            webhook = self.policy.webhook.model_copy(update={"device_memory_sizes": sizes})
+            cached = Policy(nvidia=self.policy.nvidia, webhook=webhook)
+            self._with_sizes = {sizes: cached}  # only the current sizes are kept
+        return cached
 
     def _capacity_dropped(self) -> bool:
         return self.cluster is not None and self.cluster.capacity == "dropped"

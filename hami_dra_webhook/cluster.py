@@ -15,6 +15,7 @@ from typing import Literal
 from hami_dra_webhook.api import ApiError, KubeApi
 from hami_dra_webhook.core.claims import API_VERSION, KIND
 from hami_dra_webhook.core.policy import Policy
+from hami_dra_webhook.core.quantity import QuantityError, parse_byte_size
 from hami_dra_webhook.core.types import JsonObject
 
 Capacity = Literal["unknown", "effective", "dropped"]
@@ -55,6 +56,31 @@ def capacity_kept(answer: JsonObject) -> bool:
         return False
 
 
+def device_memory_sizes(slices: list[JsonObject], policy: Policy) -> tuple[int, ...]:
+    """The distinct memory sizes (bytes) of the driver's GPUs, largest first."""
+    web = policy.webhook
+    sizes: set[int] = set()
+    for resource_slice in slices:
+        spec = resource_slice.get("spec") or {}
+        if spec.get("driver") != web.driver_name:
+            continue
+        for device in spec.get("devices") or []:
+            attributes = device.get("attributes") or {}
+            kind = (attributes.get(web.attributes.type) or {}).get("string")
+            memory = ((device.get("capacity") or {}).get(web.capacity_keys.memory) or {}).get(
+                "value"
+            )
+            if kind != web.device_type or memory is None:
+                continue
+            try:
+                sizes.add(parse_byte_size(str(memory)))
+            except QuantityError:
+                log.warning(
+                    "device %s publishes an unreadable memory size %r", device.get("name"), memory
+                )
+    return tuple(sorted(sizes, reverse=True))
+
+
 @dataclass
 class ClusterState:
     capacity: Capacity = "unknown"
@@ -63,6 +89,8 @@ class ClusterState:
     extended_resources: dict[str, str] = field(default_factory=dict)
     last_error: str = ""
     failed_checks: list[int] = field(default_factory=list)  # HTTP status of each failure, 0: none
+    # GPU memory sizes the driver publishes, for gpumem-percentage; empty: none seen (yet).
+    memory_sizes: tuple[int, ...] = ()
 
     async def refresh(self, api: KubeApi, policy: Policy, namespace: str, timeout: float) -> None:
         try:
@@ -86,6 +114,8 @@ class ClusterState:
                 if isinstance(spec := c.get("spec"), dict)
                 and spec.get("extendedResourceName") in legacy
             }
+            slices = await api.list_resource_slices(policy.webhook.driver_name, timeout=timeout)
+            self.memory_sizes = device_memory_sizes(slices, policy)
             self.last_error = ""
         except ApiError as error:
             self.last_error = str(error)

@@ -102,6 +102,10 @@ class KubernetesApi:
     async def list_device_classes(self, *, timeout: float) -> list[JsonObject]:
         return await self._list(f"{TEMPLATES_PATH}/deviceclasses", [], timeout)
 
+    async def list_resource_slices(self, driver: str, *, timeout: float) -> list[JsonObject]:
+        query = [("fieldSelector", f"spec.driver={driver}")]
+        return await self._list(f"{TEMPLATES_PATH}/resourceslices", query, timeout)
+
     async def version(self, *, timeout: float) -> JsonObject:
         return await self._call("GET", "/version", [], None, timeout)
 

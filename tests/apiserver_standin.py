@@ -55,6 +55,7 @@ class StandIn:
         self.templates: dict[tuple[str, str], dict[str, Any]] = {}
         self.pods: dict[str, list[dict[str, Any]]] = {}
         self.device_classes: list[dict[str, Any]] = []
+        self.resource_slices: list[dict[str, Any]] = []
         self.secrets: dict[tuple[str, str], dict[str, Any]] = {}
         self.webhook_configurations: dict[str, dict[str, Any]] = {}
         self.fail: dict[tuple[str, str], int] = {}
@@ -361,6 +362,17 @@ class _Handler(BaseHTTPRequestHandler):
     def _get_pods(self, parts: list[str], query: dict[str, str], body: Any) -> None:
         self._paged(self.state.pods.get(parts[3], []), query, "PodList")
 
+    def _get_resourceslices(self, parts: list[str], query: dict[str, str], body: Any) -> None:
+        wanted = dict(
+            item.split("=", 1) for item in query.get("fieldSelector", "").split(",") if item
+        )
+        items = [
+            s
+            for s in self.state.resource_slices
+            if all(s.get("spec", {}).get(k.split(".", 1)[1]) == v for k, v in wanted.items())
+        ]
+        self._paged(items, query, "ResourceSliceList")
+
     def _get_deviceclasses(self, parts: list[str], query: dict[str, str], body: Any) -> None:
         self._paged(self.state.device_classes, query, "DeviceClassList")
 
@@ -382,6 +394,8 @@ def _kind(parts: list[str]) -> str:
         return "alltemplates"
     if path == "apis/resource.k8s.io/v1/deviceclasses":
         return "deviceclasses"
+    if path == "apis/resource.k8s.io/v1/resourceslices":
+        return "resourceslices"
     if (
         len(parts) == 6
         and path.startswith("apis/resource.k8s.io/v1/namespaces/")

@@ -192,3 +192,78 @@ def test_failed_cluster_checks_are_kept_for_the_metrics(
     asyncio.run(cluster.refresh(kube_api, DEFAULT_POLICY, "hami-system", timeout=2))
     assert cluster.capacity == "unknown" and cluster.api_answered
     assert cluster.failed_checks == [403] and "403" in cluster.last_error
+
+
+def resource_slice(
+    node: str, driver: str, sizes: list[str], kind: str = "hami-gpu"
+) -> dict[str, Any]:
+    """A ResourceSlice as the HAMi DRA driver publishes it (REFERENCE.md section 2)."""
+    devices = [
+        {
+            "name": f"hami-gpu-{i}",
+            "allowMultipleAllocations": True,
+            "attributes": {
+                "type": {"string": kind},
+                "uuid": {"string": f"GPU-{node}-{i}"},
+                "minor": {"int": i},
+                "productName": {"string": "NVIDIA A100-SXM4-80GB"},
+            },
+            "capacity": {
+                "cores": {
+                    "value": "100",
+                    "requestPolicy": {
+                        "default": "100",
+                        "validRange": {"min": "0", "max": "100", "step": "1"},
+                    },
+                },
+                "memory": {
+                    "value": size,
+                    "requestPolicy": {
+                        "default": size,
+                        "validRange": {"min": "1Mi", "max": size, "step": "1Mi"},
+                    },
+                },
+            },
+        }
+        for i, size in enumerate(sizes)
+    ]
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": f"{node}-{driver}"},
+        "spec": {
+            "driver": driver,
+            "nodeName": node,
+            "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+            "devices": devices,
+        },
+    }
+
+
+def test_memory_sizes_come_from_resource_slices(standin: StandIn, kube_api: KubernetesApi) -> None:
+    driver = "hami-core-gpu.project-hami.io"
+    standin.resource_slices = [
+        resource_slice("node-a", driver, ["85899345920", "85899345920"]),  # 80Gi as NVML reports it
+        resource_slice("node-b", driver, ["40Gi"]),
+        resource_slice("node-c", "gpu.nvidia.com", ["24Gi"]),  # another driver: not ours
+        resource_slice("node-d", driver, ["16Gi"], kind="mig"),  # not a hami-gpu device
+    ]
+    cluster = ClusterState()
+    asyncio.run(cluster.refresh(kube_api, DEFAULT_POLICY, "hami-system", timeout=2))
+    assert cluster.memory_sizes == (80 << 30, 40 << 30)
+    admitter = Admitter(policy=DEFAULT_POLICY, store=ApiTemplateStore(kube_api), cluster=cluster)
+    document = review(gpu_pod({"nvidia.com/gpu": "1", "nvidia.com/gpumem-percentage": "50"}))
+    answer = admit(admitter, document).body["response"]
+    assert answer["allowed"] is True, answer
+    (template,) = standin.templates.values()
+    alternatives = template["spec"]["spec"]["devices"]["requests"][0]["firstAvailable"]
+    assert [a["capacity"]["requests"]["memory"] for a in alternatives] == ["40960Mi", "20480Mi"]
+    # Without a cluster's sizes (and none configured), the same pod is refused with how to fix it.
+    offline = admit(
+        Admitter(policy=DEFAULT_POLICY, store=OfflineTemplateStore()),
+        review(gpu_pod({"nvidia.com/gpu": "1", "nvidia.com/gpumem-percentage": "50"})),
+    )
+    assert (
+        offline.body["response"]["allowed"] is False
+        and "deviceMemorySizes" in offline.body["response"]["status"]["message"]
+    )
