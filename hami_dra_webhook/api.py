@@ -7,6 +7,16 @@ from typing import Any, Protocol
 from hami_dra_webhook.core.types import JsonObject
 
 TEMPLATES_PATH = "/apis/resource.k8s.io/v1"
+# Workload kind -> (API prefix, resource).
+WORKLOAD_PATHS = {
+    "Deployment": ("/apis/apps/v1", "deployments"),
+    "StatefulSet": ("/apis/apps/v1", "statefulsets"),
+    "DaemonSet": ("/apis/apps/v1", "daemonsets"),
+    "ReplicaSet": ("/apis/apps/v1", "replicasets"),
+    "Job": ("/apis/batch/v1", "jobs"),
+    "CronJob": ("/apis/batch/v1", "cronjobs"),
+    "Pod": ("/api/v1", "pods"),
+}
 
 
 class ApiError(Exception):
@@ -64,6 +74,12 @@ class KubeApi(Protocol):
     async def list_device_classes(self, *, timeout: float) -> list[JsonObject]: ...
 
     async def list_resource_slices(self, driver: str, *, timeout: float) -> list[JsonObject]: ...
+
+    async def list_workloads(
+        self, kind: str, namespace: str | None, *, timeout: float
+    ) -> list[JsonObject]:
+        """Objects of a workload kind (WORKLOAD_PATHS), in one namespace or all of them."""
+        ...
 
     async def version(self, *, timeout: float) -> JsonObject: ...
 

@@ -18,7 +18,7 @@ import kubernetes.client
 import kubernetes.config
 from kubernetes.client.exceptions import ApiException
 
-from hami_dra_webhook.api import TEMPLATES_PATH, ApiError
+from hami_dra_webhook.api import TEMPLATES_PATH, WORKLOAD_PATHS, ApiError
 from hami_dra_webhook.core.types import JsonObject
 
 MERGE_PATCH = "application/merge-patch+json"
@@ -105,6 +105,13 @@ class KubernetesApi:
     async def list_resource_slices(self, driver: str, *, timeout: float) -> list[JsonObject]:
         query = [("fieldSelector", f"spec.driver={driver}")]
         return await self._list(f"{TEMPLATES_PATH}/resourceslices", query, timeout)
+
+    async def list_workloads(
+        self, kind: str, namespace: str | None, *, timeout: float
+    ) -> list[JsonObject]:
+        prefix, resource = WORKLOAD_PATHS[kind]
+        scope = f"/namespaces/{quote(namespace)}" if namespace else ""
+        return await self._list(f"{prefix}{scope}/{resource}", [], timeout)
 
     async def version(self, *, timeout: float) -> JsonObject:
         return await self._call("GET", "/version", [], None, timeout)

@@ -8,17 +8,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from hami_dra_webhook.cli.manifests import (
+from hami_dra_webhook.core import patch
+from hami_dra_webhook.core.policy import DEFAULT_POLICY, Policy, PolicyError, policy_from_yaml
+from hami_dra_webhook.core.translate import Outcome, translate_pod
+from hami_dra_webhook.core.types import JsonObject
+from hami_dra_webhook.manifests import (
     Manifest,
     ManifestError,
     dump_yaml,
     pod_template,
     read_manifests,
 )
-from hami_dra_webhook.core import patch
-from hami_dra_webhook.core.policy import DEFAULT_POLICY, Policy, PolicyError, policy_from_yaml
-from hami_dra_webhook.core.translate import Outcome, translate_pod
-from hami_dra_webhook.core.types import JsonObject
 
 EXIT_OK, EXIT_UNREADABLE, EXIT_REFUSED = 0, 1, 2
 

@@ -7,7 +7,7 @@ import sys
 from typing import TextIO
 
 from hami_dra_webhook import __version__
-from hami_dra_webhook.cli import certs_cmd, dry_run, gc_cmd, serve
+from hami_dra_webhook.cli import certs_cmd, dry_run, gc_cmd, scan_cmd, serve
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -19,6 +19,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     serve.add_parser(commands)
     dry_run.add_parser(commands)
+    scan_cmd.add_parser(commands)
     certs_cmd.add_parser(commands)
     gc_cmd.add_parser(commands)
     return parser

@@ -90,6 +90,7 @@ def _check_sizes(percentage: int, ref: ContainerRef, policy: Policy) -> None:
             f"{ref.label}: {name}={percentage} needs the cluster's GPU memory sizes;"
             " set hamiDraWebhook.deviceMemorySizes (e.g. [80Gi])",
             code=422,
+            reason="no-memory-sizes",
         )
     if len(sizes) > MAX_SUBREQUESTS:
         raise Refused(

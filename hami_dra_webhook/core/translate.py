@@ -38,6 +38,7 @@ class Translation:
     warnings: list[str] = field(default_factory=list)
     code: int | None = None
     message: str | None = None
+    reason: str = ""
     # The legacy resource names the pod used (for metrics and cluster warnings).
     resources: list[str] = field(default_factory=list)
 
@@ -63,7 +64,11 @@ def translate_pod(pod: Any, policy: Policy, namespace: str | None = None) -> Tra
         result = _translate(pod, policy, namespace, warnings)
     except Refused as refusal:
         return Translation(
-            outcome="refused", warnings=_cut(warnings), code=refusal.code, message=refusal.message
+            outcome="refused",
+            warnings=_cut(warnings),
+            code=refusal.code,
+            message=refusal.message,
+            reason=refusal.reason,
         )
     return result
 

@@ -25,10 +25,11 @@ class ContainerRef(NamedTuple):
 class Refused(Exception):
     """The pod cannot be converted exactly; `code` is a 4xx HTTP status, `message` says why."""
 
-    def __init__(self, message: str, code: int = 422) -> None:
+    def __init__(self, message: str, code: int = 422, reason: str = "") -> None:
         super().__init__(message)
         self.message = message
         self.code = code
+        self.reason = reason  # a stable tag for tooling, e.g. "no-memory-sizes"
 
 
 def short_warning(text: str) -> str:

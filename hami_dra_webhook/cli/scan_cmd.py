@@ -1,0 +1,140 @@
+"""`hami-dra-webhook scan`: every workload that asks for legacy HAMi GPU resources, what it
+becomes under DRA, and whether it converts, needs attention, or would be refused."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from typing import Any, TextIO
+
+EXIT_OK, EXIT_UNREADABLE, EXIT_REFUSED = 0, 1, 2
+
+
+def add_parser(commands: Any) -> None:
+    parser = commands.add_parser(
+        "scan",
+        help="find legacy HAMi GPU requests in manifests or a cluster and say what they become",
+        description="Report every workload that uses legacy HAMi GPU resources: the request, the"
+        " DRA request it becomes, and the outcome. Exit code 0: nothing would be refused;"
+        " 2: something would; 1: unreadable input or cluster.",
+    )
+    parser.add_argument(
+        "paths", nargs="*", metavar="PATH", help="manifest files or folders, - = stdin"
+    )
+    parser.add_argument("--cluster", action="store_true", help="scan the live cluster instead")
+    parser.add_argument("--kubeconfig", help="cluster access (default: in-cluster)")
+    parser.add_argument(
+        "-n", "--namespace", help="only this namespace (cluster), or the default for manifests"
+    )
+    parser.add_argument(
+        "-A", "--all-namespaces", action="store_true", help="every namespace (cluster)"
+    )
+    parser.add_argument("--config", metavar="FILE", help="HAMi device-config.yaml (policy)")
+    parser.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
+    from hami_dra_webhook.cli.dry_run import load_policy
+    from hami_dra_webhook.core.policy import PolicyError, policy_from_yaml
+    from hami_dra_webhook.manifests import ManifestError, read_manifests
+    from hami_dra_webhook.migrate import render
+    from hami_dra_webhook.migrate.report import assess, uses_legacy
+    from hami_dra_webhook.migrate.sources import from_manifests
+
+    if args.cluster == bool(args.paths):
+        stderr.write("error: give manifest PATHs or --cluster (not both)\n")
+        return EXIT_UNREADABLE
+    notes: list[str] = []
+    try:
+        policy = load_policy(args.config, stderr)
+        if args.config:
+            with open(args.config, encoding="utf-8") as config:
+                legacy_only = policy_from_yaml(config.read(), args.config).legacy_only_keys
+            notes += [
+                f"nvidia.{key} has no DRA equivalent and is not applied" for key in legacy_only
+            ]
+    except PolicyError as error:
+        stderr.write(f"error: {error}\n")
+        return EXIT_UNREADABLE
+    if args.cluster:
+        try:
+            workloads, policy = _cluster_workloads(args, policy, stderr)
+        except ClusterUnavailable as error:
+            stderr.write(f"error: {error}\n")
+            return EXIT_UNREADABLE
+        if policy.webhook.device_memory_sizes:
+            sizes = ", ".join(f"{s >> 20} MiB" for s in policy.webhook.device_memory_sizes)
+            notes.append(f"GPU memory sizes from the driver's ResourceSlices: {sizes}")
+    else:
+        try:
+            workloads = from_manifests(
+                read_manifests(args.paths, stdin), args.namespace or "default"
+            )
+        except ManifestError as error:
+            stderr.write(f"error: {error}\n")
+            return EXIT_UNREADABLE
+    reports = [
+        assess(w.kind, w.name, w.namespace, w.pod, policy)
+        for w in workloads
+        if uses_legacy(w.pod, policy)
+    ]
+    reports.sort(key=lambda r: (r.namespace, r.kind, r.name))
+    if args.output == "json":
+        stdout.write(render.as_json(reports, notes))
+    else:
+        render.as_table(reports, notes, stdout)
+    return EXIT_REFUSED if any(r.outcome == "refused" for r in reports) else EXIT_OK
+
+
+class ClusterUnavailable(RuntimeError):
+    pass
+
+
+def _cluster_workloads(
+    args: argparse.Namespace, policy: Any, stderr: TextIO
+) -> tuple[list[Any], Any]:
+    from rich.progress import Progress
+
+    from hami_dra_webhook.api import ApiError
+    from hami_dra_webhook.cluster import device_memory_sizes
+    from hami_dra_webhook.core.policy import Policy
+    from hami_dra_webhook.kube import KubernetesApi, load_configuration
+    from hami_dra_webhook.migrate.sources import from_cluster
+
+    try:
+        configuration = load_configuration(args.kubeconfig)
+    except Exception as error:  # the client raises many kinds for a bad kubeconfig
+        raise ClusterUnavailable(f"cannot load cluster access: {error}") from error
+    if configuration is None:
+        raise ClusterUnavailable("no cluster: pass --kubeconfig or run inside a cluster")
+    namespace = None if args.all_namespaces else (args.namespace or "default")
+    api = KubernetesApi(configuration)
+    with Progress(
+        console=_console(stderr), transient=True, disable=not stderr.isatty()
+    ) as progress:
+        task = progress.add_task("listing workloads", total=7)
+
+        def step(kind: str) -> None:
+            progress.update(task, advance=1, description=f"listing {kind}s")
+
+        async def collect() -> tuple[list[Any], tuple[int, ...]]:
+            slices = await api.list_resource_slices(policy.webhook.driver_name, timeout=30)
+            return await from_cluster(api, namespace, step), device_memory_sizes(slices, policy)
+
+        try:
+            workloads, sizes = asyncio.run(collect())
+        except ApiError as error:
+            raise ClusterUnavailable(f"the Kubernetes API failed: {error}") from error
+        finally:
+            api.close()
+    if sizes:
+        webhook = policy.webhook.model_copy(update={"device_memory_sizes": sizes})
+        policy = Policy(nvidia=policy.nvidia, webhook=webhook)
+    return workloads, policy
+
+
+def _console(stderr: TextIO) -> Any:
+    from rich.console import Console
+
+    return Console(file=stderr)
