@@ -7,7 +7,7 @@ import sys
 from typing import TextIO
 
 from hami_dra_webhook import __version__
-from hami_dra_webhook.cli import certs_cmd, dry_run, gc_cmd, scan_cmd, serve
+from hami_dra_webhook.cli import certs_cmd, convert_cmd, dry_run, gc_cmd, scan_cmd, serve
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -20,6 +20,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_parser(commands)
     dry_run.add_parser(commands)
     scan_cmd.add_parser(commands)
+    convert_cmd.add_parser(commands)
     certs_cmd.add_parser(commands)
     gc_cmd.add_parser(commands)
     return parser

@@ -1,0 +1,83 @@
+"""`hami-dra-webhook convert`: rewrite manifests into their DRA form, for GitOps sources."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any, TextIO
+
+from hami_dra_webhook.manifests import MANIFEST_SUFFIXES
+
+EXIT_OK, EXIT_UNREADABLE, EXIT_REFUSED = 0, 1, 2
+
+
+def add_parser(commands: Any) -> None:
+    parser = commands.add_parser(
+        "convert",
+        help="rewrite manifests: converted workloads plus the ResourceClaimTemplates they need",
+        description="Convert legacy HAMi GPU requests in manifest files (YAML keeps comments and"
+        " key order). Objects that would be refused are left as they are and reported; exit"
+        " code 2 then, 1 for unreadable input, 0 otherwise. Converting twice changes nothing.",
+    )
+    parser.add_argument("paths", nargs="+", metavar="PATH", help="manifest files or folders")
+    target = parser.add_mutually_exclusive_group(required=True)
+    target.add_argument("--out", type=Path, metavar="DIR", help="write converted copies here")
+    target.add_argument("--in-place", action="store_true", help="rewrite the files themselves")
+    parser.add_argument(
+        "-n", "--namespace", help="namespace for the templates of objects without one"
+    )
+    parser.add_argument("--config", metavar="FILE", help="HAMi device-config.yaml (policy)")
+    parser.set_defaults(run=run)
+
+
+def _files(paths: list[str]) -> list[tuple[Path, Path]]:
+    """(file, path relative to what was named) for every manifest file named or found."""
+    found = []
+    for name in paths:
+        path = Path(name)
+        if path.is_dir():
+            found += [
+                (p, p.relative_to(path))
+                for p in sorted(path.rglob("*"))
+                if p.suffix in MANIFEST_SUFFIXES and p.is_file()
+            ]
+        elif path.is_file():
+            found.append((path, Path(path.name)))
+        else:
+            raise FileNotFoundError(f"{path}: no such file or folder")
+    return found
+
+
+def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
+    from ruamel.yaml import YAMLError
+
+    from hami_dra_webhook.cli.dry_run import load_policy
+    from hami_dra_webhook.core.policy import PolicyError
+    from hami_dra_webhook.migrate.convert import convert_text
+
+    try:
+        policy = load_policy(args.config, stderr)
+        files = _files(args.paths)
+    except (PolicyError, FileNotFoundError) as error:
+        stderr.write(f"error: {error}\n")
+        return EXIT_UNREADABLE
+    refused = False
+    for path, relative in files:
+        try:
+            text = path.read_text(encoding="utf-8")
+            result = convert_text(text, policy, args.namespace, path.suffix == ".json")
+        except (OSError, UnicodeDecodeError, ValueError, YAMLError) as error:
+            stderr.write(f"error: {path}: cannot read: {error}\n")
+            return EXIT_UNREADABLE
+        for line in result.refused:
+            stderr.write(f"refused: {path}: {line}\n")
+        refused = refused or bool(result.refused)
+        target = path if args.in_place else args.out / relative
+        if args.in_place and not result.changed:
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(result.text, encoding="utf-8")
+        what = ", ".join(result.converted) or "nothing to convert"
+        templates = f"; {len(result.templates)} template(s) added" if result.templates else ""
+        stdout.write(f"{target}: {what}{templates}\n")
+    return EXIT_REFUSED if refused else EXIT_OK
