@@ -49,7 +49,7 @@ def _files(paths: list[str]) -> list[tuple[Path, Path]]:
 
 
 def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
-    from ruamel.yaml import YAMLError
+    from ruamel.yaml.error import YAMLError
 
     from hami_dra_webhook.cli.dry_run import load_policy
     from hami_dra_webhook.core.policy import PolicyError
