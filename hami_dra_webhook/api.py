@@ -75,6 +75,16 @@ class KubeApi(Protocol):
 
     async def list_resource_slices(self, driver: str, *, timeout: float) -> list[JsonObject]: ...
 
+    async def get_path(self, path: str, *, timeout: float) -> JsonObject:
+        """Any object or discovery document by its API path (read-only tooling)."""
+        ...
+
+    async def list_path(
+        self, path: str, query: list[tuple[str, str]], *, timeout: float
+    ) -> list[JsonObject]:
+        """Every item of a collection path, following `continue` (read-only tooling)."""
+        ...
+
     async def list_workloads(
         self, kind: str, namespace: str | None, *, timeout: float
     ) -> list[JsonObject]:

@@ -106,6 +106,14 @@ class KubernetesApi:
         query = [("fieldSelector", f"spec.driver={driver}")]
         return await self._list(f"{TEMPLATES_PATH}/resourceslices", query, timeout)
 
+    async def get_path(self, path: str, *, timeout: float) -> JsonObject:
+        return await self._call("GET", path, [], None, timeout)
+
+    async def list_path(
+        self, path: str, query: list[tuple[str, str]], *, timeout: float
+    ) -> list[JsonObject]:
+        return await self._list(path, query, timeout)
+
     async def list_workloads(
         self, kind: str, namespace: str | None, *, timeout: float
     ) -> list[JsonObject]:

@@ -7,7 +7,15 @@ import sys
 from typing import TextIO
 
 from hami_dra_webhook import __version__
-from hami_dra_webhook.cli import certs_cmd, convert_cmd, dry_run, gc_cmd, scan_cmd, serve
+from hami_dra_webhook.cli import (
+    certs_cmd,
+    check_cmd,
+    convert_cmd,
+    dry_run,
+    gc_cmd,
+    scan_cmd,
+    serve,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -21,6 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
     dry_run.add_parser(commands)
     scan_cmd.add_parser(commands)
     convert_cmd.add_parser(commands)
+    check_cmd.add_parser(commands)
     certs_cmd.add_parser(commands)
     gc_cmd.add_parser(commands)
     return parser

@@ -1,0 +1,82 @@
+"""`hami-dra-webhook check`: preflight of a live cluster, one line per check with the fix."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+from typing import Any, TextIO
+
+EXIT_UNREACHABLE = 3
+
+
+def add_parser(commands: Any) -> None:
+    parser = commands.add_parser(
+        "check",
+        help="preflight a cluster for DRA mode and check the installed webhook",
+        description="One line per check: PASS, WARN or FAIL, with the fix. Exit code: 0 all"
+        " PASS, 1 a WARN, 2 a FAIL, 3 the cluster could not be reached.",
+    )
+    parser.add_argument("--kubeconfig", help="cluster access (default: in-cluster)")
+    parser.add_argument("--config", metavar="FILE", help="HAMi device-config.yaml (policy)")
+    parser.add_argument(
+        "--webhook-namespace", default="hami-system", help="where the chart is installed"
+    )
+    parser.add_argument("--release", default="hami-dra-webhook", help="the chart's full name")
+    parser.add_argument("-o", "--output", choices=("text", "json"), default="text")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
+    from hami_dra_webhook.api import ApiError
+    from hami_dra_webhook.cli.dry_run import load_policy
+    from hami_dra_webhook.core.policy import PolicyError
+    from hami_dra_webhook.kube import KubernetesApi, load_configuration
+    from hami_dra_webhook.migrate.check import LEVELS, Target, run_checks
+
+    try:
+        policy = load_policy(args.config, stderr)
+    except PolicyError as error:
+        stderr.write(f"error: {error}\n")
+        return EXIT_UNREACHABLE
+    try:
+        configuration = load_configuration(args.kubeconfig)
+    except Exception as error:  # the client raises many kinds for a bad kubeconfig
+        stderr.write(f"error: cannot load cluster access: {error}\n")
+        return EXIT_UNREACHABLE
+    if configuration is None:
+        stderr.write("error: no cluster: pass --kubeconfig or run inside a cluster\n")
+        return EXIT_UNREACHABLE
+    target = Target(
+        namespace=args.webhook_namespace,
+        webhook_configuration=args.release,
+        service=args.release,
+        tls_secret=f"{args.release}-tls",
+    )
+    api = KubernetesApi(configuration)
+
+    async def checks() -> Any:
+        await api.version(timeout=10)  # unreachable: no point in a line per check
+        return await run_checks(api, policy, target)
+
+    try:
+        report = asyncio.run(checks())
+    except ApiError as error:
+        stderr.write(f"error: the cluster did not answer: {error}\n")
+        return EXIT_UNREACHABLE
+    finally:
+        api.close()
+    if args.output == "json":
+        stdout.write(json.dumps(report.as_json(), indent=2) + "\n")
+    else:
+        for line in report.lines:
+            fix = f"\n      fix: {line.fix}" if line.fix and line.level != "PASS" else ""
+            stdout.write(f"{line.level}  {line.check}: {line.detail}{fix}\n")
+        if report.nodes:
+            stdout.write("\nnode                            GPUs  shareable  memory\n")
+            for node in report.nodes:
+                sizes = ", ".join(sorted(set(node.memory)))
+                stdout.write(
+                    f"{node.node:<32}{node.gpus:>4}  {'yes' if node.shareable else 'no':<9}  {sizes}\n"
+                )
+    return LEVELS[report.worst]

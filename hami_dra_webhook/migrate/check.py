@@ -1,0 +1,448 @@
+"""Preflight of a live cluster: is it ready for hami-dra-webhook, and is the webhook healthy?"""
+
+from __future__ import annotations
+
+import base64
+import datetime
+from collections.abc import Awaitable, Callable
+from dataclasses import asdict, dataclass, field
+from typing import Literal
+
+from cryptography import x509
+from cryptography.exceptions import InvalidSignature
+
+from hami_dra_webhook.api import TEMPLATES_PATH, ApiError, KubeApi
+from hami_dra_webhook.cluster import capacity_kept, probe_template
+from hami_dra_webhook.core.policy import Policy
+from hami_dra_webhook.core.types import JsonObject
+
+Level = Literal["PASS", "WARN", "FAIL"]
+LEVELS: dict[str, int] = {"PASS": 0, "WARN": 1, "FAIL": 2}
+EXPIRY_MARGIN = datetime.timedelta(days=30)
+
+
+@dataclass
+class Line:
+    level: Level
+    check: str
+    detail: str
+    fix: str = ""
+
+
+@dataclass
+class NodeGpus:
+    node: str
+    gpus: int
+    memory: list[str]
+    shareable: bool
+
+
+@dataclass
+class Target:
+    namespace: str = "hami-system"
+    webhook_configuration: str = "hami-dra-webhook"
+    service: str = "hami-dra-webhook"
+    tls_secret: str = "hami-dra-webhook-tls"
+
+
+@dataclass
+class Report:
+    lines: list[Line] = field(default_factory=list)
+    nodes: list[NodeGpus] = field(default_factory=list)
+
+    @property
+    def worst(self) -> Level:
+        return max((line.level for line in self.lines), key=LEVELS.__getitem__, default="PASS")
+
+    def as_json(self) -> JsonObject:
+        return {
+            "worst": self.worst,
+            "checks": [asdict(x) for x in self.lines],
+            "nodes": [asdict(n) for n in self.nodes],
+        }
+
+
+LEGACY_QUOTA_KEYS = (
+    "requests.{gpu}",
+    "limits.{gpu}",
+    "{gpu}",
+    "limits.{mem}",
+    "limits.{cores}",
+    "requests.{mem}",
+    "requests.{cores}",
+)
+
+
+async def run_checks(api: KubeApi, policy: Policy, target: Target, timeout: float = 20.0) -> Report:
+    report = Report()
+    checks: list[Callable[[KubeApi, Policy, Target, Report, float], Awaitable[None]]] = [
+        _api_served,
+        _capacity,
+        _device_class,
+        _slices,
+        _legacy_hami,
+        _extended_resources,
+        _quotas,
+        _webhook,
+    ]
+    for check in checks:
+        try:
+            await check(api, policy, target, report, timeout)
+        except ApiError as error:
+            name = check.__name__.strip("_").replace("_", " ")
+            report.lines.append(
+                Line(
+                    "FAIL",
+                    name,
+                    f"the API failed: {error}",
+                    "check access rights of the kubeconfig",
+                )
+            )
+    return report
+
+
+async def _api_served(
+    api: KubeApi, policy: Policy, target: Target, report: Report, timeout: float
+) -> None:
+    try:
+        discovery = await api.get_path(TEMPLATES_PATH, timeout=timeout)
+    except ApiError as error:
+        if error.status == 404:
+            report.lines.append(
+                Line("FAIL", "resource.k8s.io/v1", "not served", "use Kubernetes 1.34 or later")
+            )
+            return
+        raise
+    names = {r.get("name") for r in discovery.get("resources") or []}
+    if "resourceclaimtemplates" in names:
+        report.lines.append(
+            Line("PASS", "resource.k8s.io/v1", "served, with ResourceClaimTemplates")
+        )
+    else:
+        report.lines.append(
+            Line(
+                "FAIL",
+                "resource.k8s.io/v1",
+                "served without resourceclaimtemplates",
+                "enable DynamicResourceAllocation",
+            )
+        )
+
+
+async def _capacity(
+    api: KubeApi, policy: Policy, target: Target, report: Report, timeout: float
+) -> None:
+    answer = await api.create_template(
+        target.namespace, probe_template(policy, target.namespace), dry_run=True, timeout=timeout
+    )
+    if capacity_kept(answer):
+        report.lines.append(
+            Line("PASS", "consumable capacity", "a dry-run claim keeps its capacity request")
+        )
+    else:
+        report.lines.append(
+            Line(
+                "FAIL",
+                "consumable capacity",
+                "kube-apiserver drops capacity requests: shared GPUs would become whole GPUs",
+                "enable the DRAConsumableCapacity feature gate on kube-apiserver, kube-scheduler,"
+                " kube-controller-manager and kubelets (default on from 1.36)",
+            )
+        )
+
+
+async def _device_class(
+    api: KubeApi, policy: Policy, target: Target, report: Report, timeout: float
+) -> None:
+    web = policy.webhook
+    try:
+        device_class = await api.get_path(
+            f"{TEMPLATES_PATH}/deviceclasses/{web.device_class_name}", timeout=timeout
+        )
+    except ApiError as error:
+        if error.status == 404:
+            report.lines.append(
+                Line(
+                    "FAIL",
+                    "DeviceClass",
+                    f"{web.device_class_name} does not exist",
+                    "install the chart with deviceClass.create=true",
+                )
+            )
+            return
+        raise
+    selectors = [
+        (s.get("cel") or {}).get("expression", "")
+        for s in (device_class.get("spec") or {}).get("selectors") or []
+    ]
+    if any(web.driver_name in expression for expression in selectors):
+        report.lines.append(
+            Line(
+                "PASS", "DeviceClass", f"{web.device_class_name} selects {web.driver_name} devices"
+            )
+        )
+    else:
+        report.lines.append(
+            Line(
+                "FAIL",
+                "DeviceClass",
+                f"{web.device_class_name} does not select {web.driver_name}",
+                "fix its CEL selector (see examples/deviceclass.yaml)",
+            )
+        )
+
+
+async def _slices(
+    api: KubeApi, policy: Policy, target: Target, report: Report, timeout: float
+) -> None:
+    web = policy.webhook
+    slices = await api.list_resource_slices(web.driver_name, timeout=timeout)
+    by_node: dict[str, NodeGpus] = {}
+    missing: set[str] = set()
+    for resource_slice in slices:
+        spec = resource_slice.get("spec") or {}
+        if spec.get("driver") != web.driver_name:
+            continue
+        node = str(spec.get("nodeName") or "<no node>")
+        entry = by_node.setdefault(node, NodeGpus(node, 0, [], True))
+        for device in spec.get("devices") or []:
+            capacity = device.get("capacity") or {}
+            entry.gpus += 1
+            memory = (capacity.get(web.capacity_keys.memory) or {}).get("value")
+            entry.memory.append(str(memory))
+            if memory is None or web.capacity_keys.cores not in capacity:
+                missing.add(node)
+            if not device.get("allowMultipleAllocations"):
+                entry.shareable = False
+    report.nodes = sorted(by_node.values(), key=lambda n: n.node)
+    if not by_node:
+        report.lines.append(
+            Line(
+                "FAIL",
+                "driver",
+                f"no ResourceSlices of {web.driver_name}",
+                "check the driver DaemonSet (driver.enabled, driver.nodeSelector) on the GPU nodes",
+            )
+        )
+        return
+    total = sum(n.gpus for n in by_node.values())
+    unshareable = [n.node for n in by_node.values() if not n.shareable]
+    if missing:
+        report.lines.append(
+            Line(
+                "FAIL",
+                "driver",
+                f"devices without memory/cores capacity on {', '.join(sorted(missing))}",
+                "use the HAMi DRA driver v0.1.0 or later",
+            )
+        )
+    elif unshareable:
+        report.lines.append(
+            Line(
+                "FAIL",
+                "driver",
+                f"devices not multi-allocatable on {', '.join(unshareable)}",
+                "enable DRAConsumableCapacity (kube-apiserver drops allowMultipleAllocations"
+                " without it)",
+            )
+        )
+    else:
+        report.lines.append(
+            Line("PASS", "driver", f"{total} shareable GPUs on {len(by_node)} nodes")
+        )
+
+
+async def _legacy_hami(
+    api: KubeApi, policy: Policy, target: Target, report: Report, timeout: float
+) -> None:
+    found = []
+    for item in await api.list_workloads("DaemonSet", None, timeout=timeout):
+        if _looks_legacy(item, ("hami-device-plugin", "vgpu-device-plugin")):
+            found.append(f"device plugin DaemonSet {_where(item)}")
+    for item in await api.list_workloads("Deployment", None, timeout=timeout):
+        if _looks_legacy(item, ("hami-scheduler", "vgpu-scheduler")):
+            found.append(f"scheduler Deployment {_where(item)}")
+    for config in await api.list_path(
+        "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations", [], timeout=timeout
+    ):
+        if any("vgpu.hami.io" in str(w.get("name")) for w in config.get("webhooks") or []):
+            found.append(f"webhook {config['metadata']['name']}")
+    if found:
+        report.lines.append(
+            Line(
+                "FAIL",
+                "legacy HAMi",
+                "still running: " + "; ".join(found),
+                "uninstall legacy HAMi first: the two modes must not share a cluster",
+            )
+        )
+    else:
+        report.lines.append(Line("PASS", "legacy HAMi", "not running"))
+
+
+def _looks_legacy(item: JsonObject, names: tuple[str, ...]) -> bool:
+    name = str((item.get("metadata") or {}).get("name", ""))
+    containers = (((item.get("spec") or {}).get("template") or {}).get("spec") or {}).get(
+        "containers"
+    ) or []
+    images = " ".join(str(c.get("image", "")) for c in containers)
+    return (
+        any(n in name for n in names)
+        or "projecthami/hami:" in images
+        or "4pdosc/k8s-vgpu" in images
+    )
+
+
+def _where(item: JsonObject) -> str:
+    metadata = item.get("metadata") or {}
+    return f"{metadata.get('namespace')}/{metadata.get('name')}"
+
+
+async def _extended_resources(
+    api: KubeApi, policy: Policy, target: Target, report: Report, timeout: float
+) -> None:
+    legacy = set(policy.legacy_resource_names)
+    clashes = [
+        f"{c['metadata']['name']} ({c['spec']['extendedResourceName']})"
+        for c in await api.list_device_classes(timeout=timeout)
+        if (c.get("spec") or {}).get("extendedResourceName") in legacy
+    ]
+    if clashes:
+        report.lines.append(
+            Line(
+                "WARN",
+                "extended resources",
+                "DeviceClasses claim legacy names: " + ", ".join(clashes),
+                "remove extendedResourceName there: kube-scheduler would give unconverted pods"
+                " whole GPUs",
+            )
+        )
+    else:
+        report.lines.append(
+            Line("PASS", "extended resources", "no DeviceClass claims a legacy resource name")
+        )
+
+
+async def _quotas(
+    api: KubeApi, policy: Policy, target: Target, report: Report, timeout: float
+) -> None:
+    n = policy.nvidia
+    keys = {
+        k.format(gpu=n.resource_count_name, mem=n.resource_memory_name, cores=n.resource_core_name)
+        for k in LEGACY_QUOTA_KEYS
+    }
+    found = []
+    for quota in await api.list_path("/api/v1/resourcequotas", [], timeout=timeout):
+        counted = sorted(k for k in ((quota.get("spec") or {}).get("hard") or {}) if k in keys)
+        if counted:
+            found.append(f"{_where(quota)} ({', '.join(counted)})")
+    if found:
+        report.lines.append(
+            Line(
+                "WARN",
+                "quotas",
+                "ResourceQuotas count legacy resources, which converted pods no longer carry: "
+                + "; ".join(found),
+                "count DRA instead: quota on resourceclaims, or"
+                " <deviceclass>.deviceclass.resource.k8s.io/devices",
+            )
+        )
+    else:
+        report.lines.append(Line("PASS", "quotas", "no ResourceQuota counts legacy resources"))
+
+
+async def _webhook(
+    api: KubeApi, policy: Policy, target: Target, report: Report, timeout: float
+) -> None:
+    try:
+        config = await api.get_webhook_configuration(target.webhook_configuration, timeout=timeout)
+    except ApiError as error:
+        if error.status == 404:
+            report.lines.append(
+                Line(
+                    "FAIL",
+                    "webhook",
+                    f"MutatingWebhookConfiguration {target.webhook_configuration} does not exist",
+                    "helm install hami-dra-webhook charts/hami-dra-webhook",
+                )
+            )
+            return
+        raise
+    bundle = base64.b64decode(
+        ((config.get("webhooks") or [{}])[0].get("clientConfig") or {}).get("caBundle") or ""
+    )
+    secret = await api.get_secret(target.namespace, target.tls_secret, timeout=timeout)
+    cert_pem = base64.b64decode((secret.get("data") or {}).get("tls.crt") or "")
+    problem = _certificate_problem(bundle, cert_pem)
+    if problem:
+        report.lines.append(
+            Line(
+                "FAIL",
+                "webhook certificate",
+                problem,
+                "with selfManaged certificates, restart the webhook pods; else renew the Secret",
+            )
+        )
+    else:
+        report.lines.append(
+            Line(
+                "PASS",
+                "webhook certificate",
+                "the caBundle verifies the serving certificate, valid for more than 30 days",
+            )
+        )
+    slices = await api.list_path(
+        f"/apis/discovery.k8s.io/v1/namespaces/{target.namespace}/endpointslices",
+        [("labelSelector", f"kubernetes.io/service-name={target.service}")],
+        timeout=timeout,
+    )
+    ready = sum(
+        1
+        for s in slices
+        for e in s.get("endpoints") or []
+        if (e.get("conditions") or {}).get("ready")
+    )
+    if ready:
+        report.lines.append(
+            Line(
+                "PASS",
+                "webhook service",
+                f"{ready} ready endpoint(s) behind {target.namespace}/{target.service}",
+            )
+        )
+    else:
+        report.lines.append(
+            Line(
+                "FAIL",
+                "webhook service",
+                f"no ready endpoint behind {target.namespace}/{target.service}",
+                f"kubectl -n {target.namespace} get pods; GPU pods are refused while it is down"
+                " (failurePolicy Fail)",
+            )
+        )
+
+
+def _certificate_problem(bundle: bytes, cert_pem: bytes) -> str:
+    if not bundle:
+        return "the webhook configuration has no caBundle yet"
+    if not cert_pem:
+        return "the certificate Secret holds no tls.crt"
+    try:
+        cert = x509.load_pem_x509_certificate(cert_pem)
+        cas = x509.load_pem_x509_certificates(bundle)
+    except ValueError as error:
+        return f"unreadable certificate: {error}"
+    if not any(_issued_by(cert, ca) for ca in cas):
+        return "the caBundle does not verify the serving certificate"
+    left = cert.not_valid_after_utc - datetime.datetime.now(datetime.UTC)
+    if left < EXPIRY_MARGIN:
+        return f"the serving certificate expires in {left.days} days"
+    return ""
+
+
+def _issued_by(cert: x509.Certificate, ca: x509.Certificate) -> bool:
+    try:
+        cert.verify_directly_issued_by(ca)
+    except (ValueError, TypeError, InvalidSignature):
+        return False
+    return True
