@@ -56,6 +56,8 @@ class StandIn:
         self.pods: dict[str, list[dict[str, Any]]] = {}
         self.device_classes: list[dict[str, Any]] = []
         self.resource_slices: list[dict[str, Any]] = []
+        # Read-only documents by path (discovery, lists of other kinds): GET answers them.
+        self.static: dict[str, Any] = {}
         self.secrets: dict[tuple[str, str], dict[str, Any]] = {}
         self.webhook_configurations: dict[str, dict[str, Any]] = {}
         self.fail: dict[tuple[str, str], int] = {}
@@ -203,6 +205,11 @@ class _Handler(BaseHTTPRequestHandler):
         if (method, kind) in state.fail:
             code = state.fail[(method, kind)]
             return self._fail(code, f"stand-in fault {code} on {method} {kind}")
+        if method == "GET" and url.path in state.static:
+            document = state.static[url.path]
+            if isinstance(document, list):
+                return self._paged(_select(document, query.get("labelSelector", "")), query, "List")
+            return self._send(200, document)
         handler = getattr(self, f"_{method.lower()}_{kind}", None)
         if handler is None:
             return self._fail(
@@ -384,6 +391,15 @@ class _Handler(BaseHTTPRequestHandler):
         if start + limit < len(items):
             metadata["continue"] = str(start + limit)
         self._send(200, {"kind": kind, "apiVersion": "v1", "metadata": metadata, "items": page})
+
+
+def _select(items: list[Any], selector: str) -> list[Any]:
+    wanted = dict(item.split("=", 1) for item in selector.split(",") if item)
+    return [
+        i
+        for i in items
+        if all((i.get("metadata") or {}).get("labels", {}).get(k) == v for k, v in wanted.items())
+    ]
 
 
 def _kind(parts: list[str]) -> str:

@@ -76,7 +76,6 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
             stdout.write("\nnode                            GPUs  shareable  memory\n")
             for node in report.nodes:
                 sizes = ", ".join(sorted(set(node.memory)))
-                stdout.write(
-                    f"{node.node:<32}{node.gpus:>4}  {'yes' if node.shareable else 'no':<9}  {sizes}\n"
-                )
+                shareable = "yes" if node.shareable else "no"
+                stdout.write(f"{node.node:<32}{node.gpus:>4}  {shareable:<9}  {sizes}\n")
     return LEVELS[report.worst]

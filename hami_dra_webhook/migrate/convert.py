@@ -30,12 +30,41 @@ class FileResult:
     templates: list[str] = field(default_factory=list)
 
 
-def _yaml() -> YAML:
+def _yaml(text: str = "") -> YAML:
     yaml = YAML()
     yaml.preserve_quotes = True
     yaml.width = 4096
-    yaml.indent(mapping=2, sequence=2, offset=0)
+    mapping, offset = guess_indent(text)
+    yaml.indent(mapping=mapping, sequence=offset + 2, offset=offset)
     return yaml
+
+
+def guess_indent(text: str) -> tuple[int, int]:
+    """(mapping indent, dash offset of list items) as the file writes them; (2, 0) if unknown."""
+    mapping, offset = 0, -1
+    lines = [
+        line for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")
+    ]
+    for line, following in zip(lines, lines[1:], strict=False):
+        if not line.rstrip().endswith(":"):
+            continue
+        here = len(line) - len(line.lstrip()) + (2 if line.lstrip().startswith("- ") else 0)
+        there = len(following) - len(following.lstrip())
+        if following.lstrip().startswith("- ") and offset < 0 and there >= here:
+            offset = there - here
+        elif there > here and not mapping:
+            mapping = there - here
+        if mapping and offset >= 0:
+            break
+    return mapping or 2, max(offset, 0)
+
+
+def _workloads(document: Any) -> list[Any]:
+    """The document itself, or the items of a List (nested Lists included)."""
+    if isinstance(document, dict) and str(document.get("kind", "")).endswith("List"):
+        items = document.get("items")
+        return [w for item in items for w in _workloads(item)] if isinstance(items, list) else []
+    return [document]
 
 
 def convert_text(
@@ -44,7 +73,7 @@ def convert_text(
     if json_file:
         documents: list[Any] = [json.loads(text)]
     else:
-        documents = [d for d in _yaml().load_all(text) if d is not None]
+        documents = [d for d in _yaml(text).load_all(text) if d is not None]
     result = FileResult(text=text, changed=False)
     existing = {
         (
@@ -55,7 +84,7 @@ def convert_text(
         if isinstance(d, dict) and d.get("kind") == "ResourceClaimTemplate"
     }
     new_templates = []
-    for document in documents:
+    for document in [w for d in documents for w in _workloads(d)]:
         found = pod_template(document)
         if found is None:
             continue
@@ -85,15 +114,16 @@ def convert_text(
         return result
     result.changed = True
     if json_file:
-        if new_templates:
-            documents = [
-                {"apiVersion": "v1", "kind": "List", "items": [documents[0], *new_templates]}
-            ]
-        result.text = json.dumps(documents[0], indent=2) + "\n"
+        top = documents[0]
+        if str(top.get("kind", "")).endswith("List") and isinstance(top.get("items"), list):
+            top["items"] += new_templates
+        elif new_templates:
+            top = {"apiVersion": "v1", "kind": "List", "items": [top, *new_templates]}
+        result.text = json.dumps(top, indent=2) + "\n"
         return result
     out = io.StringIO()
     explicit_start = text.lstrip().startswith("---")
-    yaml = _yaml()
+    yaml = _yaml(text)
     yaml.explicit_start = explicit_start or len(documents) + len(new_templates) > 1
     yaml.dump_all([*documents, *new_templates], out)
     result.text = out.getvalue()

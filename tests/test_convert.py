@@ -1,0 +1,88 @@
+"""`convert`: rewritten sources keep comments and key order; twice changes nothing."""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+from pathlib import Path
+
+import yaml
+
+from hami_dra_webhook.cli.main import main
+from tests import k8s_schema
+
+TREE = Path(__file__).parent / "manifests"
+
+
+def run(*args: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = main(list(args), stdin=io.StringIO(""), stdout=out, stderr=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_convert_keeps_comments_and_order_and_adds_templates(tmp_path: Path) -> None:
+    code, out, err = run("convert", str(TREE), "--out", str(tmp_path / "out"))
+    assert code == 2 and "refused: " in err and "big-memory" in err
+    text = (tmp_path / "out" / "team-a" / "apps.yaml").read_text()
+    assert "# Team A's inference services (legacy HAMi requests, unchanged)." in text
+    assert "name: triton   # converts" in text and 'cpu: "4"               # stays' in text
+    assert "nvidia.com/gpu" not in text.split("kind: StatefulSet")[0]
+    documents = list(yaml.safe_load_all(text))
+    assert [d["kind"] for d in documents] == [
+        "Deployment",
+        "StatefulSet",
+        "Service",
+        "ResourceClaimTemplate",
+    ]
+    deployment = documents[0]
+    assert list(deployment) == ["apiVersion", "kind", "metadata", "spec"]
+    claim = deployment["spec"]["template"]["spec"]["resourceClaims"][0]
+    assert claim["resourceClaimTemplateName"] == documents[3]["metadata"]["name"]
+    assert documents[3]["metadata"]["namespace"] == "team-a"
+    # The refused pod stays as it was; the file still gets its convertible neighbour converted.
+    broken = list(yaml.safe_load_all((tmp_path / "out" / "team-b" / "broken.yaml").read_text()))
+    assert broken[0]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpumem"] == "16Gi"
+    assert "claims" in broken[1]["spec"]["containers"][0]["resources"]
+    assert "team-a/apps.yaml: Deployment/triton" in out.replace(str(tmp_path / "out") + "/", "")
+    if k8s_schema.available():
+        for path in (tmp_path / "out").rglob("*.yaml"):
+            for document in yaml.safe_load_all(path.read_text()):
+                assert k8s_schema.object_errors(document) == [], path
+
+
+def test_convert_twice_changes_nothing_and_dry_run_says_unchanged(tmp_path: Path) -> None:
+    run("convert", str(TREE), "--out", str(tmp_path / "once"))
+    run("convert", str(tmp_path / "once"), "--out", str(tmp_path / "twice"))
+    for first in (tmp_path / "once").rglob("*.*"):
+        assert (
+            first.read_bytes()
+            == (tmp_path / "twice" / first.relative_to(tmp_path / "once")).read_bytes()
+        )
+    code, out, _ = run("dry-run", "-o", "json", str(tmp_path / "once"))
+    outcomes = {(i["kind"], i["name"]): i["outcome"] for i in json.loads(out)["items"]}
+    assert outcomes[("Deployment", "triton")] == "unchanged"
+    # Left as they were and still refused: a gpumem with a suffix; a percentage without sizes.
+    assert outcomes[("Pod", "big-memory")] == outcomes[("StatefulSet", "notebooks")] == "refused"
+    assert {o for k, o in outcomes.items() if k[1] not in ("big-memory", "notebooks")} == {
+        "unchanged"
+    }
+
+
+def test_in_place_and_json_files(tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    shutil.copytree(TREE / "team-b", work)
+    untouched = (work / "broken.yaml").read_text()
+    code, _, _ = run("convert", str(work / "list.json"), "--in-place")
+    assert code == 0
+    converted = json.loads((work / "list.json").read_text())
+    assert converted["kind"] == "List" and [i["kind"] for i in converted["items"]] == [
+        "DaemonSet",
+        "ResourceClaimTemplate",
+    ]
+    daemonset = converted["items"][0]
+    assert daemonset["spec"]["template"]["spec"]["containers"][0]["resources"] == {
+        "claims": [{"name": "probe-gpu"}]
+    }
+    assert (work / "broken.yaml").read_text() == untouched
+    assert run("convert", str(work / "missing.yaml"), "--in-place")[0] == 1

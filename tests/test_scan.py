@@ -1,0 +1,183 @@
+"""`scan` over a manifest tree (tests/manifests) and over a cluster (the API stand-in)."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+from hami_dra_webhook.cli.main import main
+from tests.apiserver_standin import StandIn
+from tests.test_admit import resource_slice
+
+TREE = Path(__file__).parent / "manifests"
+
+
+def scan(*args: str, stdin: str = "") -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = main(["scan", *args], stdin=io.StringIO(stdin), stdout=out, stderr=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def by_name(document: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {w["name"]: w for w in document["workloads"]}
+
+
+def test_manifest_tree_outcomes_and_exit_code() -> None:
+    code, out, _ = scan(str(TREE), "-o", "json")
+    assert code == 2  # big-memory would be refused
+    report = json.loads(out)
+    workloads = by_name(report)
+    assert {name: w["outcome"] for name, w in workloads.items()} == {
+        "triton": "converts",
+        "notebooks": "attention",
+        "nightly": "attention",
+        "big-memory": "refused",
+        "exclusive-cores": "attention",
+        "probe": "converts",
+    }
+    assert "no-gpu" not in workloads and "triton" in workloads
+    triton = workloads["triton"]["containers"][0]
+    assert triton["legacy"] == {
+        "nvidia.com/gpu": "1",
+        "nvidia.com/gpumem": "16384",
+        "nvidia.com/gpucores": "50",
+    }
+    assert triton["dra"] == "1 GPU, 16384 MiB, 50% of SMs"
+    assert "gpumem is in MiB" in workloads["big-memory"]["reason"]
+    assert any("GPU memory sizes" in a for a in workloads["notebooks"]["attention"])
+    nightly = workloads["nightly"]
+    assert nightly["selectors"] == "type contains A100"
+    assert any("mutex" in a for a in nightly["attention"]) and any(
+        "priority" in a for a in nightly["attention"]
+    )
+    assert any("exclusive" in a for a in workloads["exclusive-cores"]["attention"])
+    assert report["summary"] == {
+        "team-a": {"converts": 1, "attention": 2, "refused": 0},
+        "team-b": {"converts": 1, "attention": 1, "refused": 1},
+    }
+
+
+def test_table_output_and_exit_zero_when_nothing_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "ok.yaml").write_text((TREE / "team-a" / "apps.yaml").read_text())
+    code, out, _ = scan(str(tmp_path))
+    assert code == 0
+    assert "Deployment/triton" in out and "1 GPU, 16384 MiB, 50% of SMs" in out
+    assert "Per namespace" in out and "needs attention" in out
+
+
+def test_sizes_from_config_turn_attention_into_converts(tmp_path: Path) -> None:
+    config = tmp_path / "c.yaml"
+    config.write_text(
+        "nvidia:\n  deviceSplitCount: 10\nhamiDraWebhook:\n  deviceMemorySizes: [80Gi]\n"
+    )
+    _, out, _ = scan(str(TREE / "team-a" / "apps.yaml"), "--config", str(config), "-o", "json")
+    report = json.loads(out)
+    assert by_name(report)["notebooks"]["outcome"] == "converts"
+    assert (
+        by_name(report)["notebooks"]["containers"][0]["dra"]
+        == "1 GPU, 25% of each card's memory, no SM limit"
+    )
+    assert report["notes"] == ["nvidia.deviceSplitCount has no DRA equivalent and is not applied"]
+
+
+def test_helm_output_on_stdin() -> None:
+    rendered = (TREE / "team-b" / "broken.yaml").read_text()
+    code, out, _ = scan("-", "-o", "json", stdin=rendered)
+    assert code == 2 and {w["name"] for w in json.loads(out)["workloads"]} == {
+        "big-memory",
+        "exclusive-cores",
+    }
+
+
+def test_bad_arguments_and_input() -> None:
+    assert scan()[0] == 1
+    code, _, err = scan("missing-folder")
+    assert code == 1 and "no such file" in err
+
+
+def _item(
+    kind: str,
+    name: str,
+    namespace: str,
+    limits: dict[str, str],
+    owners: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    pod_spec = {"containers": [{"name": "c", "image": "i", "resources": {"limits": limits}}]}
+    metadata: dict[str, Any] = {
+        "name": name,
+        "namespace": namespace,
+        "ownerReferences": owners or [],
+    }
+    if kind == "Pod":
+        return {"metadata": metadata, "spec": pod_spec}
+    if kind == "CronJob":
+        return {
+            "metadata": metadata,
+            "spec": {"jobTemplate": {"spec": {"template": {"spec": pod_spec}}}},
+        }
+    return {"metadata": metadata, "spec": {"template": {"spec": pod_spec}}}
+
+
+def test_cluster_scan_skips_owned_objects_and_reads_sizes(standin: StandIn, tmp_path: Path) -> None:
+    gpu = {"nvidia.com/gpu": "1", "nvidia.com/gpumem-percentage": "50"}
+    owner = [{"kind": "Deployment", "name": "d", "controller": True}]
+    standin.static.update(
+        {
+            "/apis/apps/v1/deployments": [_item("Deployment", "d", "ml", gpu)],
+            "/apis/apps/v1/replicasets": [
+                _item("ReplicaSet", "d-1", "ml", gpu, owner),
+                _item("ReplicaSet", "bare-rs", "ml", {"cpu": "1"}),
+            ],
+            "/apis/apps/v1/statefulsets": [],
+            "/apis/apps/v1/daemonsets": [],
+            "/apis/batch/v1/jobs": [
+                _item("Job", "nightly-1", "ml", gpu, [{"kind": "CronJob", "name": "nightly"}])
+            ],
+            "/apis/batch/v1/cronjobs": [_item("CronJob", "nightly", "ml", gpu)],
+            "/api/v1/pods": [
+                _item(
+                    "Pod",
+                    "d-1-x",
+                    "ml",
+                    gpu,
+                    [{"kind": "ReplicaSet", "name": "d-1", "controller": True}],
+                ),
+                _item("Pod", "lonely", "ml", {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "2Ki"}),
+            ],
+        }
+    )
+    standin.resource_slices = [resource_slice("n1", "hami-core-gpu.project-hami.io", ["80Gi"])]
+    code, out, _ = scan(
+        "--cluster", "-A", "--kubeconfig", str(standin.kubeconfig(tmp_path)), "-o", "json"
+    )
+    report = json.loads(out)
+    assert code == 2
+    assert sorted((w["kind"], w["name"], w["outcome"]) for w in report["workloads"]) == [
+        ("CronJob", "nightly", "converts"),
+        ("Deployment", "d", "converts"),
+        ("Pod", "lonely", "refused"),
+    ]
+    assert (
+        by_name(report)["d"]["containers"][0]["dra"]
+        == "1 GPU, 50% of each card's memory, no SM limit"
+    )
+    assert report["notes"] == ["GPU memory sizes from the driver's ResourceSlices: 81920 MiB"]
+
+
+def test_cluster_scan_of_one_namespace_and_api_failure(standin: StandIn, tmp_path: Path) -> None:
+    for kind in ("deployments", "replicasets", "statefulsets", "daemonsets"):
+        standin.static[f"/apis/apps/v1/namespaces/ml/{kind}"] = []
+    for kind in ("jobs", "cronjobs"):
+        standin.static[f"/apis/batch/v1/namespaces/ml/{kind}"] = []
+    standin.static["/api/v1/namespaces/ml/pods"] = [
+        _item("Pod", "p", "ml", {"nvidia.com/gpu": "1"})
+    ]
+    code, out, _ = scan(
+        "--cluster", "-n", "ml", "--kubeconfig", str(standin.kubeconfig(tmp_path)), "-o", "json"
+    )
+    assert code == 0 and [w["name"] for w in json.loads(out)["workloads"]] == ["p"]
+    standin.fail[("GET", "resourceslices")] = 403
+    code, _, err = scan("--cluster", "-n", "ml", "--kubeconfig", str(standin.kubeconfig(tmp_path)))
+    assert code == 1 and "403" in err
