@@ -59,7 +59,7 @@ def test_convert_twice_changes_nothing_and_dry_run_says_unchanged(tmp_path: Path
             first.read_bytes()
             == (tmp_path / "twice" / first.relative_to(tmp_path / "once")).read_bytes()
         )
-    code, out, _ = run("dry-run", "-o", "json", str(tmp_path / "once"))
+    _, out, _ = run("dry-run", "-o", "json", str(tmp_path / "once"))
     outcomes = {(i["kind"], i["name"]): i["outcome"] for i in json.loads(out)["items"]}
     assert outcomes[("Deployment", "triton")] == "unchanged"
     # Left as they were and still refused: a gpumem with a suffix; a percentage without sizes.

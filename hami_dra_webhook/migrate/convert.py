@@ -9,6 +9,7 @@ converting twice changes nothing.
 from __future__ import annotations
 
 import io
+import itertools
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,7 +46,7 @@ def guess_indent(text: str) -> tuple[int, int]:
     lines = [
         line for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")
     ]
-    for line, following in zip(lines, lines[1:], strict=False):
+    for line, following in itertools.pairwise(lines):
         if not line.rstrip().endswith(":"):
             continue
         here = len(line) - len(line.lstrip()) + (2 if line.lstrip().startswith("- ") else 0)
