@@ -14,6 +14,7 @@ from cryptography.exceptions import InvalidSignature
 from hami_dra_webhook.api import TEMPLATES_PATH, ApiError, KubeApi
 from hami_dra_webhook.cluster import capacity_kept, probe_template
 from hami_dra_webhook.core.policy import Policy
+from hami_dra_webhook.core.quantity import QuantityError, format_bytes, parse_byte_size
 from hami_dra_webhook.core.types import JsonObject
 
 Level = Literal["PASS", "WARN", "FAIL"]
@@ -209,7 +210,7 @@ async def _slices(
             capacity = device.get("capacity") or {}
             entry.gpus += 1
             memory = (capacity.get(web.capacity_keys.memory) or {}).get("value")
-            entry.memory.append(str(memory))
+            entry.memory.append(_readable(memory))
             if memory is None or web.capacity_keys.cores not in capacity:
                 missing.add(node)
             if not device.get("allowMultipleAllocations"):
@@ -278,6 +279,13 @@ async def _legacy_hami(
         )
     else:
         report.lines.append(Line("PASS", "legacy HAMi", "not running"))
+
+
+def _readable(memory: object) -> str:
+    try:
+        return format_bytes(parse_byte_size(str(memory)))
+    except QuantityError:
+        return str(memory)
 
 
 def _looks_legacy(item: JsonObject, names: tuple[str, ...]) -> bool:
