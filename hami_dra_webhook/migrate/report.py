@@ -121,8 +121,8 @@ def _container(
     try:
         request = read_request(container, ref, policy)
         share = resolve_share(request, ref, policy, [])
-    except Refused as refusal:
-        return ContainerReport(label, legacy, f"refused: {refusal.message}")
+    except Refused:
+        return ContainerReport(label, legacy, "not converted (see the outcome)")
     if request.priority is not None:
         notes.append("priority has a runtime effect only through legacy HAMi's node monitor")
     if share is None:
