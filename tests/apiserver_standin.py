@@ -67,6 +67,8 @@ class StandIn:
         self.drop_capacity = False
         # Called (once, then removed) before a request of that (method, kind) is handled.
         self.before: dict[tuple[str, str], Any] = {}
+        # The first requests of that (method, kind) wait here for each other: a race on demand.
+        self.gate: dict[tuple[str, str], threading.Barrier] = {}
         self.calls: Counter[tuple[str, str]] = Counter()
         self.log: list[tuple[str, str, str]] = []
         self.now: float | None = None  # a fixed creationTimestamp clock, for GC tests
@@ -186,6 +188,11 @@ class _Handler(BaseHTTPRequestHandler):
         hook = state.before.pop((method, kind), None)
         if hook is not None:
             hook()
+        gate = state.gate.get((method, kind))
+        if gate is not None:
+            with contextlib.suppress(threading.BrokenBarrierError):
+                gate.wait(timeout=5)
+            state.gate.pop((method, kind), None)  # once: later requests pass
         if (method, kind) in state.delay:
             time.sleep(state.delay[(method, kind)])
         if (method, kind) in state.reset:

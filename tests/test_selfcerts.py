@@ -87,7 +87,8 @@ def test_first_start_issues_and_publishes(standin: StandIn, kube_api: Kubernetes
 def test_two_replicas_racing_end_with_one_certificate(standin: StandIn, tmp_path: Path) -> None:
     empty_secret(standin)
     webhook_configuration(standin)
-    standin.delay[("GET", "secret")] = 0.2  # both read the empty Secret before either writes
+    # Both replicas read the empty Secret before either writes.
+    standin.gate[("GET", "secret")] = threading.Barrier(2)
     results: list[Any] = [None, None]
 
     def start(index: int) -> None:
