@@ -46,6 +46,21 @@ def load_configuration(kubeconfig: str | None) -> kubernetes.client.Configuratio
     return configuration
 
 
+class ClusterAccessError(RuntimeError):
+    """No usable cluster access; the message says what to pass."""
+
+
+def connect(kubeconfig: str | None) -> KubernetesApi:
+    """The API for a command-line tool: --kubeconfig, else in-cluster, else a clear error."""
+    try:
+        configuration = load_configuration(kubeconfig)
+    except Exception as error:  # the client raises many kinds for a bad kubeconfig
+        raise ClusterAccessError(f"cannot load cluster access: {error}") from error
+    if configuration is None:
+        raise ClusterAccessError("no cluster: pass --kubeconfig or run inside a cluster")
+    return KubernetesApi(configuration)
+
+
 class KubernetesApi:
     """`KubeApi` over HTTP with the `kubernetes` client's configuration, auth and TLS."""
 

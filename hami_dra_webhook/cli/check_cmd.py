@@ -31,7 +31,7 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
     from hami_dra_webhook.api import ApiError
     from hami_dra_webhook.cli.dry_run import load_policy
     from hami_dra_webhook.core.policy import PolicyError
-    from hami_dra_webhook.kube import KubernetesApi, load_configuration
+    from hami_dra_webhook.kube import ClusterAccessError, connect
     from hami_dra_webhook.migrate.check import LEVELS, Target, run_checks
 
     try:
@@ -40,12 +40,9 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
         stderr.write(f"error: {error}\n")
         return EXIT_UNREACHABLE
     try:
-        configuration = load_configuration(args.kubeconfig)
-    except Exception as error:  # the client raises many kinds for a bad kubeconfig
-        stderr.write(f"error: cannot load cluster access: {error}\n")
-        return EXIT_UNREACHABLE
-    if configuration is None:
-        stderr.write("error: no cluster: pass --kubeconfig or run inside a cluster\n")
+        api = connect(args.kubeconfig)
+    except ClusterAccessError as error:
+        stderr.write(f"error: {error}\n")
         return EXIT_UNREACHABLE
     target = Target(
         namespace=args.webhook_namespace,
@@ -53,7 +50,6 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
         service=args.release,
         tls_secret=f"{args.release}-tls",
     )
-    api = KubernetesApi(configuration)
 
     async def checks() -> Any:
         await api.version(timeout=10)  # unreachable: no point in a line per check

@@ -24,17 +24,13 @@ def add_parser(commands: Any) -> None:
 def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
     from hami_dra_webhook.api import ApiError
     from hami_dra_webhook.gc import collect_garbage
-    from hami_dra_webhook.kube import KubernetesApi, load_configuration
+    from hami_dra_webhook.kube import ClusterAccessError, connect
 
     try:
-        configuration = load_configuration(args.kubeconfig)
-    except Exception as error:  # the client raises many kinds for a bad kubeconfig
-        stderr.write(f"error: cannot load cluster access: {error}\n")
+        api = connect(args.kubeconfig)
+    except ClusterAccessError as error:
+        stderr.write(f"error: {error}\n")
         return 1
-    if configuration is None:
-        stderr.write("error: no cluster: pass --kubeconfig or run inside a cluster\n")
-        return 1
-    api = KubernetesApi(configuration)
     try:
         report = asyncio.run(
             collect_garbage(api, now=time.time(), grace=args.grace, dry_run=args.dry_run)

@@ -99,17 +99,14 @@ def _cluster_workloads(
     from hami_dra_webhook.api import ApiError
     from hami_dra_webhook.cluster import device_memory_sizes
     from hami_dra_webhook.core.policy import Policy
-    from hami_dra_webhook.kube import KubernetesApi, load_configuration
+    from hami_dra_webhook.kube import ClusterAccessError, connect
     from hami_dra_webhook.migrate.sources import from_cluster
 
     try:
-        configuration = load_configuration(args.kubeconfig)
-    except Exception as error:  # the client raises many kinds for a bad kubeconfig
-        raise ClusterUnavailable(f"cannot load cluster access: {error}") from error
-    if configuration is None:
-        raise ClusterUnavailable("no cluster: pass --kubeconfig or run inside a cluster")
+        api = connect(args.kubeconfig)
+    except ClusterAccessError as error:
+        raise ClusterUnavailable(str(error)) from error
     namespace = None if args.all_namespaces else (args.namespace or "default")
-    api = KubernetesApi(configuration)
     with Progress(
         console=_console(stderr), transient=True, disable=not stderr.isatty()
     ) as progress:
