@@ -56,9 +56,9 @@ class Admitter:
             result.body = admission.response(request.uid, allowed=True)
         elif request.operation == "UPDATE":
             ops = strip_reapplied(pod, request.old_object, self.policy)
-            warnings = ["legacy GPU resources re-applied to a converted pod were dropped"] * bool(
-                ops
-            )
+            warnings = []
+            if ops:
+                warnings.append("legacy GPU resources re-applied to a converted pod were dropped")
             result.body = admission.response(request.uid, allowed=True, ops=ops, warnings=warnings)
         else:
             await self._create(request, pod, result)
@@ -67,7 +67,11 @@ class Admitter:
     async def _create(
         self, request: admission.AdmissionRequest, pod: JsonObject, result: Admission
     ) -> None:
-        namespace = request.namespace or (pod.get("metadata") or {}).get("namespace") or "default"
+        metadata = pod.get("metadata")
+        declared = metadata.get("namespace") if isinstance(metadata, dict) else None
+        namespace = (
+            request.namespace or (declared if isinstance(declared, str) else "") or "default"
+        )
         translation = translate_pod(pod, self._effective_policy(), namespace)
         result.outcome = translation.outcome
         uid = request.uid

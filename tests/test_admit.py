@@ -267,3 +267,14 @@ def test_memory_sizes_come_from_resource_slices(standin: StandIn, kube_api: Kube
         offline.body["response"]["allowed"] is False
         and "deviceMemorySizes" in offline.body["response"]["status"]["message"]
     )
+
+
+def test_odd_metadata_without_request_namespace_is_no_crash() -> None:
+    for metadata in ([1, 2], "x", {"namespace": 5}):
+        document = review(gpu_pod(), namespace="")
+        document["request"]["object"]["metadata"] = metadata
+        answer = admit(
+            Admitter(policy=DEFAULT_POLICY, store=OfflineTemplateStore()), document
+        ).body["response"]
+        assert answer["uid"] == document["request"]["uid"]
+        assert answer["allowed"] is False or "patch" in answer
