@@ -144,6 +144,25 @@ BROKEN: dict[str, tuple[Callable[[StandIn], None], str, str]] = {
         "FAIL  legacy HAMi: still running: device plugin DaemonSet kube-system/hami-device-plugin",
         "uninstall legacy HAMi",
     ),
+    "missing-capacity": (
+        lambda s: s.resource_slices[1]["spec"]["devices"][0]["capacity"].pop("cores"),
+        "FAIL  driver: devices without memory/cores capacity on gpu-node-2",
+        "v0.1.0",
+    ),
+    "legacy-scheduler": (
+        lambda s: s.static["/apis/apps/v1/deployments"].append(
+            {"metadata": {"name": "hami-scheduler", "namespace": "kube-system"}}
+        ),
+        "FAIL  legacy HAMi: still running: scheduler Deployment kube-system/hami-scheduler",
+        "uninstall legacy HAMi",
+    ),
+    "no-ca-bundle": (
+        lambda s: s.webhook_configurations["hami-dra-webhook"]["webhooks"][0]["clientConfig"].pop(
+            "caBundle"
+        ),
+        "FAIL  webhook certificate: the webhook configuration has no caBundle yet",
+        "restart",
+    ),
     "legacy-webhook": (
         lambda s: s.static[
             "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"

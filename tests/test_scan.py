@@ -181,3 +181,42 @@ def test_cluster_scan_of_one_namespace_and_api_failure(standin: StandIn, tmp_pat
     standin.fail[("GET", "resourceslices")] = 403
     code, _, err = scan("--cluster", "-n", "ml", "--kubeconfig", str(standin.kubeconfig(tmp_path)))
     assert code == 1 and "403" in err
+
+
+def test_annotations_without_a_dra_equivalent_need_attention() -> None:
+    from hami_dra_webhook.core.policy import DEFAULT_POLICY
+    from hami_dra_webhook.migrate.report import assess
+
+    pod = {
+        "metadata": {
+            "annotations": {
+                "nvidia.com/vgpu-mode": "hami-core",
+                "nvidia.com/numa-bind": "true",
+                "hami.io/node-scheduler-policy": "spread",
+                "hami.io/gpu-scheduler-policy": "binpack",
+            }
+        },
+        "spec": {
+            "containers": [
+                {
+                    "name": "c",
+                    "resources": {"limits": {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "1000"}},
+                }
+            ]
+        },
+    }
+    report = assess("Pod", "p", "ns", pod, DEFAULT_POLICY)
+    assert report.outcome == "attention"
+    assert [a.split("=")[0] for a in report.attention] == [
+        "nvidia.com/vgpu-mode",
+        "hami.io/gpu-scheduler-policy",
+        "nvidia.com/numa-bind",
+        "hami.io/node-scheduler-policy",
+    ]
+    other = dict(pod, spec=pod["spec"], metadata={"annotations": {"nvidia.com/vgpu-mode": "mig"}})
+    assert assess("Pod", "p", "ns", other, DEFAULT_POLICY).outcome == "refused"
+    foreign = {"spec": {**pod["spec"], "schedulerName": "volcano"}}
+    left = assess("Pod", "p", "ns", foreign, DEFAULT_POLICY)
+    assert left.outcome == "attention" and left.attention[0].startswith(
+        "left unchanged: schedulerName volcano"
+    )
