@@ -51,6 +51,9 @@ class Report:
     lines: list[Line] = field(default_factory=list)
     nodes: list[NodeGpus] = field(default_factory=list)
 
+    def add(self, level: Level, check: str, detail: str, fix: str = "") -> None:
+        self.lines.append(Line(level, check, detail, fix))
+
     @property
     def worst(self) -> Level:
         return max((line.level for line in self.lines), key=LEVELS.__getitem__, default="PASS")
@@ -91,13 +94,11 @@ async def run_checks(api: KubeApi, policy: Policy, target: Target, timeout: floa
             await check(api, policy, target, report, timeout)
         except ApiError as error:
             name = check.__name__.strip("_").replace("_", " ")
-            report.lines.append(
-                Line(
-                    "FAIL",
-                    name,
-                    f"the API failed: {error}",
-                    "check access rights of the kubeconfig",
-                )
+            report.add(
+                "FAIL",
+                name,
+                f"the API failed: {error}",
+                "check access rights of the kubeconfig",
             )
     return report
 
@@ -109,24 +110,18 @@ async def _api_served(
         discovery = await api.get_path(TEMPLATES_PATH, timeout=timeout)
     except ApiError as error:
         if error.status == 404:
-            report.lines.append(
-                Line("FAIL", "resource.k8s.io/v1", "not served", "use Kubernetes 1.34 or later")
-            )
+            report.add("FAIL", "resource.k8s.io/v1", "not served", "use Kubernetes 1.34 or later")
             return
         raise
     names = {r.get("name") for r in discovery.get("resources") or []}
     if "resourceclaimtemplates" in names:
-        report.lines.append(
-            Line("PASS", "resource.k8s.io/v1", "served, with ResourceClaimTemplates")
-        )
+        report.add("PASS", "resource.k8s.io/v1", "served, with ResourceClaimTemplates")
     else:
-        report.lines.append(
-            Line(
-                "FAIL",
-                "resource.k8s.io/v1",
-                "served without resourceclaimtemplates",
-                "enable DynamicResourceAllocation",
-            )
+        report.add(
+            "FAIL",
+            "resource.k8s.io/v1",
+            "served without resourceclaimtemplates",
+            "enable DynamicResourceAllocation",
         )
 
 
@@ -137,18 +132,14 @@ async def _capacity(
         target.namespace, probe_template(policy, target.namespace), dry_run=True, timeout=timeout
     )
     if capacity_kept(answer):
-        report.lines.append(
-            Line("PASS", "consumable capacity", "a dry-run claim keeps its capacity request")
-        )
+        report.add("PASS", "consumable capacity", "a dry-run claim keeps its capacity request")
     else:
-        report.lines.append(
-            Line(
-                "FAIL",
-                "consumable capacity",
-                "kube-apiserver drops capacity requests: shared GPUs would become whole GPUs",
-                "enable the DRAConsumableCapacity feature gate on kube-apiserver, kube-scheduler,"
-                " kube-controller-manager and kubelets (default on from 1.36)",
-            )
+        report.add(
+            "FAIL",
+            "consumable capacity",
+            "kube-apiserver drops capacity requests: shared GPUs would become whole GPUs",
+            "enable the DRAConsumableCapacity feature gate on kube-apiserver, kube-scheduler,"
+            " kube-controller-manager and kubelets (default on from 1.36)",
         )
 
 
@@ -162,13 +153,11 @@ async def _device_class(
         )
     except ApiError as error:
         if error.status == 404:
-            report.lines.append(
-                Line(
-                    "FAIL",
-                    "DeviceClass",
-                    f"{web.device_class_name} does not exist",
-                    "install the chart with deviceClass.create=true",
-                )
+            report.add(
+                "FAIL",
+                "DeviceClass",
+                f"{web.device_class_name} does not exist",
+                "install the chart with deviceClass.create=true",
             )
             return
         raise
@@ -177,19 +166,15 @@ async def _device_class(
         for s in (device_class.get("spec") or {}).get("selectors") or []
     ]
     if any(web.driver_name in expression for expression in selectors):
-        report.lines.append(
-            Line(
-                "PASS", "DeviceClass", f"{web.device_class_name} selects {web.driver_name} devices"
-            )
+        report.add(
+            "PASS", "DeviceClass", f"{web.device_class_name} selects {web.driver_name} devices"
         )
     else:
-        report.lines.append(
-            Line(
-                "FAIL",
-                "DeviceClass",
-                f"{web.device_class_name} does not select {web.driver_name}",
-                "fix its CEL selector (see examples/deviceclass.yaml)",
-            )
+        report.add(
+            "FAIL",
+            "DeviceClass",
+            f"{web.device_class_name} does not select {web.driver_name}",
+            "fix its CEL selector (see examples/deviceclass.yaml)",
         )
 
 
@@ -217,40 +202,32 @@ async def _slices(
                 entry.shareable = False
     report.nodes = sorted(by_node.values(), key=lambda n: n.node)
     if not by_node:
-        report.lines.append(
-            Line(
-                "FAIL",
-                "driver",
-                f"no ResourceSlices of {web.driver_name}",
-                "check the driver DaemonSet (driver.enabled, driver.nodeSelector) on the GPU nodes",
-            )
+        report.add(
+            "FAIL",
+            "driver",
+            f"no ResourceSlices of {web.driver_name}",
+            "check the driver DaemonSet (driver.enabled, driver.nodeSelector) on the GPU nodes",
         )
         return
     total = sum(n.gpus for n in by_node.values())
     unshareable = [n.node for n in by_node.values() if not n.shareable]
     if missing:
-        report.lines.append(
-            Line(
-                "FAIL",
-                "driver",
-                f"devices without memory/cores capacity on {', '.join(sorted(missing))}",
-                "use the HAMi DRA driver v0.1.0 or later",
-            )
+        report.add(
+            "FAIL",
+            "driver",
+            f"devices without memory/cores capacity on {', '.join(sorted(missing))}",
+            "use the HAMi DRA driver v0.1.0 or later",
         )
     elif unshareable:
-        report.lines.append(
-            Line(
-                "FAIL",
-                "driver",
-                f"devices not multi-allocatable on {', '.join(unshareable)}",
-                "enable DRAConsumableCapacity (kube-apiserver drops allowMultipleAllocations"
-                " without it)",
-            )
+        report.add(
+            "FAIL",
+            "driver",
+            f"devices not multi-allocatable on {', '.join(unshareable)}",
+            "enable DRAConsumableCapacity (kube-apiserver drops allowMultipleAllocations"
+            " without it)",
         )
     else:
-        report.lines.append(
-            Line("PASS", "driver", f"{total} shareable GPUs on {len(by_node)} nodes")
-        )
+        report.add("PASS", "driver", f"{total} shareable GPUs on {len(by_node)} nodes")
 
 
 async def _legacy_hami(
@@ -269,16 +246,14 @@ async def _legacy_hami(
         if any("vgpu.hami.io" in str(w.get("name")) for w in config.get("webhooks") or []):
             found.append(f"webhook {config['metadata']['name']}")
     if found:
-        report.lines.append(
-            Line(
-                "FAIL",
-                "legacy HAMi",
-                "still running: " + "; ".join(found),
-                "uninstall legacy HAMi first: the two modes must not share a cluster",
-            )
+        report.add(
+            "FAIL",
+            "legacy HAMi",
+            "still running: " + "; ".join(found),
+            "uninstall legacy HAMi first: the two modes must not share a cluster",
         )
     else:
-        report.lines.append(Line("PASS", "legacy HAMi", "not running"))
+        report.add("PASS", "legacy HAMi", "not running")
 
 
 def _readable(memory: object) -> str:
@@ -316,19 +291,15 @@ async def _extended_resources(
         if (c.get("spec") or {}).get("extendedResourceName") in legacy
     ]
     if clashes:
-        report.lines.append(
-            Line(
-                "WARN",
-                "extended resources",
-                "DeviceClasses claim legacy names: " + ", ".join(clashes),
-                "remove extendedResourceName there: kube-scheduler would give unconverted pods"
-                " whole GPUs",
-            )
+        report.add(
+            "WARN",
+            "extended resources",
+            "DeviceClasses claim legacy names: " + ", ".join(clashes),
+            "remove extendedResourceName there: kube-scheduler would give unconverted pods"
+            " whole GPUs",
         )
     else:
-        report.lines.append(
-            Line("PASS", "extended resources", "no DeviceClass claims a legacy resource name")
-        )
+        report.add("PASS", "extended resources", "no DeviceClass claims a legacy resource name")
 
 
 async def _quotas(
@@ -345,18 +316,16 @@ async def _quotas(
         if counted:
             found.append(f"{_where(quota)} ({', '.join(counted)})")
     if found:
-        report.lines.append(
-            Line(
-                "WARN",
-                "quotas",
-                "ResourceQuotas count legacy resources, which converted pods no longer carry: "
-                + "; ".join(found),
-                "count DRA instead: quota on resourceclaims, or"
-                " <deviceclass>.deviceclass.resource.k8s.io/devices",
-            )
+        report.add(
+            "WARN",
+            "quotas",
+            "ResourceQuotas count legacy resources, which converted pods no longer carry: "
+            + "; ".join(found),
+            "count DRA instead: quota on resourceclaims, or"
+            " <deviceclass>.deviceclass.resource.k8s.io/devices",
         )
     else:
-        report.lines.append(Line("PASS", "quotas", "no ResourceQuota counts legacy resources"))
+        report.add("PASS", "quotas", "no ResourceQuota counts legacy resources")
 
 
 async def _webhook(
@@ -366,13 +335,11 @@ async def _webhook(
         config = await api.get_webhook_configuration(target.webhook_configuration, timeout=timeout)
     except ApiError as error:
         if error.status == 404:
-            report.lines.append(
-                Line(
-                    "FAIL",
-                    "webhook",
-                    f"MutatingWebhookConfiguration {target.webhook_configuration} does not exist",
-                    "helm install hami-dra-webhook charts/hami-dra-webhook",
-                )
+            report.add(
+                "FAIL",
+                "webhook",
+                f"MutatingWebhookConfiguration {target.webhook_configuration} does not exist",
+                "helm install hami-dra-webhook charts/hami-dra-webhook",
             )
             return
         raise
@@ -383,21 +350,17 @@ async def _webhook(
     cert_pem = base64.b64decode((secret.get("data") or {}).get("tls.crt") or "")
     problem = _certificate_problem(bundle, cert_pem)
     if problem:
-        report.lines.append(
-            Line(
-                "FAIL",
-                "webhook certificate",
-                problem,
-                "with selfManaged certificates, restart the webhook pods; else renew the Secret",
-            )
+        report.add(
+            "FAIL",
+            "webhook certificate",
+            problem,
+            "with selfManaged certificates, restart the webhook pods; else renew the Secret",
         )
     else:
-        report.lines.append(
-            Line(
-                "PASS",
-                "webhook certificate",
-                "the caBundle verifies the serving certificate, valid for more than 30 days",
-            )
+        report.add(
+            "PASS",
+            "webhook certificate",
+            "the caBundle verifies the serving certificate, valid for more than 30 days",
         )
     slices = await api.list_path(
         f"/apis/discovery.k8s.io/v1/namespaces/{target.namespace}/endpointslices",
@@ -411,22 +374,18 @@ async def _webhook(
         if (e.get("conditions") or {}).get("ready")
     )
     if ready:
-        report.lines.append(
-            Line(
-                "PASS",
-                "webhook service",
-                f"{ready} ready endpoint(s) behind {target.namespace}/{target.service}",
-            )
+        report.add(
+            "PASS",
+            "webhook service",
+            f"{ready} ready endpoint(s) behind {target.namespace}/{target.service}",
         )
     else:
-        report.lines.append(
-            Line(
-                "FAIL",
-                "webhook service",
-                f"no ready endpoint behind {target.namespace}/{target.service}",
-                f"kubectl -n {target.namespace} get pods; GPU pods are refused while it is down"
-                " (failurePolicy Fail)",
-            )
+        report.add(
+            "FAIL",
+            "webhook service",
+            f"no ready endpoint behind {target.namespace}/{target.service}",
+            f"kubectl -n {target.namespace} get pods; GPU pods are refused while it is down"
+            " (failurePolicy Fail)",
         )
 
 
