@@ -160,56 +160,19 @@ def test_plain_http_is_refused(webhook: Webhook) -> None:
 
 def test_offline_embedded_default(tmp_path: Path) -> None:
     """No certificate files, no cluster: self-signed certificate whose CA is logged; patches only."""
-    import subprocess
-    import sys
-
-    from tests.webhook_process import free_port
-
-    port = free_port()
-    log_path = tmp_path / "log"
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "hami_dra_webhook",
-                "serve",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(port),
-            ],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
+    process = Webhook(tmp_path, own_certs=False)  # ready once /readyz answers
     try:
-        ca_file = None
-        for _ in range(100):
-            for line in log_path.read_text().splitlines():
-                if '"ca_file"' in line:
-                    ca_file = json.loads(line)["ca_file"]
-            if ca_file:
-                break
-            time.sleep(0.1)
-        assert ca_file, log_path.read_text()
-        context = ssl.create_default_context(cafile=ca_file)
-        import http.client
-
-        for _ in range(100):
-            connection = http.client.HTTPSConnection("localhost", port, context=context, timeout=3)
-            try:
-                connection.request("POST", "/mutate", body=json.dumps(review(gpu_pod())))
-                answer = json.loads(connection.getresponse().read())["response"]
-                break
-            except OSError:
-                time.sleep(0.1)
-            finally:
-                connection.close()
-        assert answer["allowed"] is True and "patch" in answer
+        logged = [json.loads(line) for line in process.log().splitlines() if '"ca_file"' in line]
+        assert logged, process.log()
+        ca_file = Path(logged[0]["ca_file"])
+        connection = process.connection(process.context([ca_file]))
+        status, body = process.post(review(gpu_pod()), connection)
+        connection.close()
+        answer = body["response"]
+        assert status == 200 and answer["allowed"] is True and "patch" in answer
         assert any(w.startswith("offline webhook") for w in answer["warnings"])
     finally:
-        process.terminate()
-        process.wait(timeout=20)
+        process.stop()
 
 
 def test_tls_minimum_version_is_enforced(
