@@ -72,6 +72,17 @@ def wait_port(port: int, process: subprocess.Popen[bytes]) -> None:
 
 
 @contextmanager
+def serving(process: subprocess.Popen[bytes], port: int) -> Iterator[None]:
+    """Wait until the server listens; stop it afterwards, whatever happened."""
+    try:
+        wait_port(port, process)
+        yield
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+@contextmanager
 def webhook(folder: Path, port: int) -> Iterator[subprocess.Popen[bytes]]:
     env = {**os.environ, "HAMI_DRA_BARE_ENDPOINT": "true", "HAMI_DRA_GC_INTERVAL": "0"}
     command = [
@@ -93,20 +104,16 @@ def webhook(folder: Path, port: int) -> Iterator[subprocess.Popen[bytes]]:
     ]
     with (folder / "webhook.log").open("wb") as log:
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
-    try:
-        wait_port(port, process)
+    with serving(process, port):
         yield process
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
 
 
 @contextmanager
 def go_peer(folder: Path, port: int) -> Iterator[subprocess.Popen[bytes]]:
     build = folder / "go"
     shutil.copytree(GO_PEER, build)
-    for name in ("tls.crt", "tls.key"):
-        shutil.copy(folder / name, build / ("cert.pem" if name == "tls.crt" else "key.pem"))
+    shutil.copy(folder / "tls.crt", build / "cert.pem")  # the names the Go peer reads
+    shutil.copy(folder / "tls.key", build / "key.pem")
     env = {
         **os.environ,
         "GOCACHE": str(folder / "gocache"),
@@ -124,12 +131,8 @@ def go_peer(folder: Path, port: int) -> Iterator[subprocess.Popen[bytes]]:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    try:
-        wait_port(port, process)
+    with serving(process, port):
         yield process
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
 
 
 def wrk(url: str, concurrency: int, duration: float, bodies: list[Path]) -> dict[str, float]:
