@@ -22,24 +22,23 @@ class Workload:
     source: str
 
 
+def _workload(document: JsonObject, default_namespace: str, source: str) -> Workload | None:
+    template = pod_template(document)
+    if template is None:
+        return None
+    metadata = document.get("metadata") or {}
+    return Workload(
+        kind=str(document["kind"]),
+        namespace=str(metadata.get("namespace") or default_namespace),
+        name=str(metadata.get("name") or metadata.get("generateName") or "<no name>"),
+        pod=template[1],
+        source=source,
+    )
+
+
 def from_manifests(manifests: list[Manifest], default_namespace: str) -> list[Workload]:
-    found = []
-    for manifest in manifests:
-        document = manifest.document
-        template = pod_template(document)
-        if template is None:
-            continue
-        metadata = document.get("metadata") or {}
-        found.append(
-            Workload(
-                kind=str(document["kind"]),
-                namespace=str(metadata.get("namespace") or default_namespace),
-                name=str(metadata.get("name") or metadata.get("generateName") or "<no name>"),
-                pod=template[1],
-                source=manifest.source,
-            )
-        )
-    return found
+    found = (_workload(m.document, default_namespace, m.source) for m in manifests)
+    return [workload for workload in found if workload is not None]
 
 
 def _owned(item: JsonObject, kind: str) -> bool:
@@ -58,18 +57,7 @@ async def from_cluster(
         for item in await api.list_workloads(kind, namespace, timeout=timeout):
             if _owned(item, kind):
                 continue
-            document = {**item, "kind": kind}
-            template = pod_template(document)
-            if template is None:
-                continue
-            metadata = item.get("metadata") or {}
-            found.append(
-                Workload(
-                    kind,
-                    str(metadata.get("namespace", "")),
-                    str(metadata.get("name", "")),
-                    template[1],
-                    "cluster",
-                )
-            )
+            workload = _workload({**item, "kind": kind}, "", "cluster")
+            if workload is not None:
+                found.append(workload)
     return found
