@@ -78,11 +78,8 @@ def _translate(pod: Any, policy: Policy, namespace: str | None, warnings: list[s
     if not isinstance(spec, dict):
         return Translation(outcome="unchanged")
     names = policy.legacy_resource_names
-    found = [
-        (ref, container)
-        for ref, container in _containers(spec)
-        if has_legacy_keys(container, names)
-    ]
+    every = _containers(spec)
+    found = [(ref, container) for ref, container in every if has_legacy_keys(container, names)]
     if not found:
         return Translation(outcome="unchanged")
     metadata = pod.get("metadata")
@@ -93,7 +90,7 @@ def _translate(pod: Any, policy: Policy, namespace: str | None, warnings: list[s
         return Translation(outcome="unchanged", warnings=_cut([skip]))
 
     gpus = [_resolve(ref, container, policy, warnings) for ref, container in found]
-    _check_pod(spec, gpus, policy)
+    _check_pod(spec, every, gpus, policy)
     annotations = (metadata or {}).get("annotations")
     annotations = annotations if isinstance(annotations, dict) else {}
     selectors: tuple[str, ...] = ()
@@ -121,7 +118,7 @@ def _translate(pod: Any, policy: Policy, namespace: str | None, warnings: list[s
             warnings.append(_summary(gpu.ref, gpu.share, name))
         ops += _env_ops(gpu.ref, gpu.container, _gpu_env(gpu, policy), warnings)
     if policy.nvidia.overwrite_env:
-        for ref, container in _containers(spec):
+        for ref, container in every:
             if not has_legacy_keys(container, names):
                 ops += _env_ops(ref, container, {VISIBLE_DEVICES_ENV: "none"}, warnings)
     ops += _pod_ops(metadata, spec, pod_claims, any(g.is_gpu for g in gpus), policy, warnings)
@@ -182,9 +179,14 @@ def _resolve(
     return _GpuContainer(ref, container, request, share, is_gpu)
 
 
-def _check_pod(spec: JsonObject, gpus: list[_GpuContainer], policy: Policy) -> None:
+def _check_pod(
+    spec: JsonObject,
+    every: list[tuple[ContainerRef, Any]],
+    gpus: list[_GpuContainer],
+    policy: Policy,
+) -> None:
     if policy.webhook.refuse_privileged:
-        for ref, container in _containers(spec):
+        for ref, container in every:
             context = container.get("securityContext") if isinstance(container, dict) else None
             if isinstance(context, dict) and context.get("privileged") is True:
                 raise Refused(
