@@ -1,31 +1,21 @@
-"""The real helm binary (from ../shared/tools/fetch-helm-kubectl.sh) and rendering helpers."""
+"""The real helm binary (fetched by tests/tools.py) and rendering helpers."""
 
 from __future__ import annotations
 
-import functools
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from tests.k8s_schema import SHARED
+from tests.tools import tool
 
 ROOT = Path(__file__).parents[1]
 CHART = ROOT / "charts" / "hami-dra-webhook"
-TOOLS = ROOT / ".tools"
-FETCH = SHARED / "tools" / "fetch-helm-kubectl.sh"
-SKIP_REASON = f"the helm fetch script is not at {FETCH} (../shared is absent)"
 
 
-def available() -> bool:
-    return FETCH.is_file()
-
-
-@functools.cache
 def helm() -> str:
-    subprocess.run(["bash", str(FETCH), str(TOOLS)], check=True, capture_output=True)
-    return str(TOOLS / "helm")
+    return tool("helm")
 
 
 def run_helm(*args: str) -> subprocess.CompletedProcess[str]:

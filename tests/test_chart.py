@@ -9,12 +9,11 @@ from typing import Any
 import pytest
 import yaml
 
-from tests import chart_tools, k8s_schema
+from tests import k8s_schema
 from tests.cel_k8s import _ENV
 from tests.chart_tools import CHART, find, render, render_text, run_helm
 
 pytestmark = [
-    pytest.mark.skipif(not chart_tools.available(), reason=chart_tools.SKIP_REASON),
     pytest.mark.skipif(not k8s_schema.available(), reason=k8s_schema.SKIP_REASON),
 ]
 MODES = {
