@@ -42,7 +42,21 @@ def test_parse_quantity(text: str, value: Fraction) -> None:
 
 
 @pytest.mark.parametrize(
-    ("value", "expected"), [("8000", 8000), (8000, 8000), ("+3", 3), (" 7 ", 7), (2.0, 2), ("0", 0)]
+    ("value", "expected"),
+    [
+        ("8000", 8000),
+        (8000, 8000),
+        ("+3", 3),
+        (" 7 ", 7),
+        (2.0, 2),
+        ("0", 0),
+        # kube-apiserver sends quantities in canonical form: 3000 arrives as "3k".
+        ("3k", 3000),
+        ("1M", 1_000_000),
+        ("2e3", 2000),
+        ("1.5k", 1500),
+        ("2147483647", 2147483647),
+    ],
 )
 def test_plain_integers(value: object, expected: int) -> None:
     assert parse_plain_integer(value) == expected
@@ -51,9 +65,11 @@ def test_plain_integers(value: object, expected: int) -> None:
 @pytest.mark.parametrize(
     ("value", "reason"),
     [
-        ("16Gi", "unit suffix"),
-        ("2Ki", "unit suffix"),
-        ("1k", "unit suffix"),
+        ("16Gi", "binary unit suffix"),
+        ("2Ki", "binary unit suffix"),
+        ("16G", "larger than 2147483647"),
+        (2147483648, "larger than 2147483647"),
+        ("1e-3", "not a whole number"),
         ("-3", "negative"),
         (-3, "negative"),
         ("0.5", "not a whole number"),

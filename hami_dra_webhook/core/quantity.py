@@ -6,6 +6,7 @@ import re
 from fractions import Fraction
 
 MIB = 1 << 20
+MAX_LEGACY_VALUE = (1 << 31) - 1  # legacy HAMi keeps these values in int32
 
 # The grammar of k8s.io/apimachinery/pkg/api/resource.ParseQuantity.
 _QUANTITY = re.compile(
@@ -40,34 +41,46 @@ def parse_quantity(text: str) -> Fraction:
 
 
 def parse_plain_integer(value: object) -> int:
-    """A non-negative integer written without suffix, decimal point or exponent.
+    """A non-negative whole number, as legacy HAMi reads its five resources (`Quantity.Value()`).
 
-    Legacy HAMi reads its five resources as plain integers; anything else is refused here because
-    kube-apiserver would refuse it too (or, for gpumem, legacy HAMi would misread it silently).
+    kube-apiserver hands a webhook every quantity in canonical form: `3000` arrives as `"3k"`,
+    `1000000` as `"1M"`. Decimal suffixes and exponents are therefore only another way to write
+    a whole number and are accepted. Binary suffixes (`16Gi`) are refused: they are never the
+    canonical form of a plain integer, so the user wrote one, and gpumem counts MiB, not bytes.
+    Values above `MAX_LEGACY_VALUE` are refused: legacy HAMi reads them as int32 and drops them.
     """
     if isinstance(value, bool):
         raise QuantityError("is a boolean, not a number")
     if isinstance(value, int):
-        if value < 0:
-            raise QuantityError("is negative")
-        return value
+        return _in_range(value)
     if isinstance(value, float):
-        if value < 0:
-            raise QuantityError("is negative")
-        if value.is_integer():
-            return int(value)
-        raise QuantityError("is not a whole number")
+        if not value.is_integer():
+            raise QuantityError("is not a whole number" if value >= 0 else "is negative")
+        return _in_range(int(value))
     if not isinstance(value, str):
         raise QuantityError(f"has type {type(value).__name__}, not a quantity string")
     text = value.strip()
     if _PLAIN_INTEGER.match(text):
-        return int(text)
+        return _in_range(int(text))
+    match = _QUANTITY.match(text)
+    if match is not None and match["suffix"] in _BINARY:
+        raise QuantityError(f"has a binary unit suffix ({match['suffix']}); write a plain integer")
     exact = parse_quantity(text)
     if exact < 0:
         raise QuantityError("is negative")
     if exact.denominator != 1:
         raise QuantityError("is not a whole number")
-    raise QuantityError("has a unit suffix or exponent; write a plain integer")
+    return _in_range(int(exact))
+
+
+def _in_range(number: int) -> int:
+    if number < 0:
+        raise QuantityError("is negative")
+    if number > MAX_LEGACY_VALUE:
+        raise QuantityError(
+            f"is larger than {MAX_LEGACY_VALUE}, the largest value legacy HAMi reads"
+        )
+    return number
 
 
 def parse_byte_size(text: str | int) -> int:
