@@ -39,6 +39,12 @@ class Target:
     service: str
     webhook_configuration: str
     days: int = 365
+    # Names or IP addresses besides the Service's (a webhook reached by URL: admission.url).
+    extra_hosts: tuple[str, ...] = ()
+
+    @property
+    def hosts(self) -> list[str]:
+        return [*service_names(self.service, self.namespace), *self.extra_hosts]
 
 
 def _decode(data: dict[str, str], key: str) -> bytes:
@@ -77,7 +83,9 @@ def usable(bundle: Bundle, names: list[str], now: datetime.datetime) -> bool:
         serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
     ):
         return False
-    if not set(names) <= set(sans.get_values_for_type(x509.DNSName)):
+    covered = {*sans.get_values_for_type(x509.DNSName)}
+    covered |= {str(address) for address in sans.get_values_for_type(x509.IPAddress)}
+    if not set(names) <= covered:
         return False
     return min(cert.not_valid_after_utc, ca.not_valid_after_utc) - now > RENEW_BEFORE
 
@@ -97,7 +105,7 @@ def _with_ca(ca_pem: bytes, ca_key_pem: bytes, names: list[str], days: int) -> B
 
 async def ensure_certificates(api: KubeApi, target: Target, timeout: float = 10.0) -> Bundle:
     """The Secret's certificate, issuing or renewing it first when needed (race-safe)."""
-    names = service_names(target.service, target.namespace)
+    names = target.hosts
     for _ in range(5):
         try:
             secret = await api.get_secret(target.namespace, target.secret, timeout=timeout)

@@ -32,6 +32,7 @@ FLAGS = (
     ("--cert-secret", str, "self-managed: the Secret holding the certificate"),
     ("--webhook-config", str, "self-managed: the MutatingWebhookConfiguration to keep in step"),
     ("--service-name", str, "self-managed: the webhook's Service (certificate names)"),
+    ("--cert-hosts", str, "self-managed: more names or IPs for the certificate, comma-separated"),
     ("--probe-namespace", str, "the webhook's namespace (env POD_NAMESPACE)"),
     ("--cert-dir", str, "self-managed: where the certificate files are written"),
 )
@@ -189,6 +190,7 @@ async def _self_managed(api: Any, settings: Any) -> tuple[Path, Path, Any]:
         secret=settings.cert_secret,
         service=settings.service_name,
         webhook_configuration=settings.webhook_config,
+        extra_hosts=tuple(h.strip() for h in settings.cert_hosts.split(",") if h.strip()),
     )
 
     async def refresh() -> tuple[Path, Path]:

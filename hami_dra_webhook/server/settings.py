@@ -42,6 +42,8 @@ class Settings(BaseSettings):
     cert_secret: str = "hami-dra-webhook-tls"
     webhook_config: str = "hami-dra-webhook"
     service_name: str = "hami-dra-webhook"
+    # Comma-separated names or IP addresses the certificate covers besides the Service's.
+    cert_hosts: str = ""
     cert_dir: Path = Path("/tmp/hami-dra-webhook-certs")
     cert_check_interval: float = Field(3600.0, gt=0)
 
