@@ -25,15 +25,23 @@ def free_port() -> int:
 
 class Webhook:
     def __init__(
-        self, folder: Path, *extra: str, env: dict[str, str] | None = None, own_certs: bool = True
+        self,
+        folder: Path,
+        *extra: str,
+        env: dict[str, str] | None = None,
+        own_certs: bool = True,
+        port: int | None = None,
+        host: str = "localhost",
     ) -> None:
-        """`own_certs`: serve a certificate made here; else the command line must bring one."""
+        """`own_certs`: serve a certificate made here; else the command line must bring one
+        (and `ca_file` is to be pointed at its CA); `host` is the name clients connect to."""
         self.folder = folder
         folder.mkdir(parents=True, exist_ok=True)
         self.ca_file, self.cert_file, self.key_file = write(
             issue(["localhost", "127.0.0.1"]), folder / "certs"
         )
-        self.port = free_port()
+        self.port = port or free_port()
+        self.host = host
         self.log_path = folder / "webhook.log"
         certificate = ["--cert-file", str(self.cert_file), "--key-file", str(self.key_file)]
         command = [
@@ -65,7 +73,7 @@ class Webhook:
         self, context: ssl.SSLContext | None = None, timeout: float = 10
     ) -> http.client.HTTPSConnection:
         return http.client.HTTPSConnection(
-            "localhost", self.port, context=context or self.context(), timeout=timeout
+            self.host, self.port, context=context or self.context(), timeout=timeout
         )
 
     def wait_ready(self, timeout: float = 20) -> None:

@@ -1,0 +1,133 @@
+"""End-to-end fixtures: a real control plane per Kubernetes flavor (version and feature gates),
+the chart installed into it, and the webhook running as a local process under the chart's
+ServiceAccount.
+
+Flavors run one after another (pytest finishes every test of one before starting the next);
+`HAMI_E2E_FLAVORS=1.36,1.34-off` picks some. A test module says which flavors it needs with
+`pytestmark = pytest.mark.e2e_on(capacity=True)` (or `capacity=False`); the others are
+deselected, not skipped. Without Go the tests skip and say so, unless HAMI_E2E_REQUIRED=1
+(set by .ci/run), which turns that into a failure.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.controlplane.build import GoMissing, build
+from tests.controlplane.cluster import ControlPlane
+from tests.controlplane.gpu_node import GpuNode
+from tests.controlplane.versions import Release as KubeRelease
+from tests.controlplane.versions import release
+from tests.e2e.harness import RELEASE_NAMESPACE, Cluster, Release
+
+
+@dataclass(frozen=True)
+class Flavor:
+    minor: str
+    gate: bool | None  # DRAConsumableCapacity set explicitly; None: the version's default
+
+    @property
+    def release(self) -> KubeRelease:
+        return release(self.minor)
+
+    @property
+    def capacity(self) -> bool:
+        return self.release.consumable_capacity_by_default if self.gate is None else self.gate
+
+    @property
+    def id(self) -> str:
+        if self.gate is None:
+            return self.minor
+        return f"{self.minor}-{'on' if self.gate else 'off'}"
+
+
+ALL_FLAVORS = (
+    Flavor("1.34", False),
+    Flavor("1.34", True),
+    Flavor("1.35", True),
+    Flavor("1.36", None),
+    Flavor("1.37", None),
+)
+
+
+def selected_flavors() -> list[Flavor]:
+    wanted = os.environ.get("HAMI_E2E_FLAVORS", "").replace(" ", "")
+    if not wanted:
+        return list(ALL_FLAVORS)
+    by_id = {flavor.id: flavor for flavor in ALL_FLAVORS}
+    unknown = [name for name in wanted.split(",") if name not in by_id]
+    if unknown:
+        raise pytest.UsageError(f"HAMI_E2E_FLAVORS: unknown {unknown}; known: {list(by_id)}")
+    return [by_id[name] for name in wanted.split(",")]
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "cluster" in metafunc.fixturenames:
+        flavors = selected_flavors()
+        metafunc.parametrize(
+            "cluster", flavors, indirect=True, scope="session", ids=[f.id for f in flavors]
+        )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Deselect a test on flavors its module does not apply to (e2e_on marker)."""
+    kept, dropped = [], []
+    for item in items:
+        marker = item.get_closest_marker("e2e_on")
+        callspec = getattr(item, "callspec", None)
+        flavor = callspec.params.get("cluster") if callspec is not None else None
+        if marker is not None and isinstance(flavor, Flavor):
+            wanted = marker.kwargs.get("capacity")
+            if wanted is not None and flavor.capacity != wanted:
+                dropped.append(item)
+                continue
+        kept.append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
+
+
+@pytest.fixture(scope="session")
+def cluster(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Cluster]:
+    flavor: Flavor = request.param
+    try:
+        binaries = build(flavor.release)
+    except GoMissing as error:
+        if os.environ.get("HAMI_E2E_REQUIRED") == "1":
+            pytest.fail(f"HAMI_E2E_REQUIRED=1 but {error}", pytrace=False)
+        pytest.skip(str(error))
+    folder = tmp_path_factory.mktemp(f"k8s-{flavor.id}")
+    plane = ControlPlane(flavor.release, binaries, folder, consumable_capacity=flavor.capacity)
+    plane.start()
+    try:
+        node = GpuNode.default()
+        stored = node.register(plane)
+        yield Cluster(plane, node, stored, folder)
+    finally:
+        plane.stop()
+
+
+@pytest.fixture(scope="session")
+def hami(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Release]:
+    """The chart's default install (selfManaged certificates) in hami-system, its webhook up."""
+    installed = Release(cluster, "hami-dra-webhook", RELEASE_NAMESPACE, sets=[])
+    installed.install()
+    installed.start(Path(tmp_path_factory.mktemp("webhook")))
+    try:
+        yield installed
+    finally:
+        installed.stop()
+
+
+@pytest.fixture
+def namespace(cluster: Cluster) -> Iterator[str]:
+    name = cluster.create_namespace()
+    yield name
+    cluster.kubectl("delete", "namespace", name, "--wait=false")

@@ -1,0 +1,278 @@
+"""Driving the real control plane from the end-to-end tests: kubectl, helm, waiting, and the
+webhook run as a local process with the arguments the chart gives its Deployment."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shlex
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+
+from tests.chart_tools import CHART
+from tests.controlplane.cluster import ControlPlane, free_port
+from tests.controlplane.gpu_node import GpuNode
+from tests.tools import tool
+from tests.webhook_process import Webhook
+
+T = TypeVar("T")
+RELEASE_NAMESPACE = "hami-system"
+
+
+class CommandFailed(AssertionError):
+    pass
+
+
+def wait_for(check: Callable[[], T | None], what: str, timeout: float = 60.0) -> T:
+    """Poll `check` until it returns something truthy; fail naming `what`."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = check()
+        if last:
+            return last
+        time.sleep(0.25)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what} (last: {last!r})")
+
+
+@dataclass
+class Cluster:
+    """One running control plane with its GPU node, as the tests see it."""
+
+    plane: ControlPlane
+    node: GpuNode
+    stored_slice: dict[str, Any]
+    folder: Path
+    _namespaces: int = 0
+
+    @property
+    def version(self) -> str:
+        return self.plane.release.version
+
+    @property
+    def consumable_capacity(self) -> bool:
+        return self.plane.consumable_capacity
+
+    def run(
+        self,
+        program: str,
+        *args: str,
+        stdin: str | None = None,
+        check: bool = True,
+        kubeconfig: Path | None = None,
+    ) -> subprocess.CompletedProcess[str]:
+        environment = {**os.environ, "KUBECONFIG": str(kubeconfig or self.plane.admin_kubeconfig)}
+        environment["HELM_CACHE_HOME"] = str(self.folder / "helm-cache")
+        environment["HELM_CONFIG_HOME"] = str(self.folder / "helm-config")
+        environment["HELM_DATA_HOME"] = str(self.folder / "helm-data")
+        result = subprocess.run(
+            [tool(program), *args],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            env=environment,
+            check=False,
+            timeout=120,
+        )
+        if check and result.returncode != 0:
+            command = shlex.join([program, *args])
+            raise CommandFailed(f"{command} exited {result.returncode}:\n{result.stderr}")
+        return result
+
+    def kubectl(self, *args: str, **options: Any) -> subprocess.CompletedProcess[str]:
+        return self.run("kubectl", *args, **options)
+
+    def helm(self, *args: str, **options: Any) -> subprocess.CompletedProcess[str]:
+        return self.run("helm", *args, **options)
+
+    def get(self, *args: str) -> Any:
+        return json.loads(self.kubectl("get", "-o", "json", *args).stdout)
+
+    def apply(self, manifest: str | dict[str, Any], *flags: str, namespace: str) -> str:
+        text = manifest if isinstance(manifest, str) else yaml.safe_dump(manifest)
+        return self.kubectl("apply", "-n", namespace, *flags, "-f", "-", stdin=text).stdout
+
+    def create_namespace(self, prefix: str = "e2e") -> str:
+        self._namespaces += 1
+        name = f"{prefix}-{self._namespaces}"
+        self.kubectl("create", "namespace", name)
+        # kube-controller-manager's service account controller gives each namespace `default`;
+        # pods are refused by the ServiceAccount admission plugin until it exists.
+        wait_for(
+            lambda: (
+                self.kubectl("get", "serviceaccount", "default", "-n", name, check=False).returncode
+                == 0
+            ),
+            f"the default ServiceAccount of {name}",
+        )
+        return name
+
+    def pod(self, namespace: str, name: str) -> dict[str, Any]:
+        return dict(self.get("pod", name, "-n", namespace))
+
+    def pods(self, namespace: str, selector: str | None = None) -> list[dict[str, Any]]:
+        args = ["pods", "-n", namespace] + (["-l", selector] if selector else [])
+        return list(self.get(*args)["items"])
+
+    def scheduled(self, pod: dict[str, Any]) -> bool | None:
+        """True: bound to a node; False: the scheduler says it cannot; None: not decided yet."""
+        for condition in pod.get("status", {}).get("conditions", []):
+            if condition["type"] == "PodScheduled":
+                if condition["status"] == "True":
+                    return True
+                if condition.get("reason") == "Unschedulable":
+                    return False
+        return None
+
+    def wait_scheduled(self, namespace: str, name: str, timeout: float = 60) -> dict[str, Any]:
+        return self._wait_decided(namespace, name, True, timeout)
+
+    def wait_unschedulable(self, namespace: str, name: str, timeout: float = 60) -> dict[str, Any]:
+        return self._wait_decided(namespace, name, False, timeout)
+
+    def _wait_decided(
+        self, namespace: str, name: str, scheduled: bool, timeout: float
+    ) -> dict[str, Any]:
+        def decided() -> dict[str, Any] | None:
+            pod = self.pod(namespace, name)
+            return pod if self.scheduled(pod) is scheduled else None
+
+        what = "be scheduled" if scheduled else "be found unschedulable"
+        return wait_for(decided, f"pod {namespace}/{name} to {what}", timeout)
+
+    def allocation(self, pod: dict[str, Any]) -> list[dict[str, Any]]:
+        """The device results of every claim of the pod (request, device, consumedCapacity)."""
+        namespace = pod["metadata"]["namespace"]
+        results = []
+        for status in pod.get("status", {}).get("resourceClaimStatuses", []):
+            claim = self.get("resourceclaim", status["resourceClaimName"], "-n", namespace)
+            allocation = claim.get("status", {}).get("allocation")
+            assert allocation, f"claim {status['resourceClaimName']} is not allocated: {claim}"
+            results += allocation["devices"]["results"]
+        return results
+
+    def service_account_kubeconfig(self, namespace: str, name: str) -> Path:
+        """A kubeconfig for the ServiceAccount with a token from the TokenRequest API."""
+        token = self.kubectl(
+            "create", "token", name, "-n", namespace, "--duration=2h"
+        ).stdout.strip()
+        return self.plane.kubeconfig(f"sa-{namespace}-{name}", token=token)
+
+
+@dataclass
+class Release:
+    """The chart installed into the real API server, its webhook running as a local process
+    with the container arguments of the chart's Deployment."""
+
+    cluster: Cluster
+    name: str
+    namespace: str
+    sets: list[str]
+    port: int = field(default_factory=free_port)
+    webhook: Webhook | None = None
+    extra_env: dict[str, str] = field(default_factory=dict)
+    ca_file: Path | None = None  # custom mode: the CA of the certificate it serves
+
+    @property
+    def url(self) -> str:
+        return f"https://127.0.0.1:{self.port}/mutate"
+
+    @property
+    def fullname(self) -> str:
+        return self.name if "hami-dra-webhook" in self.name else f"{self.name}-hami-dra-webhook"
+
+    def install(self, *more: str) -> subprocess.CompletedProcess[str]:
+        args = ["install", self.name, str(CHART), "-n", self.namespace, "--create-namespace"]
+        args += ["--set", f"admission.url={self.url}", "--wait=false"]
+        for item in [*self.sets, *more]:
+            args += ["--set", item]
+        return self.cluster.helm(*args)
+
+    def uninstall(self) -> None:
+        self.stop()
+        self.cluster.helm("uninstall", self.name, "-n", self.namespace, "--wait=false")
+
+    def manifest(self) -> list[dict[str, Any]]:
+        text = self.cluster.helm("get", "manifest", self.name, "-n", self.namespace).stdout
+        return [d for d in yaml.safe_load_all(text) if d]
+
+    def _rendered(self, kind: str) -> dict[str, Any]:
+        return next(d for d in self.manifest() if d["kind"] == kind)
+
+    def container_args(self, folder: Path) -> list[str]:
+        """The webhook container's args, with the in-pod paths moved into `folder`."""
+        config = self._rendered("ConfigMap")["data"]["device-config.yaml"]
+        config_file = folder / "device-config.yaml"
+        config_file.write_text(config)
+        deployment = self._rendered("Deployment")
+        container = deployment["spec"]["template"]["spec"]["containers"][0]
+        args = []
+        for arg in container["args"][1:]:  # [0] is the `serve` command
+            flag, _, value = arg.partition("=")
+            if flag == "--port":
+                value = str(self.port)
+            elif flag == "--config":
+                value = str(config_file)
+            elif flag == "--cert-dir":
+                value = str(folder / "tls")
+            elif flag in ("--cert-file", "--key-file"):
+                value = str(folder / "tls" / Path(value).name)
+            args.append(f"{flag}={value}" if value else flag)
+        return args
+
+    def container_env(self) -> dict[str, str]:
+        container = self._rendered("Deployment")["spec"]["template"]["spec"]["containers"][0]
+        env = {"POD_NAMESPACE": self.namespace}
+        for entry in container.get("env", []):
+            if "value" in entry:
+                env[entry["name"]] = entry["value"]
+        return env
+
+    def start(self, folder: Path, service_account: bool = True) -> Webhook:
+        """Run the webhook as the chart's pod would: its args, its env, its identity."""
+        folder.mkdir(parents=True, exist_ok=True)
+        kubeconfig = (
+            self.cluster.service_account_kubeconfig(self.namespace, self.fullname)
+            if service_account
+            else self.cluster.plane.admin_kubeconfig
+        )
+        args = [*self.container_args(folder), f"--kubeconfig={kubeconfig}", "--host=127.0.0.1"]
+        env = {**self.container_env(), **self.extra_env}
+        self.webhook = Webhook(
+            folder, *args, env=env, own_certs=False, port=self.port, host="127.0.0.1"
+        )
+        self.webhook.ca_file = self.ca_file or folder / "tls" / "ca.crt"
+        self.kubeconfig = kubeconfig
+        return self.webhook
+
+    def stop(self) -> None:
+        if self.webhook is not None:
+            self.webhook.stop()
+            self.webhook = None
+
+    def metric(self, name: str, **labels: str) -> float:
+        """The sum of a counter's samples whose labels include `labels`."""
+        assert self.webhook is not None
+        status, body = self.webhook.get("/metrics")
+        assert status == 200
+        total = 0.0
+        for line in body.decode().splitlines():
+            if not line.startswith(name) or line.startswith("#"):
+                continue
+            sample, _, value = line.rpartition(" ")
+            if sample.split("{")[0] != name:
+                continue
+            if all(f'{key}="{wanted}"' in sample for key, wanted in labels.items()):
+                total += float(value)
+        return total
+
+
+def ca_bundle_of(configuration: dict[str, Any]) -> bytes:
+    return base64.b64decode(configuration["webhooks"][0]["clientConfig"].get("caBundle", ""))

@@ -1,0 +1,86 @@
+"""Admission through the real kube-apiserver: kubectl applies legacy manifests, kube-apiserver
+calls the webhook the chart registered, and what it stores is checked."""
+
+from __future__ import annotations
+
+import yaml
+
+from tests.e2e.harness import Cluster, Release
+from tests.e2e.manifests import gpu_pod, plain_pod
+
+WEBHOOK = "hami-dra-webhook.project-hami.io"
+
+
+def _templates(cluster: Cluster, namespace: str) -> list[str]:
+    items = cluster.get("resourceclaimtemplates", "-n", namespace)["items"]
+    return sorted(item["metadata"]["name"] for item in items)
+
+
+def test_a_whole_gpu_pod_is_stored_converted(
+    cluster: Cluster, hami: Release, namespace: str
+) -> None:
+    cluster.apply(gpu_pod("whole", {"nvidia.com/gpu": 1}), namespace=namespace)
+    pod = cluster.pod(namespace, "whole")
+    container = pod["spec"]["containers"][0]
+    assert "nvidia.com/gpu" not in container["resources"].get("limits", {})
+    assert container["resources"]["claims"] == [{"name": "cuda-gpu"}]
+    [claim] = pod["spec"]["resourceClaims"]
+    assert claim["name"] == "cuda-gpu"
+    assert _templates(cluster, namespace) == [claim["resourceClaimTemplateName"]]
+    assert pod["metadata"]["labels"]["hami.io/dra"] == "true"
+
+
+def test_a_refused_pod_shows_our_message_and_nothing_is_created(
+    cluster: Cluster, hami: Release, namespace: str
+) -> None:
+    manifest = gpu_pod("suffixed", {"nvidia.com/gpu": 1, "nvidia.com/gpumem": "16Gi"})
+    result = cluster.kubectl(
+        "apply", "-n", namespace, "-f", "-", stdin=yaml.safe_dump(manifest), check=False
+    )
+    assert result.returncode != 0
+    assert f'admission webhook "{WEBHOOK}" denied the request' in result.stderr
+    assert "nvidia.com/gpumem" in result.stderr and "MiB" in result.stderr
+    assert cluster.pods(namespace) == []
+    assert _templates(cluster, namespace) == []
+
+
+def test_a_pod_without_legacy_resources_never_reaches_the_webhook(
+    cluster: Cluster, hami: Release, namespace: str
+) -> None:
+    before = hami.metric("hami_dra_admissions_total")
+    cluster.apply(plain_pod("plain"), namespace=namespace)
+    cluster.apply(gpu_pod("gpu", {"nvidia.com/gpu": 1}), namespace=namespace)
+    # The GPU pod after the plain one: once it is counted, the plain one would have been too.
+    assert hami.metric("hami_dra_admissions_total") == before + 1
+    assert "labels" not in cluster.pod(namespace, "plain")["metadata"]
+
+
+def test_server_side_dry_run_creates_nothing(
+    cluster: Cluster, hami: Release, namespace: str
+) -> None:
+    manifest = yaml.safe_dump(gpu_pod("dry", {"nvidia.com/gpu": 1}))
+    shown = cluster.kubectl(
+        "apply", "-n", namespace, "--dry-run=server", "-o", "yaml", "-f", "-", stdin=manifest
+    ).stdout
+    converted = yaml.safe_load(shown)
+    assert converted["spec"]["containers"][0]["resources"]["claims"] == [{"name": "cuda-gpu"}]
+    assert cluster.pods(namespace) == []
+    assert _templates(cluster, namespace) == []
+
+
+def test_reapplying_the_legacy_manifest_keeps_the_pod_converted(
+    cluster: Cluster, hami: Release, namespace: str
+) -> None:
+    manifest = gpu_pod("again", {"nvidia.com/gpu": 1})
+    cluster.apply(manifest, namespace=namespace)
+    first = cluster.pod(namespace, "again")
+    manifest["metadata"]["labels"] = {"touched": "yes"}  # a real change, so that kubectl sends it
+    result = cluster.kubectl(
+        "apply", "-n", namespace, "-f", "-", stdin=yaml.safe_dump(manifest), check=False
+    )
+    assert result.returncode == 0, result.stderr
+    assert "legacy GPU resources re-applied to a converted pod were dropped" in result.stderr
+    second = cluster.pod(namespace, "again")
+    assert second["metadata"]["labels"]["touched"] == "yes"
+    assert second["spec"]["containers"] == first["spec"]["containers"]
+    assert second["spec"]["resourceClaims"] == first["spec"]["resourceClaims"]
