@@ -128,6 +128,7 @@ def hami(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator
 
 @pytest.fixture
 def namespace(cluster: Cluster) -> Iterator[str]:
+    """A fresh namespace; afterwards its pods are gone and their devices free again."""
     name = cluster.create_namespace()
     yield name
-    cluster.kubectl("delete", "namespace", name, "--wait=false")
+    cluster.release_namespace(name)

@@ -114,6 +114,18 @@ class Cluster:
         )
         return name
 
+    def release_namespace(self, name: str) -> None:
+        """Delete the namespace and wait until its claims are gone. No kubelet confirms a pod's
+        end, so its pods are force-deleted; the claim controller then frees their devices."""
+        workloads = "deployments,replicasets,statefulsets,daemonsets,jobs,cronjobs"
+        self.kubectl("delete", workloads, "--all", "-n", name, "--cascade=orphan")
+        self.kubectl("delete", "pods", "--all", "-n", name, "--grace-period=0", "--force")
+        wait_for(
+            lambda: not self.get("resourceclaims", "-n", name)["items"],
+            f"the claims of namespace {name} to be deleted",
+        )
+        self.kubectl("delete", "namespace", name, "--wait=false")
+
     def pod(self, namespace: str, name: str) -> dict[str, Any]:
         return dict(self.get("pod", name, "-n", namespace))
 
@@ -136,6 +148,21 @@ class Cluster:
 
     def wait_unschedulable(self, namespace: str, name: str, timeout: float = 60) -> dict[str, Any]:
         return self._wait_decided(namespace, name, False, timeout)
+
+    def wait_decided(self, namespace: str, name: str, timeout: float = 60) -> dict[str, Any]:
+        """The pod once the scheduler has either bound it or found it unschedulable."""
+
+        def decided() -> dict[str, Any] | None:
+            pod = self.pod(namespace, name)
+            return pod if self.scheduled(pod) is not None else None
+
+        return wait_for(decided, f"the scheduler to decide on pod {namespace}/{name}", timeout)
+
+    def wait_for_pods(self, namespace: str, selector: str, count: int) -> list[dict[str, Any]]:
+        return wait_for(
+            lambda: pods if len(pods := self.pods(namespace, selector)) == count else None,
+            f"{count} pods {selector} in {namespace}",
+        )
 
     def _wait_decided(
         self, namespace: str, name: str, scheduled: bool, timeout: float
