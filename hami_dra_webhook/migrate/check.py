@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import datetime
+import ssl
+import urllib.error
+import urllib.parse
+import urllib.request
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
 from typing import Literal
@@ -362,6 +367,10 @@ async def _webhook(
             "webhook certificate",
             "the caBundle verifies the serving certificate, valid for more than 30 days",
         )
+    url = ((config.get("webhooks") or [{}])[0].get("clientConfig") or {}).get("url")
+    if url:
+        await asyncio.to_thread(_webhook_url, str(url), bundle, report, timeout)
+        return
     slices = await api.list_path(
         f"/apis/discovery.k8s.io/v1/namespaces/{target.namespace}/endpointslices",
         [("labelSelector", f"kubernetes.io/service-name={target.service}")],
@@ -386,6 +395,35 @@ async def _webhook(
             f"no ready endpoint behind {target.namespace}/{target.service}",
             f"kubectl -n {target.namespace} get pods; GPU pods are refused while it is down"
             " (failurePolicy Fail)",
+        )
+
+
+def _webhook_url(url: str, bundle: bytes, report: Report, timeout: float) -> None:
+    """A webhook called by URL (admission.url): ask its /readyz, trusting only the caBundle."""
+    parts = urllib.parse.urlsplit(url)
+    readyz = urllib.parse.urlunsplit((parts.scheme, parts.netloc, "/readyz", "", ""))
+    try:
+        context = ssl.create_default_context(cadata=bundle.decode("ascii", "replace"))
+        with urllib.request.urlopen(readyz, context=context, timeout=min(timeout, 5)) as answer:
+            status = answer.status
+    except urllib.error.HTTPError as error:
+        status = error.code
+    except (OSError, ssl.SSLError, ValueError) as error:
+        report.add(
+            "WARN",
+            "webhook url",
+            f"kube-apiserver calls {url}; not reachable from here ({error})",
+            "check it from where kube-apiserver runs",
+        )
+        return
+    if status == 200:
+        report.add("PASS", "webhook url", f"kube-apiserver calls {url}; its /readyz answers 200")
+    else:
+        report.add(
+            "FAIL",
+            "webhook url",
+            f"kube-apiserver calls {url}; its /readyz answers {status}",
+            "see the webhook's log and /readyz body",
         )
 
 

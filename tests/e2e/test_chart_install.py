@@ -1,0 +1,129 @@
+"""The chart in the real kube-apiserver: helm install in each certificate mode that needs no
+external controller, server-side validation of every object, the matchConditions compiled by
+kube-apiserver, and RBAC as the webhook's own ServiceAccount."""
+
+from __future__ import annotations
+
+import copy
+import re
+from pathlib import Path
+
+import yaml
+
+from hami_dra_webhook.certs import issue, write
+from tests.e2e.harness import RELEASE_NAMESPACE, Cluster, Release, wait_for
+from tests.e2e.manifests import gpu_pod
+
+README = Path(__file__).parents[2] / "README.md"
+SERVICE_ACCOUNT = f"system:serviceaccount:{RELEASE_NAMESPACE}:hami-dra-webhook"
+EVERYONE = {
+    "selfsubjectreviews.authentication.k8s.io",
+    "selfsubjectaccessreviews.authorization.k8s.io",
+    "selfsubjectrulesreviews.authorization.k8s.io",
+}
+
+
+def test_every_rendered_object_passes_strict_server_side_validation(
+    cluster: Cluster, hami: Release
+) -> None:
+    manifest = cluster.helm("get", "manifest", hami.name, "-n", hami.namespace).stdout
+    result = cluster.kubectl(
+        "apply", "--dry-run=server", "--validate=strict", "--server-side", "--force-conflicts",
+        "-n", hami.namespace, "-f", "-", stdin=manifest,
+    )  # fmt: skip
+    assert "Warning" not in result.stderr, result.stderr
+    kinds = {d["kind"] for d in yaml.safe_load_all(manifest) if d}
+    assert {"MutatingWebhookConfiguration", "DeviceClass", "DaemonSet", "Deployment"} <= kinds
+
+
+def test_the_api_server_compiles_the_match_conditions(cluster: Cluster, hami: Release) -> None:
+    stored = cluster.get("mutatingwebhookconfiguration", "hami-dra-webhook")
+    [condition] = stored["webhooks"][0]["matchConditions"]
+    assert "nvidia.com/gpu" in condition["expression"]
+    broken = copy.deepcopy(stored)
+    for key in ("resourceVersion", "uid", "creationTimestamp", "generation", "managedFields"):
+        broken["metadata"].pop(key, None)
+    broken["metadata"]["name"] = "broken-match-condition"
+    broken["webhooks"][0]["matchConditions"][0]["expression"] += " && object.spec.nope("
+    result = cluster.kubectl(
+        "create", "--dry-run=server", "-f", "-", stdin=yaml.safe_dump(broken), check=False
+    )
+    assert result.returncode != 0
+    assert "compilation failed" in result.stderr
+
+
+def _documented_permissions() -> dict[str, set[str]]:
+    """resource -> verbs, from the README's RBAC table."""
+    rows = re.findall(r"^  \| ([a-z0-9.]+) \| [^|]+ \| ([a-z ]+) \|", README.read_text(), re.M)
+    return {resource: set(verbs.split()) for resource, verbs in rows if resource != "resource"}
+
+
+def _granted(cluster: Cluster, namespace: str) -> dict[str, tuple[set[str], str]]:
+    """resource -> (verbs, resource names) for the webhook's ServiceAccount."""
+    listing = cluster.kubectl(
+        "auth", "can-i", "--list", f"--as={SERVICE_ACCOUNT}", "-n", namespace
+    ).stdout
+    granted = {}
+    for line in listing.splitlines()[1:]:
+        match = re.match(r"^(\S+)\s+\[\]\s+\[(.*?)\]\s+\[(.*)\]$", line)
+        if match is None:
+            continue  # non-resource URLs (discovery, health): every identity may get them
+        resource, names, verbs = match.groups()
+        if resource not in EVERYONE:
+            granted[resource] = (set(verbs.split()), names)
+    return granted
+
+
+def test_rbac_grants_exactly_what_the_readme_documents(cluster: Cluster, hami: Release) -> None:
+    documented = _documented_permissions()
+    assert len(documented) == 6
+    in_release = _granted(cluster, RELEASE_NAMESPACE)
+    assert {r: verbs for r, (verbs, _) in in_release.items()} == documented
+    assert in_release["secrets"][1] == "hami-dra-webhook-tls"
+    assert in_release["mutatingwebhookconfigurations.admissionregistration.k8s.io"][1] == (
+        "hami-dra-webhook"
+    )
+    elsewhere = _granted(cluster, "default")
+    assert "secrets" not in elsewhere
+    assert set(elsewhere) == set(documented) - {"secrets"}
+
+
+def test_custom_certificate_mode_installs_and_admits(
+    cluster: Cluster, hami: Release, namespace: str, tmp_path: Path
+) -> None:
+    bundle = issue(["127.0.0.1"])
+    ca_file, cert_file, key_file = write(bundle, tmp_path / "tls")
+    cluster.kubectl("create", "namespace", "hami-custom")
+    cluster.kubectl(
+        "create", "secret", "tls", "custom-tls", "-n", "hami-custom",
+        f"--cert={cert_file}", f"--key={key_file}",
+    )  # fmt: skip
+    custom = Release(
+        cluster,
+        "custom",
+        "hami-custom",
+        sets=[
+            "certificates.mode=custom",
+            "certificates.custom.secretName=custom-tls",
+            f"certificates.custom.caBundle={bundle.ca_bundle}",
+            "deviceClass.create=false",  # the first release owns it
+            "driver.enabled=false",
+        ],
+        ca_file=ca_file,
+    )
+    custom.install()
+    try:
+        custom.start(tmp_path)
+        # Webhook configurations are called in name order: custom-... converts the pod first,
+        # and hami-dra-webhook's matchConditions then see no legacy resource left.
+        before = hami.metric("hami_dra_admissions_total")
+        cluster.apply(gpu_pod("via-custom", {"nvidia.com/gpu": 1}), namespace=namespace)
+        assert "resourceClaims" in cluster.pod(namespace, "via-custom")["spec"]
+        wait_for(
+            lambda: custom.metric("hami_dra_admissions_total", outcome="converted") == 1,
+            "the custom-mode webhook to count its conversion",
+        )
+        assert hami.metric("hami_dra_admissions_total") == before
+    finally:
+        custom.uninstall()
+        cluster.kubectl("delete", "namespace", "hami-custom", "--wait=false")
