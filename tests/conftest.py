@@ -37,3 +37,40 @@ def kube_api(standin, tmp_path):  # type: ignore[no-untyped-def]
     api = KubernetesApi(configuration)
     yield api
     api.close()
+
+
+@pytest.fixture(scope="session")
+def kube(tmp_path_factory):  # type: ignore[no-untyped-def]
+    """A real control plane (Kubernetes 1.36: etcd, kube-apiserver, kube-controller-manager,
+    kube-scheduler) with a GPU node, shared by the tests that talk to the Kubernetes API;
+    each test works in namespaces of its own (`kube.create_namespace()`)."""
+    from tests.controlplane.cluster import ControlPlane
+    from tests.controlplane.for_pytest import binaries_or_skip
+    from tests.controlplane.gpu_node import GpuNode
+    from tests.controlplane.versions import release
+    from tests.e2e.harness import Cluster
+
+    target = release("1.36")
+    plane = ControlPlane(
+        target,
+        binaries_or_skip(target),
+        tmp_path_factory.mktemp("kube"),
+        consumable_capacity=True,
+    ).start()
+    try:
+        node = GpuNode.default()
+        yield Cluster(plane, node, node.register(plane), plane.folder)
+    finally:
+        plane.stop()
+
+
+@pytest.fixture
+def real_api(kube):  # type: ignore[no-untyped-def]
+    """The real adapter (hami_dra_webhook.kube, official client) on the real kube-apiserver."""
+    from hami_dra_webhook.kube import KubernetesApi, load_configuration
+
+    configuration = load_configuration(str(kube.plane.admin_kubeconfig))
+    assert configuration is not None
+    api = KubernetesApi(configuration)
+    yield api
+    api.close()

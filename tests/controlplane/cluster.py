@@ -193,6 +193,9 @@ class ControlPlane:
                 f"--etcd-servers={self.etcd_url}",
                 "--bind-address=127.0.0.1",
                 "--advertise-address=127.0.0.1",
+                # 1.37 refuses a loopback address for the `kubernetes` Service's endpoints; no
+                # pod here ever reaches the API through that Service.
+                "--endpoint-reconciler-type=none",
                 f"--secure-port={self.apiserver_port}",
                 f"--tls-cert-file={serving.cert}",
                 f"--tls-private-key-file={serving.key}",

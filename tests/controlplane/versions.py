@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 ETCD_VERSION = "3.6.16"
@@ -41,3 +42,50 @@ def release(minor: str) -> Release:
     except KeyError:
         known = ", ".join(RELEASES)
         raise SystemExit(f"unknown Kubernetes version {minor!r}; pinned here: {known}") from None
+
+
+@dataclass(frozen=True)
+class Flavor:
+    """A release with a DRAConsumableCapacity setting: what one end-to-end cluster runs."""
+
+    minor: str
+    gate: bool | None  # set explicitly; None: the release's default
+
+    @property
+    def release(self) -> Release:
+        return release(self.minor)
+
+    @property
+    def capacity(self) -> bool:
+        return self.release.consumable_capacity_by_default if self.gate is None else self.gate
+
+    @property
+    def id(self) -> str:
+        if self.gate is None:
+            return self.minor
+        return f"{self.minor}-{'on' if self.gate else 'off'}"
+
+
+ALL_FLAVORS = (
+    Flavor("1.34", False),
+    Flavor("1.34", True),
+    Flavor("1.35", True),
+    Flavor("1.36", None),
+    Flavor("1.37", None),
+)
+
+
+class UnknownFlavor(ValueError):
+    pass
+
+
+def selected_flavors() -> list[Flavor]:
+    """All flavors, or those named in HAMI_E2E_FLAVORS (e.g. `1.36,1.34-off`)."""
+    wanted = os.environ.get("HAMI_E2E_FLAVORS", "").replace(" ", "")
+    if not wanted:
+        return list(ALL_FLAVORS)
+    by_id = {flavor.id: flavor for flavor in ALL_FLAVORS}
+    unknown = [name for name in wanted.split(",") if name not in by_id]
+    if unknown:
+        raise UnknownFlavor(f"HAMI_E2E_FLAVORS: unknown {unknown}; known: {list(by_id)}")
+    return [by_id[name] for name in wanted.split(",")]

@@ -11,64 +11,24 @@ deselected, not skipped. Without Go the tests skip and say so, unless HAMI_E2E_R
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from tests.controlplane.build import GoMissing, build
 from tests.controlplane.cluster import ControlPlane
+from tests.controlplane.for_pytest import binaries_or_skip
 from tests.controlplane.gpu_node import GpuNode
-from tests.controlplane.versions import Release as KubeRelease
-from tests.controlplane.versions import release
+from tests.controlplane.versions import Flavor, UnknownFlavor, selected_flavors
 from tests.e2e.harness import RELEASE_NAMESPACE, Cluster, Release
-
-
-@dataclass(frozen=True)
-class Flavor:
-    minor: str
-    gate: bool | None  # DRAConsumableCapacity set explicitly; None: the version's default
-
-    @property
-    def release(self) -> KubeRelease:
-        return release(self.minor)
-
-    @property
-    def capacity(self) -> bool:
-        return self.release.consumable_capacity_by_default if self.gate is None else self.gate
-
-    @property
-    def id(self) -> str:
-        if self.gate is None:
-            return self.minor
-        return f"{self.minor}-{'on' if self.gate else 'off'}"
-
-
-ALL_FLAVORS = (
-    Flavor("1.34", False),
-    Flavor("1.34", True),
-    Flavor("1.35", True),
-    Flavor("1.36", None),
-    Flavor("1.37", None),
-)
-
-
-def selected_flavors() -> list[Flavor]:
-    wanted = os.environ.get("HAMI_E2E_FLAVORS", "").replace(" ", "")
-    if not wanted:
-        return list(ALL_FLAVORS)
-    by_id = {flavor.id: flavor for flavor in ALL_FLAVORS}
-    unknown = [name for name in wanted.split(",") if name not in by_id]
-    if unknown:
-        raise pytest.UsageError(f"HAMI_E2E_FLAVORS: unknown {unknown}; known: {list(by_id)}")
-    return [by_id[name] for name in wanted.split(",")]
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "cluster" in metafunc.fixturenames:
-        flavors = selected_flavors()
+        try:
+            flavors = selected_flavors()
+        except UnknownFlavor as error:
+            raise pytest.UsageError(str(error)) from error
         metafunc.parametrize(
             "cluster", flavors, indirect=True, scope="session", ids=[f.id for f in flavors]
         )
@@ -97,12 +57,7 @@ def cluster(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Cluster]:
     flavor: Flavor = request.param
-    try:
-        binaries = build(flavor.release)
-    except GoMissing as error:
-        if os.environ.get("HAMI_E2E_REQUIRED") == "1":
-            pytest.fail(f"HAMI_E2E_REQUIRED=1 but {error}", pytrace=False)
-        pytest.skip(str(error))
+    binaries = binaries_or_skip(flavor.release)
     folder = tmp_path_factory.mktemp(f"k8s-{flavor.id}")
     plane = ControlPlane(flavor.release, binaries, folder, consumable_capacity=flavor.capacity)
     plane.start()

@@ -16,11 +16,8 @@ from tests.e2e.manifests import gpu_pod
 
 README = Path(__file__).parents[2] / "README.md"
 SERVICE_ACCOUNT = f"system:serviceaccount:{RELEASE_NAMESPACE}:hami-dra-webhook"
-EVERYONE = {
-    "selfsubjectreviews.authentication.k8s.io",
-    "selfsubjectaccessreviews.authorization.k8s.io",
-    "selfsubjectrulesreviews.authorization.k8s.io",
-}
+# A ServiceAccount bound to nothing: what it may do, every identity may do.
+NOBODY = f"system:serviceaccount:{RELEASE_NAMESPACE}:e2e-nobody"
 
 
 def test_every_rendered_object_passes_strict_server_side_validation(
@@ -58,18 +55,19 @@ def _documented_permissions() -> dict[str, set[str]]:
     return {resource: set(verbs.split()) for resource, verbs in rows if resource != "resource"}
 
 
-def _granted(cluster: Cluster, namespace: str) -> dict[str, tuple[set[str], str]]:
-    """resource -> (verbs, resource names) for the webhook's ServiceAccount."""
-    listing = cluster.kubectl(
-        "auth", "can-i", "--list", f"--as={SERVICE_ACCOUNT}", "-n", namespace
-    ).stdout
+def _granted(
+    cluster: Cluster, namespace: str, who: str = SERVICE_ACCOUNT
+) -> dict[str, tuple[set[str], str]]:
+    """resource -> (verbs, resource names) for `who`, beyond what every identity may do."""
+    listing = cluster.kubectl("auth", "can-i", "--list", f"--as={who}", "-n", namespace).stdout
+    everyone = {} if who == NOBODY else _granted(cluster, namespace, NOBODY)
     granted = {}
     for line in listing.splitlines()[1:]:
         match = re.match(r"^(\S+)\s+\[\]\s+\[(.*?)\]\s+\[(.*)\]$", line)
         if match is None:
             continue  # non-resource URLs (discovery, health): every identity may get them
         resource, names, verbs = match.groups()
-        if resource not in EVERYONE:
+        if everyone.get(resource) != (set(verbs.split()), names):
             granted[resource] = (set(verbs.split()), names)
     return granted
 

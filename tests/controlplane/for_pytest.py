@@ -1,0 +1,20 @@
+"""The control plane's binaries for a pytest fixture: built or reused, or a skip that says why
+(a failure when HAMI_E2E_REQUIRED=1, as .ci/run sets it)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from tests.controlplane.build import Binaries, GoMissing, build
+from tests.controlplane.versions import Release
+
+
+def binaries_or_skip(target: Release) -> Binaries:
+    try:
+        return build(target)
+    except GoMissing as error:
+        if os.environ.get("HAMI_E2E_REQUIRED") == "1":
+            pytest.fail(f"HAMI_E2E_REQUIRED=1 but {error}", pytrace=False)
+        pytest.skip(str(error))
