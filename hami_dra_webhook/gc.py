@@ -6,10 +6,12 @@ confirmed (`hami.io/last-used`) more than `grace` seconds ago, and (3) it has no
 was read (the delete carries a resourceVersion precondition).
 
 Why an admitted pod can never reference a deleted template: an admission uses a template only
-after confirming it (create, or stamping last-used, either of which changes resourceVersion) or
-from a cache entry younger than the cache TTL. A confirmation that happens before this pass reads
-the template makes it too recent to delete (TTL plus clock skew is far below the grace period);
-one that happens after the read changes resourceVersion, so the precondition fails the delete.
+after confirming it (create, or stamping last-used) or from a cache entry younger than the cache
+TTL. A confirmation that happens before this pass reads the template makes it too recent to
+delete (TTL plus clock skew is far below the grace period); one that happens after the read
+writes a new stamp, which changes resourceVersion, so the precondition fails the delete. (A stamp
+equal to the one stored, within the same second, is a no-op for kube-apiserver and keeps the
+resourceVersion; but such a template was stamped a second ago and is far from old enough.)
 Several replicas may run this at once: each delete is conditional, a lost race is a 409 or 404.
 """
 

@@ -126,7 +126,8 @@ class ApiTemplateStore:
         name = template["metadata"]["name"]
         if dry_run:
             # sideEffects NoneOnDryRun: validate with a server-side dry run, create nothing.
-            await self._create(namespace, template, dry_run=True, deadline=deadline)
+            body = {**template, "metadata": {**template["metadata"], "namespace": namespace}}
+            await self._create(namespace, body, dry_run=True, deadline=deadline)
             return
         key = (namespace, name)
         running = self._in_flight.get(key)
