@@ -4,6 +4,7 @@ point: another replica's GC, a concurrent admission). The answers are the real s
 
 from __future__ import annotations
 
+import inspect
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
@@ -19,7 +20,7 @@ class CallsThrough:
 
     def __getattr__(self, name: str) -> Any:
         target = getattr(self._api, name)
-        if not callable(target):
+        if not inspect.iscoroutinefunction(target):
             return target
 
         async def call(*args: Any, **kwargs: Any) -> Any:
