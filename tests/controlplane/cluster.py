@@ -75,6 +75,7 @@ class ControlPlane:
     folder: Path
     consumable_capacity: bool
     controllers: bool = True  # kube-controller-manager and kube-scheduler
+    apiserver_args: tuple[str, ...] = ()  # e.g. --runtime-config for a test's special server
     processes: list[Process] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -209,6 +210,7 @@ class ControlPlane:
                 f"--feature-gates={self.gates}",
                 f"--cert-dir={self.folder / 'apiserver-certs'}",
                 "--v=1",
+                *self.apiserver_args,
             ],
         )
         self._wait(process, lambda: self._get_status("/readyz") == 200)
