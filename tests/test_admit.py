@@ -6,6 +6,7 @@ import asyncio
 import base64
 import copy
 import json
+from collections.abc import Iterator
 from typing import Any
 
 import jsonpatch
@@ -15,9 +16,14 @@ from hami_dra_webhook.admit import Admission, Admitter
 from hami_dra_webhook.cluster import ClusterState
 from hami_dra_webhook.core.admission import parse_review
 from hami_dra_webhook.core.policy import DEFAULT_POLICY, Policy, policy_from_mapping
-from hami_dra_webhook.kube import KubernetesApi
+from hami_dra_webhook.kube import KubernetesApi, load_configuration
 from hami_dra_webhook.templates import ApiTemplateStore, OfflineTemplateStore
+from tests.api_calls import CallsThrough
 from tests.apiserver_standin import StandIn
+from tests.controlplane.cluster import ControlPlane
+from tests.controlplane.for_pytest import binaries_or_skip
+from tests.controlplane.versions import release
+from tests.e2e.harness import Cluster
 from tests.reviews import gpu_pod, review
 
 
@@ -31,14 +37,38 @@ def patched(document: dict[str, Any], answer: dict[str, Any]) -> dict[str, Any]:
 
 
 @pytest.fixture
-def admitter(kube_api: KubernetesApi) -> Admitter:
-    return Admitter(policy=DEFAULT_POLICY, store=ApiTemplateStore(kube_api), cluster=ClusterState())
+def namespace(kube: Cluster) -> str:
+    return kube.create_namespace("admit")
+
+
+@pytest.fixture
+def api(real_api: KubernetesApi) -> CallsThrough:
+    return CallsThrough(real_api)
+
+
+@pytest.fixture
+def admitter(api: CallsThrough) -> Admitter:
+    return Admitter(policy=DEFAULT_POLICY, store=ApiTemplateStore(api), cluster=ClusterState())
+
+
+def stored(kube: Cluster, namespace: str) -> list[str]:
+    return [
+        t["metadata"]["name"] for t in kube.get("resourceclaimtemplates", "-n", namespace)["items"]
+    ]
+
+
+def powerless_api(kube: Cluster, namespace: str) -> KubernetesApi:
+    """The adapter as a ServiceAccount with no RBAC: the real server answers 403."""
+    kube.kubectl("create", "serviceaccount", "powerless", "-n", namespace)
+    configuration = load_configuration(str(kube.service_account_kubeconfig(namespace, "powerless")))
+    assert configuration is not None
+    return KubernetesApi(configuration)
 
 
 def test_create_converts_creates_templates_and_echoes_uid(
-    admitter: Admitter, standin: StandIn
+    admitter: Admitter, kube: Cluster, namespace: str
 ) -> None:
-    document = review(gpu_pod())
+    document = review(gpu_pod(), namespace=namespace)
     result = admit(admitter, document)
     answer = result.body["response"]
     assert answer["uid"] == document["request"]["uid"] and answer["allowed"] is True
@@ -48,29 +78,36 @@ def test_create_converts_creates_templates_and_echoes_uid(
         "limits": {"cpu": "1"},
         "claims": [{"name": "cuda-gpu"}],
     }
-    assert [key[1] for key in standin.templates] == result.templates
+    assert stored(kube, namespace) == result.templates
     assert answer["auditAnnotations"] == {"outcome": "converted", "templates": result.templates[0]}
     assert any("1 GPU, 4000Mi" in w for w in answer["warnings"])
     assert all(len(w) <= 120 for w in answer["warnings"])
     assert result.resources == ["nvidia.com/gpu", "nvidia.com/gpumem"]
 
 
-def test_dry_run_admission_creates_nothing(admitter: Admitter, standin: StandIn) -> None:
-    result = admit(admitter, review(gpu_pod(), dry_run=True))
+def test_dry_run_admission_creates_nothing(
+    admitter: Admitter, api: CallsThrough, kube: Cluster, namespace: str
+) -> None:
+    result = admit(admitter, review(gpu_pod(), dry_run=True, namespace=namespace))
     assert result.body["response"]["allowed"] is True and "patch" in result.body["response"]
-    assert standin.templates == {}
+    assert api.calls == {"create_template": 1}  # a server-side dry run
+    assert stored(kube, namespace) == []
 
 
-def test_refused_pod_has_code_and_message(admitter: Admitter, standin: StandIn) -> None:
-    result = admit(admitter, review(gpu_pod({"nvidia.com/gpu": "1", "nvidia.com/gpumem": "16Gi"})))
+def test_refused_pod_has_code_and_message(
+    admitter: Admitter, api: CallsThrough, namespace: str
+) -> None:
+    limits = {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "16Gi"}
+    result = admit(admitter, review(gpu_pod(limits), namespace=namespace))
     answer = result.body["response"]
     assert answer["allowed"] is False and "patch" not in answer
     assert answer["status"]["code"] == 422 and "gpumem is in MiB" in answer["status"]["message"]
-    assert standin.templates == {}
+    assert api.calls == {}
 
 
-def test_update_strips_reapplied_legacy_keys_only(admitter: Admitter) -> None:
-    converted = patched(review(gpu_pod()), admit(admitter, review(gpu_pod())).body)
+def test_update_strips_reapplied_legacy_keys_only(admitter: Admitter, namespace: str) -> None:
+    created = review(gpu_pod(), namespace=namespace)
+    converted = patched(created, admit(admitter, created).body)
     reapplied = copy.deepcopy(converted)
     reapplied["spec"]["containers"][0]["resources"]["limits"] |= {
         "nvidia.com/gpu": "1",
@@ -107,58 +144,92 @@ def test_update_strips_reapplied_legacy_keys_only(admitter: Admitter) -> None:
     ids=["delete", "connect", "deployment", "pod-without-gpu"],
 )
 def test_other_operations_kinds_and_pods_pass_unchanged(
-    admitter: Admitter, standin: StandIn, document: dict[str, Any]
+    admitter: Admitter, api: CallsThrough, document: dict[str, Any]
 ) -> None:
     answer = admit(admitter, document).body["response"]
     assert answer["allowed"] is True and "patch" not in answer
-    assert standin.count("POST", "templates") == 0
+    assert api.calls == {}
 
 
-def test_capacity_dropped_refuses_sharing_but_not_whole_gpus(
-    standin: StandIn, kube_api: KubernetesApi
-) -> None:
-    standin.drop_capacity = True
+@pytest.fixture(scope="module")
+def gate_off(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubernetesApi]:
+    """A real kube-apiserver 1.34 with DRAConsumableCapacity off (its default): it drops
+    capacity requests from claims."""
+    target = release("1.34")
+    plane = ControlPlane(
+        target,
+        binaries_or_skip(target),
+        tmp_path_factory.mktemp("gate-off"),
+        consumable_capacity=False,
+        controllers=False,
+    ).start()
+    status, _ = plane.request("POST", "/api/v1/namespaces", {"metadata": {"name": "team-a"}})
+    assert status == 201
+    configuration = load_configuration(str(plane.admin_kubeconfig))
+    assert configuration is not None
+    api = KubernetesApi(configuration)
+    yield api
+    api.close()
+    plane.stop()
+
+
+def test_capacity_dropped_refuses_sharing_but_not_whole_gpus(gate_off: KubernetesApi) -> None:
     cluster = ClusterState()
-    asyncio.run(cluster.refresh(kube_api, DEFAULT_POLICY, "hami-system", timeout=2))
+    asyncio.run(cluster.refresh(gate_off, DEFAULT_POLICY, "team-a", timeout=5))
     assert cluster.capacity == "dropped" and cluster.api_answered
-    admitter = Admitter(policy=DEFAULT_POLICY, store=ApiTemplateStore(kube_api), cluster=cluster)
+    admitter = Admitter(policy=DEFAULT_POLICY, store=ApiTemplateStore(gate_off), cluster=cluster)
     shared = admit(admitter, review(gpu_pod())).body["response"]
     assert shared["allowed"] is False and "DRAConsumableCapacity" in shared["status"]["message"]
     whole = admit(admitter, review(gpu_pod({"nvidia.com/gpu": "2"}))).body["response"]
     assert whole["allowed"] is True
     lenient = policy_from_mapping({"hamiDraWebhook": {"allowSharingWithoutCapacity": True}}).policy
     allowed = admit(
-        Admitter(policy=lenient, store=ApiTemplateStore(kube_api), cluster=cluster),
+        Admitter(policy=lenient, store=ApiTemplateStore(gate_off), cluster=cluster),
         review(gpu_pod()),
     ).body["response"]
     assert allowed["allowed"] is True and any("whole GPUs" in w for w in allowed["warnings"])
-    standin.drop_capacity = False
-    asyncio.run(cluster.refresh(kube_api, DEFAULT_POLICY, "hami-system", timeout=2))
+
+
+def test_capacity_kept_where_the_gate_is_on(real_api: KubernetesApi, namespace: str) -> None:
+    cluster = ClusterState()
+    asyncio.run(cluster.refresh(real_api, DEFAULT_POLICY, namespace, timeout=5))
     assert cluster.capacity == "effective"
 
 
 def test_probe_is_a_dry_run_and_deviceclass_mapping_warns(
-    standin: StandIn, kube_api: KubernetesApi
+    kube: Cluster, real_api: KubernetesApi, namespace: str
 ) -> None:
-    standin.device_classes = [
-        {
-            "metadata": {"name": "gpu.nvidia.com"},
-            "spec": {"extendedResourceName": "nvidia.com/gpu"},
-        },
-        {"metadata": {"name": "other"}, "spec": {}},
-    ]
-    cluster = ClusterState()
-    asyncio.run(cluster.refresh(kube_api, DEFAULT_POLICY, "hami-system", timeout=2))
-    assert ("hami-system", "hami-dra-webhook-capacity-probe") not in standin.templates
-    assert cluster.extended_resources == {"nvidia.com/gpu": "gpu.nvidia.com"}
-    admitter = Admitter(policy=DEFAULT_POLICY, store=ApiTemplateStore(kube_api), cluster=cluster)
-    warnings = admit(admitter, review(gpu_pod())).body["response"]["warnings"]
-    assert any("DeviceClass gpu.nvidia.com also claims nvidia.com/gpu" in w for w in warnings)
+    mapping = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceClass",
+        "metadata": {"name": f"{namespace}.nvidia.com"},
+        "spec": {"extendedResourceName": "nvidia.com/gpu"},
+    }
+    kube.apply(mapping, namespace=namespace)
+    try:
+        cluster = ClusterState()
+        asyncio.run(cluster.refresh(real_api, DEFAULT_POLICY, namespace, timeout=5))
+        assert stored(kube, namespace) == []  # the capacity probe is a dry run
+        assert cluster.extended_resources == {"nvidia.com/gpu": f"{namespace}.nvidia.com"}
+        admitter = Admitter(
+            policy=DEFAULT_POLICY, store=ApiTemplateStore(real_api), cluster=cluster
+        )
+        answer = admit(admitter, review(gpu_pod(), namespace=namespace)).body["response"]
+    finally:
+        kube.kubectl("delete", "deviceclass", f"{namespace}.nvidia.com")
+    assert any(
+        f"DeviceClass {namespace}.nvidia.com also claims nvidia.com/gpu" in w
+        for w in answer["warnings"]
+    )
 
 
-def test_api_forbidden_refuses_the_pod(admitter: Admitter, standin: StandIn) -> None:
-    standin.fail[("POST", "templates")] = 403
-    answer = admit(admitter, review(gpu_pod())).body["response"]
+def test_api_forbidden_refuses_the_pod(kube: Cluster, namespace: str) -> None:
+    api = powerless_api(kube, namespace)
+    try:
+        admitter = Admitter(policy=DEFAULT_POLICY, store=ApiTemplateStore(api))
+        answer = admit(admitter, review(gpu_pod(), namespace=namespace)).body["response"]
+    finally:
+        api.close()
     assert answer["allowed"] is False and answer["status"]["code"] == 500
     assert "RBAC" in answer["status"]["message"]
 
@@ -184,13 +255,14 @@ def test_offline_store_answers_with_a_patch_and_says_so() -> None:
     )
 
 
-def test_failed_cluster_checks_are_kept_for_the_metrics(
-    standin: StandIn, kube_api: KubernetesApi
-) -> None:
-    standin.fail[("POST", "templates")] = 403
-    cluster = ClusterState()
-    asyncio.run(cluster.refresh(kube_api, DEFAULT_POLICY, "hami-system", timeout=2))
-    assert cluster.capacity == "unknown" and cluster.api_answered
+def test_failed_cluster_checks_are_kept_for_the_metrics(kube: Cluster, namespace: str) -> None:
+    api = powerless_api(kube, namespace)
+    try:
+        cluster = ClusterState()
+        asyncio.run(cluster.refresh(api, DEFAULT_POLICY, namespace, timeout=5))
+    finally:
+        api.close()
+    assert cluster.capacity == "unknown" and cluster.api_answered  # /version is everyone's
     assert cluster.failed_checks == [403] and "403" in cluster.last_error
 
 
@@ -240,24 +312,36 @@ def resource_slice(
     }
 
 
-def test_memory_sizes_come_from_resource_slices(standin: StandIn, kube_api: KubernetesApi) -> None:
+def test_memory_sizes_come_from_resource_slices(
+    kube: Cluster, real_api: KubernetesApi, namespace: str
+) -> None:
     driver = "hami-core-gpu.project-hami.io"
-    standin.resource_slices = [
-        resource_slice("node-a", driver, ["85899345920", "85899345920"]),  # 80Gi as NVML reports it
-        resource_slice("node-b", driver, ["40Gi"]),
-        resource_slice("node-c", "gpu.nvidia.com", ["24Gi"]),  # another driver: not ours
-        resource_slice("node-d", driver, ["16Gi"], kind="mig"),  # not a hami-gpu device
+    extra = [
+        resource_slice(f"{namespace}-a", driver, ["85899345920", "85899345920"]),  # 80Gi, as NVML
+        resource_slice(f"{namespace}-b", driver, ["40Gi"]),
+        resource_slice(f"{namespace}-c", "gpu.nvidia.com", ["32Gi"]),  # another driver: not ours
+        resource_slice(f"{namespace}-d", driver, ["16Gi"], kind="mig"),  # not a hami-gpu device
     ]
-    cluster = ClusterState()
-    asyncio.run(cluster.refresh(kube_api, DEFAULT_POLICY, "hami-system", timeout=2))
-    assert cluster.memory_sizes == (80 << 30, 40 << 30)
-    admitter = Admitter(policy=DEFAULT_POLICY, store=ApiTemplateStore(kube_api), cluster=cluster)
-    document = review(gpu_pod({"nvidia.com/gpu": "1", "nvidia.com/gpumem-percentage": "50"}))
-    answer = admit(admitter, document).body["response"]
+    for item in extra:
+        kube.apply(item, namespace=namespace)
+    try:
+        cluster = ClusterState()
+        asyncio.run(cluster.refresh(real_api, DEFAULT_POLICY, namespace, timeout=5))
+        admitter = Admitter(
+            policy=DEFAULT_POLICY, store=ApiTemplateStore(real_api), cluster=cluster
+        )
+        limits = {"nvidia.com/gpu": "1", "nvidia.com/gpumem-percentage": "50"}
+        answer = admit(admitter, review(gpu_pod(limits), namespace=namespace)).body["response"]
+    finally:
+        for item in extra:
+            kube.kubectl("delete", "resourceslice", item["metadata"]["name"])
+    # The GPU node's own cards (24Gi, 80Gi) and the extra hami-gpu slices (80Gi, 40Gi).
+    assert cluster.memory_sizes == (80 << 30, 40 << 30, 24 << 30)
     assert answer["allowed"] is True, answer
-    (template,) = standin.templates.values()
+    [template] = kube.get("resourceclaimtemplates", "-n", namespace)["items"]
     alternatives = template["spec"]["spec"]["devices"]["requests"][0]["firstAvailable"]
-    assert [a["capacity"]["requests"]["memory"] for a in alternatives] == ["40960Mi", "20480Mi"]
+    memory = [a["capacity"]["requests"]["memory"] for a in alternatives]
+    assert memory == ["40Gi", "20Gi", "12Gi"]  # the server stores quantities canonically
     # Without a cluster's sizes (and none configured), the same pod is refused with how to fix it.
     offline = admit(
         Admitter(policy=DEFAULT_POLICY, store=OfflineTemplateStore()),
