@@ -1,4 +1,4 @@
-"""`scan` over a manifest tree (tests/manifests) and over a cluster (the API stand-in)."""
+"""`scan` over a manifest tree (tests/manifests) and over a real cluster."""
 
 from __future__ import annotations
 
@@ -8,8 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from hami_dra_webhook.cli.main import main
-from tests.apiserver_standin import StandIn
-from tests.test_admit import resource_slice
+from tests.e2e.harness import Cluster
 
 TREE = Path(__file__).parent / "manifests"
 
@@ -97,60 +96,62 @@ def test_bad_arguments_and_input() -> None:
     assert code == 1 and "no such file" in err
 
 
-def _item(
-    kind: str,
-    name: str,
-    namespace: str,
-    limits: dict[str, str],
-    owners: list[dict[str, Any]] | None = None,
-) -> dict[str, Any]:
-    pod_spec = {"containers": [{"name": "c", "image": "i", "resources": {"limits": limits}}]}
-    metadata: dict[str, Any] = {
-        "name": name,
-        "namespace": namespace,
-        "ownerReferences": owners or [],
+def _workload(kind: str, name: str, limits: dict[str, str]) -> dict[str, Any]:
+    labels = {"app": name}
+    pod_spec = {
+        "restartPolicy": "Never" if kind in ("Job", "CronJob") else "Always",
+        "containers": [
+            {"name": "c", "image": "registry.k8s.io/pause:3.10", "resources": {"limits": limits}}
+        ],
     }
+    template = {"metadata": {"labels": labels}, "spec": pod_spec}
+    api = {"Deployment": "apps/v1", "Job": "batch/v1", "CronJob": "batch/v1", "Pod": "v1"}[kind]
+    document: dict[str, Any] = {"apiVersion": api, "kind": kind, "metadata": {"name": name}}
     if kind == "Pod":
-        return {"metadata": metadata, "spec": pod_spec}
-    if kind == "CronJob":
-        return {
-            "metadata": metadata,
-            "spec": {"jobTemplate": {"spec": {"template": {"spec": pod_spec}}}},
+        document["spec"] = pod_spec
+    elif kind == "Deployment":
+        document["spec"] = {
+            "replicas": 1,
+            "selector": {"matchLabels": labels},
+            "template": template,
         }
-    return {"metadata": metadata, "spec": {"template": {"spec": pod_spec}}}
+    elif kind == "CronJob":
+        document["spec"] = {
+            "schedule": "0 3 * * *",
+            "jobTemplate": {"spec": {"template": template}},
+        }
+    else:
+        document["spec"] = {"template": template}
+    return document
 
 
-def test_cluster_scan_skips_owned_objects_and_reads_sizes(standin: StandIn, tmp_path: Path) -> None:
+def test_cluster_scan_skips_owned_objects_and_reads_sizes(kube: Cluster) -> None:
+    """Real workloads: kube-controller-manager makes the Deployment's ReplicaSet and pod; a Job
+    owned by the CronJob stands for one of its runs. No webhook is registered here, so the
+    objects keep their legacy requests, as in a cluster about to migrate."""
+    namespace = kube.create_namespace("scan")
     gpu = {"nvidia.com/gpu": "1", "nvidia.com/gpumem-percentage": "50"}
-    owner = [{"kind": "Deployment", "name": "d", "controller": True}]
-    standin.static.update(
+    kube.apply(_workload("Deployment", "d", gpu), namespace=namespace)
+    kube.apply(_workload("CronJob", "nightly", gpu), namespace=namespace)
+    cron_uid = kube.get("cronjob", "nightly", "-n", namespace)["metadata"]["uid"]
+    run = _workload("Job", "nightly-1", gpu)
+    run["metadata"]["ownerReferences"] = [
         {
-            "/apis/apps/v1/deployments": [_item("Deployment", "d", "ml", gpu)],
-            "/apis/apps/v1/replicasets": [
-                _item("ReplicaSet", "d-1", "ml", gpu, owner),
-                _item("ReplicaSet", "bare-rs", "ml", {"cpu": "1"}),
-            ],
-            "/apis/apps/v1/statefulsets": [],
-            "/apis/apps/v1/daemonsets": [],
-            "/apis/batch/v1/jobs": [
-                _item("Job", "nightly-1", "ml", gpu, [{"kind": "CronJob", "name": "nightly"}])
-            ],
-            "/apis/batch/v1/cronjobs": [_item("CronJob", "nightly", "ml", gpu)],
-            "/api/v1/pods": [
-                _item(
-                    "Pod",
-                    "d-1-x",
-                    "ml",
-                    gpu,
-                    [{"kind": "ReplicaSet", "name": "d-1", "controller": True}],
-                ),
-                _item("Pod", "lonely", "ml", {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "2Ki"}),
-            ],
+            "apiVersion": "batch/v1",
+            "kind": "CronJob",
+            "name": "nightly",
+            "uid": cron_uid,
+            "controller": True,
         }
+    ]
+    kube.apply(run, namespace=namespace)
+    kube.apply(
+        _workload("Pod", "lonely", {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "2Ki"}),
+        namespace=namespace,
     )
-    standin.resource_slices = [resource_slice("n1", "hami-core-gpu.project-hami.io", ["80Gi"])]
+    kube.wait_for_pods(namespace, "app=d", 1)  # the Deployment's own pod, through its ReplicaSet
     code, out, _ = scan(
-        "--cluster", "-A", "--kubeconfig", str(standin.kubeconfig(tmp_path)), "-o", "json"
+        "--cluster", "-n", namespace, "--kubeconfig", str(kube.plane.admin_kubeconfig), "-o", "json"
     )
     report = json.loads(out)
     assert code == 2
@@ -163,23 +164,22 @@ def test_cluster_scan_skips_owned_objects_and_reads_sizes(standin: StandIn, tmp_
         by_name(report)["d"]["containers"][0]["dra"]
         == "1 GPU, 50% of each card's memory, no SM limit"
     )
-    assert report["notes"] == ["GPU memory sizes from the driver's ResourceSlices: 81920 MiB"]
-
-
-def test_cluster_scan_of_one_namespace_and_api_failure(standin: StandIn, tmp_path: Path) -> None:
-    for kind in ("deployments", "replicasets", "statefulsets", "daemonsets"):
-        standin.static[f"/apis/apps/v1/namespaces/ml/{kind}"] = []
-    for kind in ("jobs", "cronjobs"):
-        standin.static[f"/apis/batch/v1/namespaces/ml/{kind}"] = []
-    standin.static["/api/v1/namespaces/ml/pods"] = [
-        _item("Pod", "p", "ml", {"nvidia.com/gpu": "1"})
+    # The GPU node's cards, as its ResourceSlice publishes them.
+    assert report["notes"] == [
+        "GPU memory sizes from the driver's ResourceSlices: 81920, 24576 MiB"
     ]
-    code, out, _ = scan(
-        "--cluster", "-n", "ml", "--kubeconfig", str(standin.kubeconfig(tmp_path)), "-o", "json"
+    everywhere = json.loads(
+        scan("--cluster", "-A", "--kubeconfig", str(kube.plane.admin_kubeconfig), "-o", "json")[1]
     )
-    assert code == 0 and [w["name"] for w in json.loads(out)["workloads"]] == ["p"]
-    standin.fail[("GET", "resourceslices")] = 403
-    code, _, err = scan("--cluster", "-n", "ml", "--kubeconfig", str(standin.kubeconfig(tmp_path)))
+    mine = [w for w in everywhere["workloads"] if w["namespace"] == namespace]
+    assert sorted(w["name"] for w in mine) == ["d", "lonely", "nightly"]
+
+
+def test_cluster_scan_as_someone_without_rights_says_so(kube: Cluster) -> None:
+    namespace = kube.create_namespace("scan")
+    kube.kubectl("create", "serviceaccount", "powerless", "-n", namespace)
+    kubeconfig = kube.service_account_kubeconfig(namespace, "powerless")
+    code, _, err = scan("--cluster", "-n", namespace, "--kubeconfig", str(kubeconfig))
     assert code == 1 and "403" in err
 
 
