@@ -166,7 +166,7 @@ def test_cluster_scan_skips_owned_objects_and_reads_sizes(kube: Cluster) -> None
     )
     # The GPU node's cards, as its ResourceSlice publishes them.
     assert report["notes"] == [
-        "GPU memory sizes from the driver's ResourceSlices: 81920, 24576 MiB"
+        "GPU memory sizes from the driver's ResourceSlices: 81920 MiB, 24576 MiB"
     ]
     everywhere = json.loads(
         scan("--cluster", "-A", "--kubeconfig", str(kube.plane.admin_kubeconfig), "-o", "json")[1]
