@@ -28,8 +28,8 @@ def standin():  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture
-def kube_api(standin, tmp_path):  # type: ignore[no-untyped-def]
-    """The real adapter (hami_dra_webhook.kube, official client) pointed at the stand-in."""
+def standin_api(standin, tmp_path):  # type: ignore[no-untyped-def]
+    """The real adapter (hami_dra_webhook.kube, official client) pointed at the fault stand-in."""
     from hami_dra_webhook.kube import KubernetesApi, load_configuration
 
     configuration = load_configuration(str(standin.kubeconfig(tmp_path)))

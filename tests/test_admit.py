@@ -234,11 +234,11 @@ def test_api_forbidden_refuses_the_pod(kube: Cluster, namespace: str) -> None:
     assert "RBAC" in answer["status"]["message"]
 
 
-def test_budget_holds_when_the_api_hangs(standin: StandIn, kube_api: KubernetesApi) -> None:
+def test_budget_holds_when_the_api_hangs(standin: StandIn, standin_api: KubernetesApi) -> None:
     import time
 
     standin.delay[("POST", "templates")] = 5
-    admitter = Admitter(policy=DEFAULT_POLICY, store=ApiTemplateStore(kube_api), budget=0.5)
+    admitter = Admitter(policy=DEFAULT_POLICY, store=ApiTemplateStore(standin_api), budget=0.5)
     started = time.monotonic()
     answer = admit(admitter, review(gpu_pod())).body["response"]
     assert time.monotonic() - started < 1.5

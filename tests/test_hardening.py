@@ -17,22 +17,32 @@ import pytest
 
 from hami_dra_webhook.certs import issue, write
 from tests.apiserver_standin import StandIn
+from tests.e2e.harness import Cluster
 from tests.reviews import gpu_pod, review
 from tests.webhook_process import Webhook, free_port
 
 
-@pytest.fixture
-def webhook(standin: StandIn, tmp_path: Path) -> Iterator[Webhook]:
-    process = Webhook(
-        tmp_path,
-        "--kubeconfig",
-        str(standin.kubeconfig(tmp_path)),
-        "--gc-interval",
-        "0",
-        "--admission-budget",
-        "1",
+def _hardened(folder: Path, kubeconfig: Path) -> Webhook:
+    return Webhook(
+        folder,
+        *("--kubeconfig", str(kubeconfig), "--gc-interval", "0", "--admission-budget", "1"),
         env={"HAMI_DRA_REQUEST_READ_TIMEOUT": "1", "HAMI_DRA_MAX_BODY_BYTES": str(4 * 1024 * 1024)},
     )
+
+
+@pytest.fixture
+def webhook(kube: Cluster, tmp_path: Path) -> Iterator[Webhook]:
+    """On the real kube-apiserver (reviews go to namespace team-a)."""
+    kube.empty_namespace("team-a")
+    process = _hardened(tmp_path, kube.plane.admin_kubeconfig)
+    yield process
+    process.stop()
+
+
+@pytest.fixture
+def faulty(standin: StandIn, tmp_path: Path) -> Iterator[Webhook]:
+    """On the stand-in: for API faults a real server does not produce on demand."""
+    process = _hardened(tmp_path, standin.kubeconfig(tmp_path))
     yield process
     process.stop()
 
@@ -101,7 +111,7 @@ def test_slow_loris_connections_do_not_starve_others(webhook: Webhook) -> None:
     assert max(durations) < 0.5
 
 
-def test_concurrency_is_bounded(standin: StandIn, tmp_path: Path) -> None:
+def test_concurrency_is_bounded(tmp_path: Path) -> None:
     process = Webhook(tmp_path, "--gc-interval", "0", env={"HAMI_DRA_MAX_CONCURRENCY": "3"})
     try:
         held = [process.connection() for _ in range(3)]
@@ -194,8 +204,9 @@ FAULTS = {
 
 @pytest.mark.parametrize("fault", sorted(FAULTS))
 def test_api_faults_end_within_budget_and_leave_nothing_broken(
-    webhook: Webhook, standin: StandIn, fault: str
+    faulty: Webhook, standin: StandIn, fault: str
 ) -> None:
+    webhook = faulty
     setting, code, fragment = FAULTS[fault]
     key = ("POST", "templates")
     if "fail" in setting:
@@ -226,7 +237,8 @@ def test_api_faults_end_within_budget_and_leave_nothing_broken(
     assert "hami_dra_api_errors_total" in metrics and 'outcome="refused"' in metrics
 
 
-def test_api_unreachable_refuses_quickly(webhook: Webhook, standin: StandIn) -> None:
+def test_api_unreachable_refuses_quickly(faulty: Webhook, standin: StandIn) -> None:
+    webhook = faulty
     standin.stop()
     started = time.monotonic()
     answer = webhook.post(review(gpu_pod()))[1]["response"]
@@ -235,11 +247,11 @@ def test_api_unreachable_refuses_quickly(webhook: Webhook, standin: StandIn) -> 
     assert 'hami_dra_api_errors_total{code="0"}' in webhook.get("/metrics")[1].decode()
 
 
-def test_two_servers_racing_on_the_same_templates(standin: StandIn, tmp_path: Path) -> None:
-    """Two webhook processes share one API server; concurrent admissions of identical pods on
-    both create each template exactly once (or meet a 409) and never fail."""
-    standin.delay[("POST", "templates")] = 0.05
-    kubeconfig = str(standin.kubeconfig(tmp_path))
+def test_two_servers_racing_on_the_same_templates(kube: Cluster, tmp_path: Path) -> None:
+    """Two webhook processes share the real kube-apiserver; concurrent admissions of identical
+    pods on both create each template exactly once (or meet a 409) and never fail."""
+    kube.empty_namespace("team-a")
+    kubeconfig = str(kube.plane.admin_kubeconfig)
     servers = [
         Webhook(tmp_path / f"s{i}", "--kubeconfig", kubeconfig, "--gc-interval", "0")
         for i in range(2)
@@ -270,4 +282,4 @@ def test_two_servers_racing_on_the_same_templates(standin: StandIn, tmp_path: Pa
         for server in servers:
             server.stop()
     assert failures == []
-    assert len(standin.templates) == 3
+    assert len(kube.get("resourceclaimtemplates", "-n", "team-a")["items"]) == 3

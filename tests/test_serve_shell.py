@@ -18,12 +18,15 @@ from hami_dra_webhook.admit import Admitter
 from hami_dra_webhook.certs import issue, write
 from hami_dra_webhook.cli.main import main
 from hami_dra_webhook.core.policy import DEFAULT_POLICY
+from hami_dra_webhook.kube import KubernetesApi
 from hami_dra_webhook.server.app import Parts, create_app
 from hami_dra_webhook.server.metrics import Metrics
 from hami_dra_webhook.server.settings import Settings
 from hami_dra_webhook.server.tls import ReloadingTLS
-from tests.apiserver_standin import StandIn
+from hami_dra_webhook.templates import ApiTemplateStore
+from tests.e2e.harness import Cluster
 from tests.reviews import gpu_pod, review
+from tests.test_templates_store import templates
 from tests.webhook_process import free_port
 
 
@@ -118,24 +121,25 @@ def test_serve_refuses_bad_settings_with_a_message(args: list[str], fragment: st
     assert code == 1 and fragment in err.getvalue() and "Traceback" not in err.getvalue()
 
 
-def test_gc_command_one_pass(standin: StandIn, tmp_path: Path) -> None:
-    standin.templates[("team-a", "hami-gpu-old")] = {
-        "metadata": {
-            "name": "hami-gpu-old",
-            "namespace": "team-a",
-            "resourceVersion": "5",
-            "creationTimestamp": "2020-01-01T00:00:00Z",
-            "labels": {"app.kubernetes.io/managed-by": "hami-dra-webhook"},
-        }
-    }
-    kubeconfig = str(standin.kubeconfig(tmp_path))
+def test_gc_command_one_pass(kube: Cluster, real_api: KubernetesApi) -> None:
+    namespace = kube.create_namespace("gc-command")
+    store = ApiTemplateStore(real_api)
+    items = templates("1000", namespace)
+    asyncio.run(store.ensure(namespace, items, dry_run=False, deadline=time.monotonic() + 5))
+    name = f"{namespace}/{items[0]['metadata']['name']}"
+    time.sleep(1.1)  # stamps have whole seconds; the grace below is one second
+    kubeconfig = str(kube.plane.admin_kubeconfig)
+    gc = ["gc", "--kubeconfig", kubeconfig, "--grace", "1"]
     out, err = io.StringIO(), io.StringIO()
-    assert main(["gc", "--kubeconfig", kubeconfig, "--dry-run"], stdout=out, stderr=err) == 0
-    assert out.getvalue() == "would delete team-a/hami-gpu-old\n" and standin.templates
+    assert main([*gc, "--dry-run"], stdout=out, stderr=err) == 0, err.getvalue()
+    assert f"would delete {name}\n" in out.getvalue()
+    assert kube.get("resourceclaimtemplates", "-n", namespace)["items"]
     out = io.StringIO()
-    assert main(["gc", "--kubeconfig", kubeconfig], stdout=out, stderr=err) == 0
-    assert out.getvalue() == "deleted team-a/hami-gpu-old\n" and not standin.templates
-    standin.fail[("GET", "alltemplates")] = 403
+    assert main(gc, stdout=out, stderr=err) == 0
+    assert f"deleted {name}\n" in out.getvalue()
+    assert kube.get("resourceclaimtemplates", "-n", namespace)["items"] == []
+    kube.kubectl("create", "serviceaccount", "powerless", "-n", namespace)
+    powerless = str(kube.service_account_kubeconfig(namespace, "powerless"))
     err = io.StringIO()
-    assert main(["gc", "--kubeconfig", kubeconfig], stdout=io.StringIO(), stderr=err) == 1
+    assert main(["gc", "--kubeconfig", powerless], stdout=io.StringIO(), stderr=err) == 1
     assert "403 Forbidden" in err.getvalue()

@@ -1,4 +1,5 @@
-"""The real webhook process over real TLS (CA-verified), as kube-apiserver calls it."""
+"""The real webhook process over real TLS (CA-verified), as kube-apiserver calls it, with the
+real kube-apiserver behind it (the stand-in only where a test needs the API to fail or stall)."""
 
 from __future__ import annotations
 
@@ -14,12 +15,25 @@ import jsonpatch
 import pytest
 
 from tests.apiserver_standin import StandIn
+from tests.e2e.harness import Cluster
 from tests.reviews import gpu_pod, review
 from tests.webhook_process import Webhook
 
 
 @pytest.fixture
-def webhook(standin: StandIn, tmp_path: Path) -> Iterator[Webhook]:
+def webhook(kube: Cluster, tmp_path: Path) -> Iterator[Webhook]:
+    """The webhook on the real kube-apiserver; the reviews' namespace team-a starts empty."""
+    kube.empty_namespace("team-a")
+    process = Webhook(
+        tmp_path, "--kubeconfig", str(kube.plane.admin_kubeconfig), "--gc-interval", "0"
+    )
+    yield process
+    process.stop()
+
+
+@pytest.fixture
+def faulty(standin: StandIn, tmp_path: Path) -> Iterator[Webhook]:
+    """The webhook on the stand-in, whose answers a test can make fail or stall."""
     process = Webhook(
         tmp_path, "--kubeconfig", str(standin.kubeconfig(tmp_path)), "--gc-interval", "0"
     )
@@ -27,7 +41,13 @@ def webhook(standin: StandIn, tmp_path: Path) -> Iterator[Webhook]:
     process.stop()
 
 
-def test_create_is_converted_over_verified_tls(webhook: Webhook, standin: StandIn) -> None:
+def templates(kube: Cluster) -> list[str]:
+    return [
+        t["metadata"]["name"] for t in kube.get("resourceclaimtemplates", "-n", "team-a")["items"]
+    ]
+
+
+def test_create_is_converted_over_verified_tls(webhook: Webhook, kube: Cluster) -> None:
     document = review(gpu_pod())
     status, body = webhook.post(document)
     assert status == 200
@@ -38,13 +58,13 @@ def test_create_is_converted_over_verified_tls(webhook: Webhook, standin: StandI
         document["request"]["object"], json.loads(base64.b64decode(answer["patch"]))
     )
     claim = pod["spec"]["resourceClaims"][0]
-    assert ("team-a", claim["resourceClaimTemplateName"]) in standin.templates
+    assert templates(kube) == [claim["resourceClaimTemplateName"]]
     assert pod["metadata"]["generateName"] == "trainer-7d9f8c6b5-" and "name" not in pod["metadata"]
 
 
-def test_dry_run_update_delete_and_other_kinds(webhook: Webhook, standin: StandIn) -> None:
+def test_dry_run_update_delete_and_other_kinds(webhook: Webhook, kube: Cluster) -> None:
     assert webhook.post(review(gpu_pod(), dry_run=True))[1]["response"]["allowed"] is True
-    assert standin.templates == {}
+    assert templates(kube) == []
     old = gpu_pod({"cpu": "1"})
     new = gpu_pod({"cpu": "1", "nvidia.com/gpu": "1"})
     update = webhook.post(review(new, operation="UPDATE", old=old))[1]["response"]
@@ -76,15 +96,18 @@ def test_malformed_reviews_get_400_with_a_message(webhook: Webhook) -> None:
     assert status == 400 and "apiVersion" in body["message"]
 
 
-def test_refusals_and_api_failures_answer_allowed_false(webhook: Webhook, standin: StandIn) -> None:
+def test_refusals_answer_allowed_false(webhook: Webhook) -> None:
     answer = webhook.post(review(gpu_pod({"nvidia.com/gpu": "-1"})))[1]["response"]
     assert (
         answer["allowed"] is False
         and answer["status"]["code"] == 422
         and "negative" in answer["status"]["message"]
     )
+
+
+def test_api_failures_answer_allowed_false(faulty: Webhook, standin: StandIn) -> None:
     standin.fail[("POST", "templates")] = 500
-    answer = webhook.post(review(gpu_pod()))[1]["response"]
+    answer = faulty.post(review(gpu_pod()))[1]["response"]
     assert answer["allowed"] is False and answer["status"]["code"] == 503
 
 
@@ -131,21 +154,19 @@ def test_one_json_log_line_per_admission(webhook: Webhook) -> None:
     assert entry["duration_ms"] > 0
 
 
-def test_graceful_shutdown_finishes_in_flight_admissions(
-    webhook: Webhook, standin: StandIn
-) -> None:
-    standin.delay[("POST", "templates")] = 1.0
+def test_graceful_shutdown_finishes_in_flight_admissions(faulty: Webhook, standin: StandIn) -> None:
+    standin.delay[("POST", "templates")] = 1.0  # an admission that is still in flight
     answers: list[dict[str, object]] = []
-    thread = threading.Thread(target=lambda: answers.append(webhook.post(review(gpu_pod()))[1]))
+    thread = threading.Thread(target=lambda: answers.append(faulty.post(review(gpu_pod()))[1]))
     thread.start()
     time.sleep(0.4)
     started = time.monotonic()
     # uvicorn re-raises SIGTERM after its graceful shutdown, so the exit status is the signal's.
-    assert webhook.stop() in (0, -15)
+    assert faulty.stop() in (0, -15)
     thread.join()
     assert answers and answers[0]["response"]["allowed"] is True  # type: ignore[index]
     assert time.monotonic() - started >= 0.4, "the process did not wait for the admission"
-    assert "Finished server process" in webhook.log()
+    assert "Finished server process" in faulty.log()
 
 
 def test_plain_http_is_refused(webhook: Webhook) -> None:
@@ -175,9 +196,7 @@ def test_offline_embedded_default(tmp_path: Path) -> None:
         process.stop()
 
 
-def test_tls_minimum_version_is_enforced(
-    webhook: Webhook, standin: StandIn, tmp_path: Path
-) -> None:
+def test_tls_minimum_version_is_enforced(webhook: Webhook, tmp_path: Path) -> None:
     """Default 1.3: a client limited to TLS 1.2 cannot connect; with --tls-min-version 1.2 it can."""
     old_client = webhook.context()
     old_client.maximum_version = ssl.TLSVersion.TLSv1_2

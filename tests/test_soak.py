@@ -16,7 +16,7 @@ from pathlib import Path
 from cryptography import x509
 
 from hami_dra_webhook.certs import issue
-from tests.apiserver_standin import StandIn
+from tests.e2e.harness import Cluster
 from tests.reviews import gpu_pod, review
 from tests.test_certificates import _served_certificate
 from tests.webhook_process import Webhook
@@ -44,11 +44,12 @@ def _quarters(latencies: list[list[float]]) -> tuple[list[float], list[float]]:
     ]
 
 
-def test_soak_with_rotation(standin: StandIn, tmp_path: Path) -> None:
+def test_soak_with_rotation(kube: Cluster, tmp_path: Path) -> None:
+    kube.empty_namespace("team-a")
     webhook = Webhook(
         tmp_path,
         "--kubeconfig",
-        str(standin.kubeconfig(tmp_path)),
+        str(kube.plane.admin_kubeconfig),
         "--gc-interval",
         "0",
         "--log-level",
@@ -113,4 +114,4 @@ def test_soak_with_rotation(standin: StandIn, tmp_path: Path) -> None:
     assert served == x509.load_pem_x509_certificate(rotated.cert_pem).serial_number
     assert rss_end - rss_start < max(15.0, rss_start * 0.15), (rss_start, rss_end)
     assert p99(last) < p99(first) * 3 + 0.005
-    assert len(standin.templates) == 10
+    assert len(kube.get("resourceclaimtemplates", "-n", "team-a")["items"]) == 10

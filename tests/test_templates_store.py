@@ -167,29 +167,29 @@ def test_deleted_between_conflict_and_stamp_is_created_again(
 
 @pytest.mark.parametrize(("status", "code"), [(500, 503), (429, 503)])
 def test_server_errors_refuse_with_what_failed(
-    standin: StandIn, kube_api: KubeApi, status: int, code: int
+    standin: StandIn, standin_api: KubeApi, status: int, code: int
 ) -> None:
     standin.fail[("POST", "templates")] = status
     with pytest.raises(TemplateUnavailable) as raised:
-        ensure(ApiTemplateStore(kube_api), templates())
+        ensure(ApiTemplateStore(standin_api), templates())
     assert raised.value.code == code
     assert "failed to create" in raised.value.message
     assert "team-a/hami-gpu-" in raised.value.message
 
 
-def test_unreachable_and_reset_connections_refuse(standin: StandIn, kube_api: KubeApi) -> None:
+def test_unreachable_and_reset_connections_refuse(standin: StandIn, standin_api: KubeApi) -> None:
     standin.reset.add(("POST", "templates"))
     with pytest.raises(TemplateUnavailable) as raised:
-        ensure(ApiTemplateStore(kube_api), templates())
+        ensure(ApiTemplateStore(standin_api), templates())
     assert raised.value.code == 503 and "did not answer" in raised.value.message
     standin.stop()
     with pytest.raises(TemplateUnavailable):
-        ensure(ApiTemplateStore(kube_api), templates())
+        ensure(ApiTemplateStore(standin_api), templates())
 
 
-def test_a_hanging_api_ends_within_the_budget(standin: StandIn, kube_api: KubeApi) -> None:
+def test_a_hanging_api_ends_within_the_budget(standin: StandIn, standin_api: KubeApi) -> None:
     standin.delay[("POST", "templates")] = 3.0
     started = time.monotonic()
     with pytest.raises(TemplateUnavailable):
-        ensure(ApiTemplateStore(kube_api), templates(), budget=0.5)
+        ensure(ApiTemplateStore(standin_api), templates(), budget=0.5)
     assert time.monotonic() - started < 1.5

@@ -114,6 +114,12 @@ class Cluster:
         )
         return name
 
+    def empty_namespace(self, name: str) -> None:
+        """Make sure namespace `name` exists and holds no ResourceClaimTemplates."""
+        if self.kubectl("get", "namespace", name, check=False).returncode != 0:
+            self.kubectl("create", "namespace", name)
+        self.kubectl("delete", "resourceclaimtemplates", "--all", "-n", name)
+
     def release_namespace(self, name: str) -> None:
         """Delete the namespace and wait until its claims are gone. No kubelet confirms a pod's
         end, so its pods are force-deleted; the claim controller then frees their devices."""
