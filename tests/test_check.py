@@ -149,7 +149,7 @@ def test_a_healthy_cluster_passes(setup: Setup) -> None:
     code, out, _ = check(setup)
     assert code == 0, out
     lines = [line for line in out.splitlines() if line[:4] in ("PASS", "WARN", "FAIL")]
-    assert len(lines) == 9 and all(line.startswith("PASS") for line in lines), out
+    assert len(lines) == 10 and all(line.startswith("PASS") for line in lines), out
     assert "3 shareable GPUs on 1 nodes" in out
     assert "gpu-node-1                         3  yes        24Gi, 80Gi" in out
     assert "2 ready endpoint(s)" in out
@@ -341,6 +341,28 @@ def test_json_output(setup: Setup) -> None:
     assert code == 1 and report["worst"] == "WARN"
     assert {c["check"]: c["level"] for c in report["checks"]}["quotas"] == "WARN"
     assert [n["node"] for n in report["nodes"]] == ["gpu-node-1"]
+
+
+def test_kubernetes_1_34_is_warned_about(tmp_path: Path) -> None:
+    """kube-apiserver 1.34 (gate on): the version line warns that GPU sharing needs 1.35+."""
+    target = release("1.34")
+    plane = ControlPlane(
+        target,
+        binaries_or_skip(target),
+        tmp_path / "v1.34",
+        consumable_capacity=True,
+        controllers=False,
+    ).start()
+    try:
+        out, err = io.StringIO(), io.StringIO()
+        main(["check", "--kubeconfig", str(plane.admin_kubeconfig)], stdout=out, stderr=err)
+    finally:
+        plane.stop()
+    assert (
+        "WARN  Kubernetes: v1.34.4: kube-scheduler 1.34 does not place shared GPUs"
+        in out.getvalue()
+    )
+    assert "share GPUs on Kubernetes 1.35 or later" in out.getvalue()
 
 
 def test_an_unreachable_cluster_exits_3(setup: Setup, tmp_path: Path) -> None:

@@ -85,6 +85,7 @@ LEGACY_QUOTA_KEYS = (
 async def run_checks(api: KubeApi, policy: Policy, target: Target, timeout: float = 20.0) -> Report:
     report = Report()
     checks: list[Callable[[KubeApi, Policy, Target, Report, float], Awaitable[None]]] = [
+        _version,
         _api_served,
         _capacity,
         _device_class,
@@ -106,6 +107,29 @@ async def run_checks(api: KubeApi, policy: Policy, target: Target, timeout: floa
                 "check access rights of the kubeconfig",
             )
     return report
+
+
+async def _version(
+    api: KubeApi, policy: Policy, target: Target, report: Report, timeout: float
+) -> None:
+    answer = await api.version(timeout=timeout)
+    text = str(answer.get("gitVersion") or f"v{answer.get('major')}.{answer.get('minor')}")
+    try:
+        minor = int(str(answer.get("minor", "")).rstrip("+"))
+    except ValueError:
+        report.add("WARN", "Kubernetes", f"{text}: cannot tell the minor version", "")
+        return
+    if minor == 34:
+        report.add(
+            "WARN",
+            "Kubernetes",
+            f"{text}: kube-scheduler 1.34 does not place shared GPUs reliably (its alpha"
+            " consumable-capacity allocator stops at the first full GPU and never places"
+            " gpumem-percentage claims)",
+            "share GPUs on Kubernetes 1.35 or later; whole GPUs work on 1.34",
+        )
+    else:
+        report.add("PASS", "Kubernetes", text)
 
 
 async def _api_served(

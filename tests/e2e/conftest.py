@@ -4,8 +4,8 @@ ServiceAccount.
 
 Flavors run one after another (pytest finishes every test of one before starting the next);
 `HAMI_E2E_FLAVORS=1.36,1.34-off` picks some. A test module says which flavors it needs with
-`pytestmark = pytest.mark.e2e_on(capacity=True)` (or `capacity=False`); the others are
-deselected, not skipped. Without Go the tests skip and say so, unless HAMI_E2E_REQUIRED=1
+`pytestmark = pytest.mark.e2e_on(capacity=True)` (or `capacity=False`, or `versions=("1.34",)`);
+the others are deselected, not skipped. Without Go the tests skip and say so, unless HAMI_E2E_REQUIRED=1
 (set by .ci/run), which turns that into a failure.
 """
 
@@ -43,7 +43,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         flavor = callspec.params.get("cluster") if callspec is not None else None
         if marker is not None and isinstance(flavor, Flavor):
             wanted = marker.kwargs.get("capacity")
-            if wanted is not None and flavor.capacity != wanted:
+            versions = marker.kwargs.get("versions")
+            if (wanted is not None and flavor.capacity != wanted) or (
+                versions is not None and flavor.minor not in versions
+            ):
                 dropped.append(item)
                 continue
         kept.append(item)

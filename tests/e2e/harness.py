@@ -140,12 +140,14 @@ class Cluster:
         return list(self.get(*args)["items"])
 
     def scheduled(self, pod: dict[str, Any]) -> bool | None:
-        """True: bound to a node; False: the scheduler says it cannot; None: not decided yet."""
+        """True: bound to a node; False: no node has the devices its claims need; None: not
+        decided yet. kube-scheduler also reports passing states as Unschedulable (a claim not
+        created yet, another pod's allocation in flight), so only the allocator's verdict counts."""
         for condition in pod.get("status", {}).get("conditions", []):
             if condition["type"] == "PodScheduled":
                 if condition["status"] == "True":
                     return True
-                if condition.get("reason") == "Unschedulable":
+                if "cannot allocate all claims" in condition.get("message", ""):
                     return False
         return None
 

@@ -61,6 +61,7 @@ def test_check_says_what_is_true_of_the_cluster(
     lines = _check(cluster)
     capacity = "PASS" if cluster.consumable_capacity else "FAIL"
     assert {check: level for check, (level, _) in lines.items()} == {
+        "Kubernetes": "WARN" if cluster.version.startswith("1.34.") else "PASS",
         "resource.k8s.io/v1": "PASS",
         "consumable capacity": capacity,
         "DeviceClass": "PASS",
@@ -76,6 +77,7 @@ def test_check_says_what_is_true_of_the_cluster(
     else:
         assert "not multi-allocatable on gpu-node-1" in lines["driver"][1]
     assert hami.url in lines["webhook url"][1]
+    assert lines["Kubernetes"][1].startswith(f"v{cluster.version}")
     # Make two of them untrue, and watch the lines change.
     quota = {
         "apiVersion": "v1",
