@@ -102,7 +102,13 @@ class Cluster:
     def create_namespace(self, prefix: str = "e2e") -> str:
         self._namespaces += 1
         name = f"{prefix}-{self._namespaces}"
-        self.kubectl("create", "namespace", name)
+        self.ensure_namespace(name)
+        return name
+
+    def ensure_namespace(self, name: str) -> None:
+        """Namespace `name`, created if missing, once pods can be created in it."""
+        if self.kubectl("get", "namespace", name, check=False).returncode != 0:
+            self.kubectl("create", "namespace", name)
         # kube-controller-manager's service account controller gives each namespace `default`;
         # pods are refused by the ServiceAccount admission plugin until it exists.
         wait_for(
@@ -112,12 +118,10 @@ class Cluster:
             ),
             f"the default ServiceAccount of {name}",
         )
-        return name
 
     def empty_namespace(self, name: str) -> None:
         """Make sure namespace `name` exists and holds no ResourceClaimTemplates."""
-        if self.kubectl("get", "namespace", name, check=False).returncode != 0:
-            self.kubectl("create", "namespace", name)
+        self.ensure_namespace(name)
         self.kubectl("delete", "resourceclaimtemplates", "--all", "-n", name)
 
     def release_namespace(self, name: str) -> None:
