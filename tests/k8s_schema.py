@@ -1,4 +1,6 @@
-"""Validation against the real Kubernetes OpenAPI (Swagger 2.0) documents in ../shared.
+"""Validation against the OpenAPI (Swagger 2.0) documents that the real kube-apiserver of each
+version serves at /openapi/v2, fetched once from the control plane the tests build
+(tests/controlplane) and cached beside its binaries.
 
 Unknown fields are errors here, as with kube-apiserver's strict field validation.
 """
@@ -6,17 +8,20 @@ Unknown fields are errors here, as with kube-apiserver's strict field validation
 from __future__ import annotations
 
 import copy
+import fcntl
 import functools
 import json
-import os
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import jsonschema
 
-VERSIONS = ("1.34", "1.35", "1.36")
-SHARED = Path(os.environ.get("HAMI_SHARED_DIR", Path(__file__).resolve().parents[2] / "shared"))
-OPENAPI_DIR = SHARED / "k8s-openapi"
+from tests.controlplane.build import GoMissing, build, cache_root
+from tests.controlplane.cluster import ControlPlane
+from tests.controlplane.versions import release
+
+VERSIONS = ("1.34", "1.35", "1.36", "1.37")
 DEFINITIONS = {
     "Pod": "io.k8s.api.core.v1.Pod",
     "PodTemplateSpec": "io.k8s.api.core.v1.PodTemplateSpec",
@@ -31,17 +36,57 @@ DEFINITIONS = {
 }
 
 
+def _cached(minor: str) -> Path:
+    return cache_root() / f"openapi-v2-v{release(minor).version}.json"
+
+
 def available() -> bool:
-    return all((OPENAPI_DIR / f"swagger-{v}.json").is_file() for v in VERSIONS)
+    """The documents are cached, or Go can build the servers that serve them."""
+    if all(_cached(v).is_file() for v in VERSIONS):
+        return True
+    try:
+        from tests.controlplane.build import go
+
+        go()
+    except GoMissing:
+        return False
+    return True
 
 
-SKIP_REASON = f"the Kubernetes OpenAPI documents are not at {OPENAPI_DIR} (../shared is absent)"
+SKIP_REASON = (
+    "no Go toolchain to build the kube-apiservers whose /openapi/v2 the schema tests use,"
+    " and no cached documents"
+)
+
+
+def _document(minor: str) -> dict[str, Any]:
+    """/openapi/v2 of the real kube-apiserver `minor`, started once and then cached."""
+    path = _cached(minor)
+    if not path.is_file():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with (path.parent / f"{path.name}.lock").open("w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not path.is_file():
+                target = release(minor)
+                with tempfile.TemporaryDirectory(prefix="openapi-") as folder:
+                    plane = ControlPlane(
+                        target, build(target), Path(folder), consumable_capacity=True,
+                        controllers=False,
+                    ).start()  # fmt: skip
+                    try:
+                        status, document = plane.request("GET", "/openapi/v2")
+                    finally:
+                        plane.stop()
+                assert status == 200, f"/openapi/v2 of {target.version}: {status}"
+                part = path.with_suffix(".part")
+                part.write_text(json.dumps(document))
+                part.replace(path)
+    return dict(json.loads(path.read_text()))
 
 
 @functools.cache
 def _definitions(version: str) -> dict[str, Any]:
-    document = json.loads((OPENAPI_DIR / f"swagger-{version}.json").read_text())
-    definitions: dict[str, Any] = copy.deepcopy(document["definitions"])
+    definitions: dict[str, Any] = copy.deepcopy(_document(version)["definitions"])
     for name, schema in definitions.items():
         if "properties" in schema and "additionalProperties" not in schema:
             schema["additionalProperties"] = False
