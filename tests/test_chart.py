@@ -242,6 +242,26 @@ def test_match_conditions_follow_renamed_resources() -> None:
     )
 
 
+def test_match_conditions_leave_out_a_resource_named_empty() -> None:
+    """`resourceMemoryName: ""` means no memory resource (legacy HAMi): gpumem alone does not
+    send a pod, and "" itself is no name to look for; the other defaults stay."""
+    config_text = 'nvidia:\n  resourceMemoryName: ""\n'
+    result = run_helm("template", "x", str(CHART), "--set-string", f"deviceConfig={config_text}")
+    assert result.returncode == 0, result.stderr
+    config = find(
+        [d for d in yaml.safe_load_all(result.stdout) if d], "MutatingWebhookConfiguration"
+    )
+    expression = config["webhooks"][0]["matchConditions"][0]["expression"]
+    assert "''" not in expression
+    assert not _match(
+        expression, _pod([{"name": "c", "resources": {"limits": {"nvidia.com/gpumem": "1"}}}])
+    )
+    assert _match(
+        expression,
+        _pod([{"name": "c", "resources": {"limits": {"nvidia.com/gpumem-percentage": "5"}}}]),
+    )
+
+
 def test_rbac_is_least_privilege() -> None:
     documents = render()
     text = yaml.safe_dump(documents)

@@ -71,7 +71,18 @@ ROWS: list[
         SIZES_80,
         (1, "40960Mi", "5"),
     ),
-    ("percentage 0 is unset", {G: "1", P: "0"}, {}, {}, (1, None, "100")),
+    # v2.10: gpumem-percentage 0 is present, like gpumem 0: not exclusive, memory falls through.
+    ("percentage 0 is not exclusive", {G: "1", P: "0"}, {}, {}, (1, None, "0")),
+    ("percentage 0 takes defaultCores", {G: "1", P: "0"}, {"defaultCores": 7}, {}, (1, None, "7")),
+    (
+        "percentage 0 takes defaultMemory",
+        {G: "1", P: "0"},
+        {"defaultMemory": 2000},
+        {},
+        (1, "2000Mi", "0"),
+    ),
+    ("percentage 0 alone defaults the count", {P: "0"}, {}, {}, (1, None, "0")),
+    ("percentage 0 keeps gpucores", {G: "1", P: "0", C: "40"}, {}, {}, (1, None, "40")),
     (
         "percentage floors per MiB",
         {G: "1", P: "1"},

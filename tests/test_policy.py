@@ -52,6 +52,18 @@ def test_unknown_keys_inside_sections_are_reported() -> None:
     assert hash(loaded.policy) == hash(DEFAULT_POLICY) and loaded.policy == DEFAULT_POLICY
 
 
+def test_a_bare_memory_size_is_mib_as_in_hami() -> None:
+    policy = policy_from_yaml("hamiDraWebhook:\n  deviceMemorySizes: [81920, '40960', 24Gi]\n")
+    assert policy.policy.webhook.device_memory_sizes == (80 << 30, 40 << 30, 24 << 30)
+
+
+def test_an_empty_resource_name_means_that_resource_does_not_exist() -> None:
+    """Legacy HAMi accepts `resourceMemoryName: ""`; so does serve, and nothing is gpumem."""
+    policy = policy_from_yaml('nvidia:\n  resourceMemoryName: ""\n').policy
+    assert policy.nvidia.resource_memory_name == ""
+    assert "nvidia.com/gpumem" not in policy.legacy_resource_names
+
+
 def test_renamed_resources_are_used() -> None:
     policy = policy_from_yaml("nvidia:\n  resourceCountName: example.com/vgpu\n").policy
     assert policy.legacy_resource_names[0] == "example.com/vgpu"
@@ -66,6 +78,11 @@ def test_renamed_resources_are_used() -> None:
         ("nvidia:\n  memoryFactor: 0\n", ["nvidia.memoryFactor"]),
         ("nvidia: [1, 2]\n", ["nvidia", "dictionary"]),
         ("hamiDraWebhook:\n  deviceMemorySizes: [80Gb]\n", ["deviceMemorySizes", "80Gb"]),
+        # A bare number is MiB; one that is more than any GPU has was meant as bytes.
+        (
+            "hamiDraWebhook:\n  deviceMemorySizes: [85899345920]\n",
+            ["deviceMemorySizes", "85899345920", "MiB", "80Gi"],
+        ),
         ("hamiDraWebhook:\n  templateNamePrefix: GPU_\n", ["templateNamePrefix", "lower-case"]),
         ("hamiDraWebhook:\n  driverName: Not A Domain\n", ["driverName", "DNS-1123"]),
         ("hamiDraWebhook:\n  attributes: {uuid: 'a-b'}\n", ["attributes.uuid", "CEL identifier"]),

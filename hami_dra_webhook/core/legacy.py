@@ -120,7 +120,9 @@ def resolve_share(
 ) -> GpuShare | None:
     """Apply legacy HAMi v2.10's rules in its order; None means the container gets no device."""
     nvidia = policy.nvidia
-    percentage = request.percentage or None  # v2.10 treats 0 as unset
+    # Present even when 0: v2.10 treats gpumem-percentage 0 like gpumem 0 (not exclusive,
+    # memory from defaultMemory, else the whole card).
+    percentage = request.percentage
     if percentage is not None and percentage > 100:
         raise Refused(
             f"{ref.label}: {nvidia.resource_memory_percentage_name}={percentage} is above 100;"
@@ -157,7 +159,7 @@ def resolve_share(
                 f"{ref.label}: {nvidia.resource_memory_percentage_name} ignored,"
                 f" {nvidia.resource_memory_name} wins (as legacy HAMi)"
             )
-    elif percentage is not None:
+    elif percentage:  # 0, like gpumem 0, falls through to defaultMemory
         share_percentage = percentage if percentage < 100 else None
     elif nvidia.default_memory:
         memory_mib = nvidia.default_memory

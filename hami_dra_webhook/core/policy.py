@@ -13,11 +13,12 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from hami_dra_webhook.core.quantity import QuantityError, parse_byte_size
+from hami_dra_webhook.core.quantity import MIB, QuantityError, parse_byte_size
 
 NVIDIA_SECTION = "nvidia"
 WEBHOOK_SECTION = "hamiDraWebhook"
 DEFAULT_DRIVER = "hami-core-gpu.project-hami.io"
+MAX_BARE_MEMORY = 1 << 40  # 1 TiB: no GPU has more; a bigger bare number was meant as bytes
 MAX_TEMPLATE_PREFIX = 40  # leaves room for the 16-character hash and a dash within 63
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _PREFIX = re.compile(r"^[a-z0-9]([-a-z0-9]*)$")
@@ -48,15 +49,14 @@ class _Section(BaseModel):
 class NvidiaConfig(_Section):
     """HAMi's `nvidia:` section, with HAMi's key names and defaults."""
 
-    resource_count_name: str = Field("nvidia.com/gpu", alias="resourceCountName", min_length=1)
-    resource_memory_name: str = Field("nvidia.com/gpumem", alias="resourceMemoryName", min_length=1)
+    # An empty name means that resource does not exist (legacy HAMi accepts `""` the same way).
+    resource_count_name: str = Field("nvidia.com/gpu", alias="resourceCountName")
+    resource_memory_name: str = Field("nvidia.com/gpumem", alias="resourceMemoryName")
     resource_memory_percentage_name: str = Field(
-        "nvidia.com/gpumem-percentage", alias="resourceMemoryPercentageName", min_length=1
+        "nvidia.com/gpumem-percentage", alias="resourceMemoryPercentageName"
     )
-    resource_core_name: str = Field("nvidia.com/gpucores", alias="resourceCoreName", min_length=1)
-    resource_priority_name: str = Field(
-        "nvidia.com/priority", alias="resourcePriorityName", min_length=1
-    )
+    resource_core_name: str = Field("nvidia.com/gpucores", alias="resourceCoreName")
+    resource_priority_name: str = Field("nvidia.com/priority", alias="resourcePriorityName")
     default_memory: int = Field(0, alias="defaultMemory", ge=0)
     default_cores: int = Field(0, alias="defaultCores", ge=0, le=100)
     default_gpu_num: int = Field(1, alias="defaultGPUNum", ge=0)
@@ -127,13 +127,24 @@ class WebhookConfig(_Section):
             return ()
         if not isinstance(value, list | tuple):
             raise ValueError("must be a list of quantities such as 80Gi or 40Gi")
-        sizes: set[int] = set()
-        for item in value:
-            try:
-                sizes.add(parse_byte_size(item))
-            except (QuantityError, ValueError, TypeError) as error:
-                raise ValueError(f"{item!r} is not a memory size such as 80Gi") from error
-        return tuple(sorted(sizes, reverse=True))
+        return tuple(sorted({_memory_size(item) for item in value}, reverse=True))
+
+
+def _memory_size(item: object) -> int:
+    """Bytes, from a quantity (`80Gi`) or a bare number, which is MiB as everywhere in HAMi."""
+    bare = isinstance(item, int) and not isinstance(item, bool)
+    if isinstance(item, str) and item.strip().isdigit():
+        item, bare = int(item.strip()), True
+    try:
+        size = parse_byte_size(item * MIB if bare else item)  # type: ignore[operator, arg-type]
+    except (QuantityError, ValueError, TypeError) as error:
+        raise ValueError(f"{item!r} is not a memory size such as 80Gi") from error
+    if bare and size > MAX_BARE_MEMORY:
+        raise ValueError(
+            f"{item!r} MiB is more than any GPU has (a bare number is MiB, as in HAMi);"
+            " write sizes with a unit, e.g. 80Gi"
+        )
+    return size
 
 
 class Policy(BaseModel):

@@ -38,18 +38,22 @@ app.kubernetes.io/component: dra-driver
 {{- printf "%s:%s" .Values.webhook.image.repository (default .Chart.AppVersion .Values.webhook.image.tag) -}}
 {{- end -}}
 
-{{/* The legacy resource names, read from deviceConfig (HAMi's defaults when absent). */}}
+{{/* The legacy resource names, read from deviceConfig (HAMi's defaults when a key is absent;
+a name set to "" means that resource does not exist, as in legacy HAMi). */}}
 {{- define "hdw.legacyResources" -}}
 {{- $config := fromYaml .Values.deviceConfig -}}
 {{- $nvidia := default dict $config.nvidia -}}
-{{- $names := list
-  (default "nvidia.com/gpu" $nvidia.resourceCountName)
-  (default "nvidia.com/gpumem" $nvidia.resourceMemoryName)
-  (default "nvidia.com/gpumem-percentage" $nvidia.resourceMemoryPercentageName)
-  (default "nvidia.com/gpucores" $nvidia.resourceCoreName)
-  (default "nvidia.com/priority" $nvidia.resourcePriorityName) -}}
+{{- $defaults := dict
+  "resourceCountName" "nvidia.com/gpu"
+  "resourceMemoryName" "nvidia.com/gpumem"
+  "resourceMemoryPercentageName" "nvidia.com/gpumem-percentage"
+  "resourceCoreName" "nvidia.com/gpucores"
+  "resourcePriorityName" "nvidia.com/priority" -}}
 {{- $quoted := list -}}
-{{- range $names }}{{- $quoted = append $quoted (printf "'%s'" .) -}}{{- end -}}
+{{- range $key := list "resourceCountName" "resourceMemoryName" "resourceMemoryPercentageName" "resourceCoreName" "resourcePriorityName" }}
+{{- $name := ternary (index $nvidia $key) (index $defaults $key) (hasKey $nvidia $key) -}}
+{{- if $name }}{{- $quoted = append $quoted (printf "'%s'" $name) -}}{{- end -}}
+{{- end -}}
 {{- printf "[%s]" (join ", " $quoted) -}}
 {{- end -}}
 
