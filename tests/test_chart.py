@@ -262,6 +262,26 @@ def test_match_conditions_leave_out_a_resource_named_empty() -> None:
     )
 
 
+def test_overwrite_env_sends_every_pod_and_says_so() -> None:
+    config_text = "nvidia:\n  overwriteEnv: true\n"
+    result = run_helm("template", "x", str(CHART), "--set-string", f"deviceConfig={config_text}")
+    assert result.returncode == 0, result.stderr
+    config = find(
+        [d for d in yaml.safe_load_all(result.stdout) if d], "MutatingWebhookConfiguration"
+    )
+    assert "matchConditions" not in config["webhooks"][0]
+    notes = run_helm(
+        "install",
+        "x",
+        str(CHART),
+        "--dry-run=client",
+        "--set-string",
+        f"deviceConfig={config_text}",
+    )
+    assert "EVERY pod of the selected namespaces goes through the webhook" in notes.stdout
+    assert "blocks every pod creation" in notes.stdout
+
+
 def test_rbac_is_least_privilege() -> None:
     documents = render()
     text = yaml.safe_dump(documents)

@@ -80,14 +80,16 @@ def _translate(pod: Any, policy: Policy, namespace: str | None, warnings: list[s
     names = policy.legacy_resource_names
     every = _containers(spec)
     found = [(ref, container) for ref, container in every if has_legacy_keys(container, names)]
-    if not found:
+    if not found and not policy.nvidia.overwrite_env:
         return Translation(outcome="unchanged")
     metadata = pod.get("metadata")
     if metadata is not None and not isinstance(metadata, dict):
         raise Refused("pod metadata is not a map", code=400)
     skip = _left_alone(metadata or {}, spec, policy)
     if skip:
-        return Translation(outcome="unchanged", warnings=_cut([skip]))
+        return Translation(outcome="unchanged", warnings=_cut([skip]) if found else [])
+    if not found:
+        return _hide_gpus(every, warnings)
 
     gpus = [_resolve(ref, container, policy, warnings) for ref, container in found]
     _check_pod(spec, every, gpus, policy)
@@ -130,6 +132,17 @@ def _translate(pod: Any, policy: Policy, namespace: str | None, warnings: list[s
         warnings=_cut(warnings),
         resources=[name for name in names if name in used],
     )
+
+
+def _hide_gpus(every: list[tuple[ContainerRef, Any]], warnings: list[str]) -> Translation:
+    """overwriteEnv on a pod without GPU containers: as legacy HAMi, every container gets
+    NVIDIA_VISIBLE_DEVICES=none, so that an nvidia default runtime shows it no GPU."""
+    ops: list[patch.PatchOp] = []
+    for ref, container in every:
+        ops += _env_ops(ref, container, {VISIBLE_DEVICES_ENV: "none"}, warnings)
+    if not ops:
+        return Translation(outcome="unchanged", warnings=_cut(warnings))
+    return Translation(outcome="converted", patch=ops, warnings=_cut(warnings))
 
 
 def _containers(spec: JsonObject) -> list[tuple[ContainerRef, Any]]:

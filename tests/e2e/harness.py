@@ -234,6 +234,21 @@ class Release:
             args += ["--set", item]
         return self.cluster.helm(*args)
 
+    def upgrade(self, *more: str) -> subprocess.CompletedProcess[str]:
+        """helm upgrade with the chart's defaults plus this release's and `more` settings."""
+        args = ["upgrade", self.name, str(CHART), "-n", self.namespace, "--reset-values"]
+        args += ["--set", f"admission.url={self.url}"]
+        for item in self.sets:
+            args += ["--set", item]
+        return self.cluster.helm(*args, *more)
+
+    def restart(self) -> None:
+        """Stop the webhook process and start it again from the release's current manifest."""
+        assert self.webhook is not None
+        folder = self.webhook.folder
+        self.stop()
+        self.start(folder)
+
     def uninstall(self) -> None:
         self.stop()
         self.cluster.helm("uninstall", self.name, "-n", self.namespace, "--wait=false")

@@ -84,3 +84,21 @@ def test_reapplying_the_legacy_manifest_keeps_the_pod_converted(
     assert second["metadata"]["labels"]["touched"] == "yes"
     assert second["spec"]["containers"] == first["spec"]["containers"]
     assert second["spec"]["resourceClaims"] == first["spec"]["resourceClaims"]
+
+
+def test_overwrite_env_hides_gpus_from_pods_without_them(
+    cluster: Cluster, hami: Release, namespace: str
+) -> None:
+    """nvidia.overwriteEnv: the chart drops its matchConditions, so kube-apiserver sends a
+    CPU-only pod too, and the webhook gives it NVIDIA_VISIBLE_DEVICES=none, as legacy HAMi."""
+    hami.upgrade("--set-string", "deviceConfig=nvidia:\n  overwriteEnv: true\n")
+    hami.restart()
+    try:
+        cluster.apply(plain_pod("cpu-only"), namespace=namespace)
+        [container] = cluster.pod(namespace, "cpu-only")["spec"]["containers"]
+        assert {"name": "NVIDIA_VISIBLE_DEVICES", "value": "none"} in container["env"]
+    finally:
+        hami.upgrade()
+        hami.restart()
+    cluster.apply(plain_pod("cpu-again"), namespace=namespace)
+    assert "env" not in cluster.pod(namespace, "cpu-again")["spec"]["containers"][0]

@@ -62,3 +62,11 @@ a name set to "" means that resource does not exist, as in legacy HAMi). */}}
 {{- $r := index . 1 -}}
 {{- printf "%s.exists(c, has(c.resources) && ((has(c.resources.limits) && %s.exists(r, r in c.resources.limits)) || (has(c.resources.requests) && %s.exists(r, r in c.resources.requests))))" (index . 0) $r $r -}}
 {{- end -}}
+
+{{/* "true" when deviceConfig turns nvidia.overwriteEnv on (every pod then goes through the
+webhook), else empty. */}}
+{{- define "hdw.overwriteEnv" -}}
+{{- $config := fromYaml .Values.deviceConfig -}}
+{{- $nvidia := default dict $config.nvidia -}}
+{{- if eq (toString (default false $nvidia.overwriteEnv)) "true" }}true{{ end -}}
+{{- end -}}
