@@ -220,3 +220,25 @@ def test_annotations_without_a_dra_equivalent_need_attention() -> None:
     assert left.outcome == "attention" and left.attention[0].startswith(
         "left unchanged: schedulerName volcano"
     )
+
+
+def test_init_and_app_gpu_containers_need_attention() -> None:
+    """Legacy HAMi counted the peak of init and app containers; DRA holds both claims at once."""
+    from hami_dra_webhook.core.policy import DEFAULT_POLICY
+    from hami_dra_webhook.migrate.report import assess
+
+    def container(name: str, memory: str) -> dict[str, Any]:
+        limits = {"nvidia.com/gpu": "1", "nvidia.com/gpumem": memory}
+        return {"name": name, "image": "i", "resources": {"limits": limits}}
+
+    pod = {
+        "spec": {
+            "initContainers": [container("load", "20000")],
+            "containers": [container("serve", "20000")],
+        }
+    }
+    report = assess("Pod", "p", "ml", pod, DEFAULT_POLICY)
+    assert report.outcome == "attention"
+    assert any("hold separate GPU claims at once" in note for note in report.attention)
+    only_app = {"spec": {"containers": [container("serve", "20000")]}}
+    assert assess("Pod", "q", "ml", only_app, DEFAULT_POLICY).outcome == "converts"

@@ -26,6 +26,12 @@ TASK_PRIORITY_ENV = "CUDA_TASK_PRIORITY"
 CORE_POLICY_ENV = "GPU_CORE_UTILIZATION_POLICY"
 LOG_LEVEL_ENV = "LIBCUDA_LOG_LEVEL"
 VISIBLE_DEVICES_ENV = "NVIDIA_VISIBLE_DEVICES"
+# Legacy HAMi counts a pod's GPUs as its peak, max(sum of app containers, largest init
+# container); every claim a pod references is held for its whole life, so DRA reserves the sum.
+INIT_CLAIMS_HELD = (
+    "init and app containers hold their GPU claims together for the pod's life;"
+    " legacy HAMi counted only the peak"
+)
 
 
 @dataclass(frozen=True)
@@ -93,6 +99,8 @@ def _translate(pod: Any, policy: Policy, namespace: str | None, warnings: list[s
 
     gpus = [_resolve(ref, container, policy, warnings) for ref, container in found]
     _check_pod(spec, every, gpus, policy)
+    if _init_and_app_claims(gpus):
+        warnings.append(INIT_CLAIMS_HELD)
     annotations = (metadata or {}).get("annotations")
     annotations = annotations if isinstance(annotations, dict) else {}
     selectors: tuple[str, ...] = ()
@@ -190,6 +198,11 @@ def _resolve(
             " share this GPU"
         )
     return _GpuContainer(ref, container, request, share, is_gpu)
+
+
+def _init_and_app_claims(gpus: list[_GpuContainer]) -> bool:
+    lists = {gpu.ref.list_name for gpu in gpus if gpu.share is not None}
+    return lists == {"initContainers", "containers"}
 
 
 def _check_pod(

@@ -18,7 +18,7 @@ from hami_dra_webhook.core.selectors import (
     VGPU_MODE,
     split_list,
 )
-from hami_dra_webhook.core.translate import translate_pod
+from hami_dra_webhook.core.translate import INIT_CLAIMS_HELD, translate_pod
 from hami_dra_webhook.core.types import ContainerRef, JsonObject, Refused
 
 Outcome = Literal["converts", "attention", "refused"]
@@ -88,6 +88,11 @@ def assess(kind: str, name: str, namespace: str, pod: JsonObject, policy: Policy
     left_alone = [w for w in translation.warnings if w.startswith("left unchanged")]
     if left_alone:
         report.attention += left_alone
+    if INIT_CLAIMS_HELD in translation.warnings:
+        report.attention.append(
+            "init and app containers hold separate GPU claims at once under DRA (legacy HAMi"
+            " counted only the peak): the pod may no longer fit where it did"
+        )
     if report.attention:
         report.outcome = "attention"
     return report
