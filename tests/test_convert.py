@@ -86,3 +86,33 @@ def test_in_place_and_json_files(tmp_path: Path) -> None:
     }
     assert (work / "broken.yaml").read_text() == untouched
     assert run("convert", str(work / "missing.yaml"), "--in-place")[0] == 1
+
+
+def test_files_of_the_same_name_keep_their_folders(tmp_path: Path) -> None:
+    """`convert A/deployment.yaml B/deployment.yaml --out X`: two outputs, never one."""
+    source = (TREE / "team-a" / "apps.yaml").read_text()
+    for folder in ("A", "B"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "deployment.yaml").write_text(source)
+    out = tmp_path / "X"
+    a, b = tmp_path / "A" / "deployment.yaml", tmp_path / "B" / "deployment.yaml"
+    code, _, err = run("convert", str(a), str(b), "--out", str(out))
+    assert code in (0, 2), err
+    assert (out / "A" / "deployment.yaml").is_file() and (out / "B" / "deployment.yaml").is_file()
+    assert (out / "A" / "deployment.yaml").read_text() == (
+        out / "B" / "deployment.yaml"
+    ).read_text()
+
+
+def test_the_same_file_twice_or_out_onto_an_input_is_an_error(tmp_path: Path) -> None:
+    manifest = tmp_path / "f.yaml"
+    manifest.write_text((TREE / "team-a" / "apps.yaml").read_text())
+    before = manifest.read_text()
+    code, out, err = run("convert", str(manifest), "--out", str(manifest))
+    assert code == 1 and out == ""
+    assert err == f"error: --out {manifest} is a file; give a folder (or use --in-place)\n"
+    code, _, err = run("convert", str(manifest), "--out", str(tmp_path))
+    assert code == 1 and "would overwrite the input" in err
+    code, _, err = run("convert", str(manifest), str(manifest), "--out", str(tmp_path / "o"))
+    assert code == 1 and "would both be written to" in err
+    assert manifest.read_text() == before and not (tmp_path / "o").exists()

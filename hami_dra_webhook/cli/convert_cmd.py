@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -30,22 +31,53 @@ def add_parser(commands: Any) -> None:
     parser.set_defaults(run=run)
 
 
+class OutputError(ValueError):
+    """Where converted files would go cannot be used; the message says why."""
+
+
 def _files(paths: list[str]) -> list[tuple[Path, Path]]:
-    """(file, path relative to what was named) for every manifest file named or found."""
-    found = []
+    """(file, path under --out) for every manifest file named or found.
+
+    Outputs keep their layout relative to the deepest folder that holds everything named: one
+    folder maps onto --out itself, `A/x.yaml B/x.yaml` onto `--out/A/x.yaml` and `--out/B/x.yaml`.
+    """
+    found: list[tuple[Path, Path]] = []
     for name in paths:
         path = Path(name)
         if path.is_dir():
             found += [
-                (p, p.relative_to(path))
+                (p, p)
                 for p in sorted(path.rglob("*"))
                 if p.suffix in MANIFEST_SUFFIXES and p.is_file()
             ]
         elif path.is_file():
-            found.append((path, Path(path.name)))
+            found.append((path, path))
         else:
             raise FileNotFoundError(f"{path}: no such file or folder")
-    return found
+    roots = [Path(n).resolve() if Path(n).is_dir() else Path(n).resolve().parent for n in paths]
+    common = Path(os.path.commonpath(roots)) if roots else Path.cwd()
+    return [(path, full.resolve().relative_to(common)) for path, full in found]
+
+
+def _targets(files: list[tuple[Path, Path]], out: Path) -> dict[Path, Path]:
+    """file -> where its converted copy goes; refuses collisions and overwriting an input."""
+    if out.exists() and not out.is_dir():
+        raise OutputError(f"--out {out} is a file; give a folder (or use --in-place)")
+    inputs = {path.resolve() for path, _ in files}
+    targets: dict[Path, Path] = {}
+    written: dict[Path, Path] = {}
+    for path, relative in files:
+        target = out / relative
+        resolved = target.resolve()
+        if resolved in inputs:
+            raise OutputError(
+                f"--out {out} would overwrite the input {path}; write elsewhere or use --in-place"
+            )
+        if resolved in written:
+            raise OutputError(f"{written[resolved]} and {path} would both be written to {target}")
+        written[resolved] = path
+        targets[path] = target
+    return targets
 
 
 def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
@@ -58,11 +90,12 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
     try:
         policy = load_policy(args.config, stderr)
         files = _files(args.paths)
-    except (PolicyError, FileNotFoundError) as error:
+        targets = {} if args.in_place else _targets(files, args.out)
+    except (PolicyError, FileNotFoundError, OutputError) as error:
         stderr.write(f"error: {error}\n")
         return EXIT_UNREADABLE
     refused = False
-    for path, relative in files:
+    for path, _ in files:
         try:
             text = path.read_text(encoding="utf-8")
             result = convert_text(text, policy, args.namespace, path.suffix == ".json")
@@ -72,7 +105,7 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
         for line in result.refused:
             stderr.write(f"refused: {path}: {line}\n")
         refused = refused or bool(result.refused)
-        target = path if args.in_place else args.out / relative
+        target = path if args.in_place else targets[path]
         if args.in_place and not result.changed:
             continue
         target.parent.mkdir(parents=True, exist_ok=True)
