@@ -42,19 +42,40 @@ class Manifest:
     document: Any
 
 
-def read_manifests(paths: list[str], stdin: TextIO) -> list[Manifest]:
+@dataclass(frozen=True, slots=True)
+class ReadResult:
+    manifests: list[Manifest]
+    # "<file>: <why>" for each file that could not be read or parsed; the rest was read.
+    unreadable: list[str]
+
+
+def read_manifests(paths: list[str], stdin: TextIO) -> ReadResult:
+    """Every manifest of the files, folders and `-` named. A file that cannot be read or parsed
+    (a Helm template in the tree, say) is reported and skipped; a path that does not exist
+    raises ManifestError (the command line is wrong)."""
     manifests: list[Manifest] = []
+    unreadable: list[str] = []
     for path in paths:
         if path == "-":
-            manifests += _parse(stdin.read(), "<stdin>")
-            continue
-        for file in _files(Path(path)):
+            sources: list[tuple[str, str | None]] = [("<stdin>", stdin.read())]
+        else:
+            sources = [(str(file), _read(file, unreadable)) for file in _files(Path(path))]
+        for source, text in sources:
+            if text is None:
+                continue
             try:
-                text = file.read_text(encoding="utf-8")
-            except (OSError, UnicodeDecodeError) as error:
-                raise ManifestError(f"{file}: cannot read: {error}") from error
-            manifests += _parse(text, str(file))
-    return [m for item in manifests for m in _expand_lists(item)]
+                manifests += _parse(text, source)
+            except ManifestError as error:
+                unreadable.append(str(error))
+    return ReadResult([m for item in manifests for m in _expand_lists(item)], unreadable)
+
+
+def _read(file: Path, unreadable: list[str]) -> str | None:
+    try:
+        return file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        unreadable.append(f"{file}: cannot read: {error}")
+        return None
 
 
 def _files(path: Path) -> Iterator[Path]:

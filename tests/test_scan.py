@@ -242,3 +242,45 @@ def test_init_and_app_gpu_containers_need_attention() -> None:
     assert any("hold separate GPU claims at once" in note for note in report.attention)
     only_app = {"spec": {"containers": [container("serve", "20000")]}}
     assert assess("Pod", "q", "ml", only_app, DEFAULT_POLICY).outcome == "converts"
+
+
+HELM_TEMPLATE = """apiVersion: v1
+kind: Pod
+metadata:
+  name: {{ .Release.Name }}
+  labels: {{- include "x.labels" . | nindent 4 }}
+"""
+
+
+def test_an_unparsable_file_is_reported_and_the_rest_scanned(tmp_path: Path) -> None:
+    """A Helm template in the tree: scan, dry-run and convert report it, go on with the rest,
+    and exit 1 (unreadable) unless something is refused (2)."""
+    tree = tmp_path / "tree"
+    (tree / "chart" / "templates").mkdir(parents=True)
+    (tree / "chart" / "templates" / "pod.yaml").write_text(HELM_TEMPLATE)
+    (tree / "pod.yaml").write_text(
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: ok}\nspec:\n  containers:\n"
+        "  - name: c\n    image: i\n    resources: {limits: {nvidia.com/gpu: 1}}\n"
+    )
+    broken = tree / "chart" / "templates" / "pod.yaml"
+    code, out, _ = scan(str(tree), "-o", "json")
+    report = json.loads(out)
+    assert code == 1
+    assert [w["name"] for w in report["workloads"]] == ["ok"]
+    [problem] = report["unreadable"]
+    assert problem.startswith(f"{broken}: not valid YAML or JSON")
+    code, out, _ = scan(str(tree))
+    assert code == 1 and "1 file(s) could not be read" in out and str(broken) in out
+    dry_out, dry_err = io.StringIO(), io.StringIO()
+    code = main(["dry-run", str(tree)], stdin=io.StringIO(), stdout=dry_out, stderr=dry_err)
+    assert code == 1 and f"unreadable: {broken}" in dry_err.getvalue()
+    assert "resourceClaimTemplateName" in dry_out.getvalue()
+    convert_out, convert_err = io.StringIO(), io.StringIO()
+    code = main(
+        ["convert", str(tree), "--out", str(tmp_path / "out")],
+        stdin=io.StringIO(),
+        stdout=convert_out,
+        stderr=convert_err,
+    )
+    assert code == 1 and f"unreadable: {broken}" in convert_err.getvalue()
+    assert (tmp_path / "out" / "pod.yaml").is_file()

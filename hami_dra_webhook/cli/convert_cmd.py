@@ -94,14 +94,16 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
     except (PolicyError, FileNotFoundError, OutputError) as error:
         stderr.write(f"error: {error}\n")
         return EXIT_UNREADABLE
-    refused = False
+    refused = unreadable = False
     for path, _ in files:
         try:
             text = path.read_text(encoding="utf-8")
             result = convert_text(text, policy, args.namespace, path.suffix == ".json")
         except (OSError, UnicodeDecodeError, ValueError, YAMLError) as error:
-            stderr.write(f"error: {path}: cannot read: {error}\n")
-            return EXIT_UNREADABLE
+            # Reported and left as it is (a Helm template in the tree, say); the rest goes on.
+            stderr.write(f"unreadable: {path}: {error}\n")
+            unreadable = True
+            continue
         for line in result.refused:
             stderr.write(f"refused: {path}: {line}\n")
         refused = refused or bool(result.refused)
@@ -113,4 +115,6 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
         what = ", ".join(result.converted) or "nothing to convert"
         templates = f"; {len(result.templates)} template(s) added" if result.templates else ""
         stdout.write(f"{target}: {what}{templates}\n")
-    return EXIT_REFUSED if refused else EXIT_OK
+    if refused:
+        return EXIT_REFUSED
+    return EXIT_UNREADABLE if unreadable else EXIT_OK

@@ -97,12 +97,14 @@ def load_policy(path: str | None, stderr: TextIO) -> Policy:
 def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
     try:
         policy = load_policy(args.config, stderr)
-        manifests = read_manifests(args.files, stdin)
+        read = read_manifests(args.files, stdin)
     except (PolicyError, ManifestError) as error:
         stderr.write(f"error: {error}\n")
         return EXIT_UNREADABLE
+    for problem in read.unreadable:
+        stderr.write(f"unreadable: {problem}\n")
     objects = []
-    for manifest in manifests:
+    for manifest in read.manifests:
         if _is_object(manifest.document):
             objects.append(manifest)
         else:
@@ -116,7 +118,9 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
         if result.outcome == "refused":
             stderr.write(f"refused: {result.title}: {result.message}\n")
     stdout.write(render(results, args.output))
-    return EXIT_REFUSED if any(r.outcome == "refused" for r in results) else EXIT_OK
+    if any(r.outcome == "refused" for r in results):
+        return EXIT_REFUSED
+    return EXIT_UNREADABLE if read.unreadable else EXIT_OK
 
 
 def _is_object(document: Any) -> bool:

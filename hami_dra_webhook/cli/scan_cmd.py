@@ -46,6 +46,7 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
         stderr.write("error: give manifest PATHs or --cluster (not both)\n")
         return EXIT_UNREADABLE
     notes: list[str] = []
+    unreadable: list[str] = []
     try:
         policy = load_policy(args.config, stderr)
         if args.config:
@@ -68,12 +69,12 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
             notes.append(f"GPU memory sizes from the driver's ResourceSlices: {sizes}")
     else:
         try:
-            workloads = from_manifests(
-                read_manifests(args.paths, stdin), args.namespace or "default"
-            )
+            read = read_manifests(args.paths, stdin)
         except ManifestError as error:
             stderr.write(f"error: {error}\n")
             return EXIT_UNREADABLE
+        unreadable = read.unreadable
+        workloads = from_manifests(read.manifests, args.namespace or "default")
     reports = [
         assess(w.kind, w.name, w.namespace, w.pod, policy)
         for w in workloads
@@ -81,10 +82,12 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
     ]
     reports.sort(key=lambda r: (r.namespace, r.kind, r.name))
     if args.output == "json":
-        stdout.write(render.as_json(reports, notes))
+        stdout.write(render.as_json(reports, notes, unreadable))
     else:
-        render.as_table(reports, notes, stdout)
-    return EXIT_REFUSED if any(r.outcome == "refused" for r in reports) else EXIT_OK
+        render.as_table(reports, notes, stdout, unreadable)
+    if any(r.outcome == "refused" for r in reports):
+        return EXIT_REFUSED
+    return EXIT_UNREADABLE if unreadable else EXIT_OK
 
 
 class ClusterUnavailable(RuntimeError):

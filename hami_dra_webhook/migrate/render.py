@@ -24,17 +24,24 @@ def summary(reports: list[WorkloadReport]) -> dict[str, dict[str, int]]:
     }
 
 
-def as_json(reports: list[WorkloadReport], notes: list[str]) -> str:
+def as_json(
+    reports: list[WorkloadReport], notes: list[str], unreadable: list[str] | None = None
+) -> str:
     document = {
         "workloads": [r.as_json() for r in reports],
         "summary": summary(reports),
+        "unreadable": unreadable or [],
         "notes": notes,
     }
     return json.dumps(document, indent=2) + "\n"
 
 
 def as_table(
-    reports: list[WorkloadReport], notes: list[str], out: TextIO, width: int = 160
+    reports: list[WorkloadReport],
+    notes: list[str],
+    out: TextIO,
+    unreadable: list[str] | None = None,
+    width: int = 160,
 ) -> None:
     console = Console(file=out, width=width, soft_wrap=False, highlight=False)
     if not reports:
@@ -73,5 +80,9 @@ def as_table(
                 namespace, str(counts["converts"]), str(counts["attention"]), str(counts["refused"])
             )
         console.print(totals)
+    for problem in unreadable or []:
+        console.print(f"[red]unreadable[/]: {problem}", markup=True)
+    if unreadable:
+        console.print(f"{len(unreadable)} file(s) could not be read; the report covers the rest.")
     for note in notes:
         console.print(f"note: {note}")
