@@ -11,6 +11,7 @@ import asyncio
 import json
 import os
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -50,14 +51,36 @@ class ClusterAccessError(RuntimeError):
     """No usable cluster access; the message says what to pass."""
 
 
-def connect(kubeconfig: str | None) -> KubernetesApi:
-    """The API for a command-line tool: --kubeconfig, else in-cluster, else a clear error."""
+def _default_kubeconfig() -> str | None:
+    """$KUBECONFIG (a list of files, as kubectl reads it), else ~/.kube/config, if present."""
+    named = os.environ.get("KUBECONFIG", "")
+    if any(Path(p).expanduser().is_file() for p in named.split(os.pathsep) if p):
+        return named
+    home = Path("~/.kube/config").expanduser()
+    return str(home) if home.is_file() else None
+
+
+def connect(kubeconfig: str | None, context: str | None = None) -> KubernetesApi:
+    """The API for a command-line tool, found as kubectl finds it: --kubeconfig, else
+    $KUBECONFIG, else ~/.kube/config, else the in-cluster service account."""
+    configuration = kubernetes.client.Configuration()
+    source = kubeconfig or _default_kubeconfig()
     try:
-        configuration = load_configuration(kubeconfig)
+        if source is not None:
+            kubernetes.config.load_kube_config(
+                config_file=source, context=context, client_configuration=configuration
+            )
+        elif in_cluster():
+            kubernetes.config.load_incluster_config(client_configuration=configuration)
+        else:
+            raise ClusterAccessError(
+                "no cluster: no --kubeconfig, $KUBECONFIG or ~/.kube/config, and not in a pod"
+            )
+    except ClusterAccessError:
+        raise
     except Exception as error:  # the client raises many kinds for a bad kubeconfig
-        raise ClusterAccessError(f"cannot load cluster access: {error}") from error
-    if configuration is None:
-        raise ClusterAccessError("no cluster: pass --kubeconfig or run inside a cluster")
+        raise ClusterAccessError(f"cannot load cluster access from {source}: {error}") from error
+    configuration.retries = 0
     return KubernetesApi(configuration)
 
 

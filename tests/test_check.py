@@ -395,3 +395,46 @@ def test_a_cluster_without_the_dra_api(tmp_path: Path) -> None:
     assert code == 2
     assert "FAIL  resource.k8s.io/v1: not served" in out.getvalue()
     assert "use Kubernetes 1.34 or later" in out.getvalue()
+
+
+def test_cluster_access_is_found_as_kubectl_finds_it(
+    setup: Setup, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """$KUBECONFIG, then ~/.kube/config, and --context: check, gc and scan --cluster alike."""
+    plane = setup.kube.plane
+    config = json.loads(plane.admin_kubeconfig.read_text())
+    broken = json.loads(json.dumps(config["clusters"][0]))
+    broken["name"] = "nowhere"
+    broken["cluster"]["server"] = f"https://127.0.0.1:{free_port()}"
+    config["clusters"].append(broken)
+    config["contexts"].append(
+        {"name": "nowhere", "context": {"cluster": "nowhere", "user": "admin"}}
+    )
+    good_context = config["current-context"]
+    config["current-context"] = "nowhere"
+    home = tmp_path / "home"
+    (home / ".kube").mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    for where in ("env", "home"):
+        if where == "env":
+            path = tmp_path / "kubeconfig"
+            monkeypatch.setenv("KUBECONFIG", str(path))
+        else:
+            path = home / ".kube" / "config"
+            monkeypatch.delenv("KUBECONFIG")
+        path.write_text(json.dumps(config))
+        out, err = io.StringIO(), io.StringIO()
+        assert main(["check"], stdout=out, stderr=err) == 3, where  # the current context
+        assert "did not answer" in err.getvalue()
+        out, err = io.StringIO(), io.StringIO()
+        main(["check", "--context", good_context], stdout=out, stderr=err)
+        assert "PASS  resource.k8s.io/v1" in out.getvalue(), (where, err.getvalue())
+        gc = ["gc", "--context", good_context, "--dry-run"]
+        assert main(gc, stdout=io.StringIO(), stderr=io.StringIO()) == 0
+        scan = ["scan", "--cluster", "-n", setup.namespace, "--context", good_context]
+        assert main(scan, stdin=io.StringIO(), stdout=io.StringIO(), stderr=io.StringIO()) == 0
+    path.unlink()
+    err = io.StringIO()
+    assert main(["check"], stdout=io.StringIO(), stderr=err) == 3
+    assert "no --kubeconfig, $KUBECONFIG or ~/.kube/config" in err.getvalue()

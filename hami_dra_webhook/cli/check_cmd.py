@@ -17,7 +17,10 @@ def add_parser(commands: Any) -> None:
         description="One line per check: PASS, WARN or FAIL, with the fix. Exit code: 0 all"
         " PASS, 1 a WARN, 2 a FAIL, 3 the cluster could not be reached.",
     )
-    parser.add_argument("--kubeconfig", help="cluster access (default: in-cluster)")
+    parser.add_argument(
+        "--kubeconfig", help="cluster access; default: $KUBECONFIG, ~/.kube/config, in-cluster"
+    )
+    parser.add_argument("--context", help="the kubeconfig context to use (default: current)")
     parser.add_argument("--config", metavar="FILE", help="HAMi device-config.yaml (policy)")
     parser.add_argument(
         "--webhook-namespace", default="hami-system", help="where the chart is installed"
@@ -40,7 +43,7 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
         stderr.write(f"error: {error}\n")
         return EXIT_UNREACHABLE
     try:
-        api = connect(args.kubeconfig)
+        api = connect(args.kubeconfig, args.context)
     except ClusterAccessError as error:
         stderr.write(f"error: {error}\n")
         return EXIT_UNREACHABLE

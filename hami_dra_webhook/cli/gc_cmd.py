@@ -15,7 +15,10 @@ def add_parser(commands: Any) -> None:
         description="Delete templates made by hami-dra-webhook that no pod in their namespace"
         " references and that were not used within the grace period.",
     )
-    parser.add_argument("--kubeconfig", help="cluster access; default: in-cluster")
+    parser.add_argument(
+        "--kubeconfig", help="cluster access; default: $KUBECONFIG, ~/.kube/config, in-cluster"
+    )
+    parser.add_argument("--context", help="the kubeconfig context to use (default: current)")
     parser.add_argument("--grace", type=float, default=3600.0, help="seconds (3600)")
     parser.add_argument("--dry-run", action="store_true", help="list what would be deleted")
     parser.set_defaults(run=run)
@@ -27,7 +30,7 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
     from hami_dra_webhook.kube import ClusterAccessError, connect
 
     try:
-        api = connect(args.kubeconfig)
+        api = connect(args.kubeconfig, args.context)
     except ClusterAccessError as error:
         stderr.write(f"error: {error}\n")
         return 1

@@ -22,7 +22,10 @@ def add_parser(commands: Any) -> None:
         "paths", nargs="*", metavar="PATH", help="manifest files or folders, - = stdin"
     )
     parser.add_argument("--cluster", action="store_true", help="scan the live cluster instead")
-    parser.add_argument("--kubeconfig", help="cluster access (default: in-cluster)")
+    parser.add_argument(
+        "--kubeconfig", help="cluster access; default: $KUBECONFIG, ~/.kube/config, in-cluster"
+    )
+    parser.add_argument("--context", help="the kubeconfig context to use (default: current)")
     parser.add_argument(
         "-n", "--namespace", help="only this namespace (cluster), or the default for manifests"
     )
@@ -106,7 +109,7 @@ def _cluster_workloads(
     from hami_dra_webhook.migrate.sources import from_cluster
 
     try:
-        api = connect(args.kubeconfig)
+        api = connect(args.kubeconfig, args.context)
     except ClusterAccessError as error:
         raise ClusterUnavailable(str(error)) from error
     namespace = None if args.all_namespaces else (args.namespace or "default")
