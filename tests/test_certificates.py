@@ -95,7 +95,7 @@ def test_certs_command_refuses_bad_days(tmp_path: Path) -> None:
             stdout=io.StringIO(),
             stderr=err,
         )
-        == 1
+        == 3
     )
     assert "--days" in err.getvalue()
 

@@ -154,17 +154,17 @@ def test_refused_objects_exit_2_and_name_object_and_container() -> None:
         ),
     ],
 )
-def test_unreadable_input_exits_1(args: list[str], stdin: str, fragment: str) -> None:
+def test_unreadable_input_exits_3(args: list[str], stdin: str, fragment: str) -> None:
     code, _, err = run(args, stdin)
-    assert code == 1
+    assert code == 3
     assert fragment in err and "Traceback" not in err
 
 
-def test_bad_config_exits_1_with_the_key(tmp_path: Path) -> None:
+def test_bad_config_exits_3_with_the_key(tmp_path: Path) -> None:
     config = tmp_path / "c.yaml"
     config.write_text("nvidia:\n  defaultGPUNum: many\n")
     code, _, err = run(["dry-run", "--config", str(config), "-"], "")
-    assert code == 1 and "nvidia.defaultGPUNum" in err
+    assert code == 3 and "nvidia.defaultGPUNum" in err
 
 
 def test_patch_output_is_one_json_patch_per_object() -> None:
@@ -234,3 +234,12 @@ def test_console_script_runs_from_a_shell() -> None:
         check=False,
     )
     assert module.stdout.startswith("hami-dra-webhook ")
+
+
+def test_a_usage_error_has_its_own_exit_code(capsys: pytest.CaptureFixture[str]) -> None:
+    """64 (EX_USAGE), never 2, which means "something would be refused"."""
+    for argv in (["dry-run", "--output", "nope", "-"], ["no-such-command"], ["scan", "--bogus"]):
+        with pytest.raises(SystemExit) as raised:
+            main(argv)
+        assert raised.value.code == 64, argv
+        assert "error:" in capsys.readouterr().err

@@ -85,7 +85,7 @@ def test_in_place_and_json_files(tmp_path: Path) -> None:
         "claims": [{"name": "probe-gpu"}]
     }
     assert (work / "broken.yaml").read_text() == untouched
-    assert run("convert", str(work / "missing.yaml"), "--in-place")[0] == 1
+    assert run("convert", str(work / "missing.yaml"), "--in-place")[0] == 3
 
 
 def test_files_of_the_same_name_keep_their_folders(tmp_path: Path) -> None:
@@ -109,10 +109,10 @@ def test_the_same_file_twice_or_out_onto_an_input_is_an_error(tmp_path: Path) ->
     manifest.write_text((TREE / "team-a" / "apps.yaml").read_text())
     before = manifest.read_text()
     code, out, err = run("convert", str(manifest), "--out", str(manifest))
-    assert code == 1 and out == ""
+    assert code == 3 and out == ""
     assert err == f"error: --out {manifest} is a file; give a folder (or use --in-place)\n"
     code, _, err = run("convert", str(manifest), "--out", str(tmp_path))
-    assert code == 1 and "would overwrite the input" in err
+    assert code == 3 and "would overwrite the input" in err
     code, _, err = run("convert", str(manifest), str(manifest), "--out", str(tmp_path / "o"))
-    assert code == 1 and "would both be written to" in err
+    assert code == 3 and "would both be written to" in err
     assert manifest.read_text() == before and not (tmp_path / "o").exists()

@@ -30,7 +30,7 @@ def test_manifest_tree_outcomes_and_exit_code() -> None:
     workloads = by_name(report)
     assert {name: w["outcome"] for name, w in workloads.items()} == {
         "triton": "converts",
-        "notebooks": "attention",
+        "notebooks": "refused",  # gpumem-percentage without memory sizes, as dry-run says
         "nightly": "attention",
         "big-memory": "refused",
         "exclusive-cores": "attention",
@@ -45,7 +45,7 @@ def test_manifest_tree_outcomes_and_exit_code() -> None:
     }
     assert triton["dra"] == "1 GPU, 16384 MiB, 50% of SMs"
     assert "gpumem is in MiB" in workloads["big-memory"]["reason"]
-    assert any("GPU memory sizes" in a for a in workloads["notebooks"]["attention"])
+    assert "needs the cluster's GPU memory sizes" in workloads["notebooks"]["reason"]
     nightly = workloads["nightly"]
     assert nightly["selectors"] == "type contains A100"
     assert any("mutex" in a for a in nightly["attention"]) and any(
@@ -53,15 +53,23 @@ def test_manifest_tree_outcomes_and_exit_code() -> None:
     )
     assert any("exclusive" in a for a in workloads["exclusive-cores"]["attention"])
     assert report["summary"] == {
-        "team-a": {"converts": 1, "attention": 2, "refused": 0},
+        "team-a": {"converts": 1, "attention": 1, "refused": 1},
         "team-b": {"converts": 1, "attention": 1, "refused": 1},
     }
 
 
-def test_table_output_and_exit_zero_when_nothing_is_refused(tmp_path: Path) -> None:
+def test_table_output_and_exit_codes_without_refusals(tmp_path: Path) -> None:
     (tmp_path / "ok.yaml").write_text((TREE / "team-a" / "apps.yaml").read_text())
-    code, out, _ = scan(str(tmp_path))
-    assert code == 0
+    config = tmp_path / "sizes.yaml"
+    config.write_text("hamiDraWebhook:\n  deviceMemorySizes: [80Gi]\n")
+    code, out, _ = scan(str(tmp_path / "ok.yaml"), "--config", str(config))
+    assert code == 0  # everything converts
+    attention = tmp_path / "numa.yaml"
+    attention.write_text(
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: p, annotations: {nvidia.com/numa-bind: 'true'}}\n"
+        "spec: {containers: [{name: c, image: i, resources: {limits: {nvidia.com/gpu: 1}}}]}\n"
+    )
+    assert scan(str(attention))[0] == 1  # needs attention; nothing is refused
     assert "Deployment/triton" in out and "1 GPU, 16384 MiB, 50% of SMs" in out
     assert "Per namespace" in out and "needs attention" in out
 
@@ -91,9 +99,9 @@ def test_helm_output_on_stdin() -> None:
 
 
 def test_bad_arguments_and_input() -> None:
-    assert scan()[0] == 1
+    assert scan()[0] == 3  # neither paths nor --cluster
     code, _, err = scan("missing-folder")
-    assert code == 1 and "no such file" in err
+    assert code == 3 and "no such file" in err
 
 
 def _workload(kind: str, name: str, limits: dict[str, str]) -> dict[str, Any]:
@@ -180,7 +188,7 @@ def test_cluster_scan_as_someone_without_rights_says_so(kube: Cluster) -> None:
     kube.kubectl("create", "serviceaccount", "powerless", "-n", namespace)
     kubeconfig = kube.service_account_kubeconfig(namespace, "powerless")
     code, _, err = scan("--cluster", "-n", namespace, "--kubeconfig", str(kubeconfig))
-    assert code == 1 and "403" in err
+    assert code == 3 and "403" in err
 
 
 def test_annotations_without_a_dra_equivalent_need_attention() -> None:
@@ -254,7 +262,7 @@ metadata:
 
 def test_an_unparsable_file_is_reported_and_the_rest_scanned(tmp_path: Path) -> None:
     """A Helm template in the tree: scan, dry-run and convert report it, go on with the rest,
-    and exit 1 (unreadable) unless something is refused (2)."""
+    and exit 3 (not everything could be read)."""
     tree = tmp_path / "tree"
     (tree / "chart" / "templates").mkdir(parents=True)
     (tree / "chart" / "templates" / "pod.yaml").write_text(HELM_TEMPLATE)
@@ -265,15 +273,15 @@ def test_an_unparsable_file_is_reported_and_the_rest_scanned(tmp_path: Path) -> 
     broken = tree / "chart" / "templates" / "pod.yaml"
     code, out, _ = scan(str(tree), "-o", "json")
     report = json.loads(out)
-    assert code == 1
+    assert code == 3
     assert [w["name"] for w in report["workloads"]] == ["ok"]
     [problem] = report["unreadable"]
     assert problem.startswith(f"{broken}: not valid YAML or JSON")
     code, out, _ = scan(str(tree))
-    assert code == 1 and "1 file(s) could not be read" in out and str(broken) in out
+    assert code == 3 and "1 file(s) could not be read" in out and str(broken) in out
     dry_out, dry_err = io.StringIO(), io.StringIO()
     code = main(["dry-run", str(tree)], stdin=io.StringIO(), stdout=dry_out, stderr=dry_err)
-    assert code == 1 and f"unreadable: {broken}" in dry_err.getvalue()
+    assert code == 3 and f"unreadable: {broken}" in dry_err.getvalue()
     assert "resourceClaimTemplateName" in dry_out.getvalue()
     convert_out, convert_err = io.StringIO(), io.StringIO()
     code = main(
@@ -282,5 +290,5 @@ def test_an_unparsable_file_is_reported_and_the_rest_scanned(tmp_path: Path) -> 
         stdout=convert_out,
         stderr=convert_err,
     )
-    assert code == 1 and f"unreadable: {broken}" in convert_err.getvalue()
+    assert code == 3 and f"unreadable: {broken}" in convert_err.getvalue()
     assert (tmp_path / "out" / "pod.yaml").is_file()

@@ -118,7 +118,7 @@ def test_settings_come_from_env_and_flags_win(monkeypatch: pytest.MonkeyPatch) -
 def test_serve_refuses_bad_settings_with_a_message(args: list[str], fragment: str) -> None:
     err = io.StringIO()
     code = main(["serve", "--log-format", "text", *args], stdout=io.StringIO(), stderr=err)
-    assert code == 1 and fragment in err.getvalue() and "Traceback" not in err.getvalue()
+    assert code == 3 and fragment in err.getvalue() and "Traceback" not in err.getvalue()
 
 
 def test_gc_command_one_pass(kube: Cluster, real_api: KubernetesApi) -> None:
@@ -141,5 +141,5 @@ def test_gc_command_one_pass(kube: Cluster, real_api: KubernetesApi) -> None:
     kube.kubectl("create", "serviceaccount", "powerless", "-n", namespace)
     powerless = str(kube.service_account_kubeconfig(namespace, "powerless"))
     err = io.StringIO()
-    assert main(["gc", "--kubeconfig", powerless], stdout=io.StringIO(), stderr=err) == 1
+    assert main(["gc", "--kubeconfig", powerless], stdout=io.StringIO(), stderr=err) == 3
     assert "403 Forbidden" in err.getvalue()

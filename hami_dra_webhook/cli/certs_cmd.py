@@ -6,6 +6,8 @@ import argparse
 from pathlib import Path
 from typing import Any, TextIO
 
+from hami_dra_webhook.cli import exit_codes
+
 
 def add_parser(commands: Any) -> None:
     parser = commands.add_parser(
@@ -26,13 +28,13 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
 
     if args.days < 1:
         stderr.write("error: --days must be at least 1\n")
-        return 1
+        return exit_codes.UNREADABLE
     bundle = issue(service_names(args.service, args.namespace), days=args.days)
     try:
         paths = write(bundle, args.out_dir)
     except OSError as error:
         stderr.write(f"error: cannot write into {args.out_dir}: {error}\n")
-        return 1
+        return exit_codes.UNREADABLE
     stderr.write("wrote " + ", ".join(str(p) for p in paths) + "\ncaBundle:\n")
     stdout.write(bundle.ca_bundle + "\n")
-    return 0
+    return exit_codes.OK

@@ -7,7 +7,7 @@ import asyncio
 import json
 from typing import Any, TextIO
 
-EXIT_UNREACHABLE = 3
+from hami_dra_webhook.cli import exit_codes
 
 
 def add_parser(commands: Any) -> None:
@@ -41,12 +41,12 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
         policy = load_policy(args.config, stderr)
     except PolicyError as error:
         stderr.write(f"error: {error}\n")
-        return EXIT_UNREACHABLE
+        return exit_codes.UNREADABLE
     try:
         api = connect(args.kubeconfig, args.context)
     except ClusterAccessError as error:
         stderr.write(f"error: {error}\n")
-        return EXIT_UNREACHABLE
+        return exit_codes.UNREADABLE
     target = Target(
         namespace=args.webhook_namespace,
         webhook_configuration=args.release,
@@ -62,7 +62,7 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
         report = asyncio.run(checks())
     except ApiError as error:
         stderr.write(f"error: the cluster did not answer: {error}\n")
-        return EXIT_UNREACHABLE
+        return exit_codes.UNREADABLE
     finally:
         api.close()
     if args.output == "json":

@@ -7,9 +7,8 @@ import os
 from pathlib import Path
 from typing import Any, TextIO
 
+from hami_dra_webhook.cli import exit_codes
 from hami_dra_webhook.manifests import MANIFEST_SUFFIXES
-
-EXIT_OK, EXIT_UNREADABLE, EXIT_REFUSED = 0, 1, 2
 
 
 def add_parser(commands: Any) -> None:
@@ -93,7 +92,7 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
         targets = {} if args.in_place else _targets(files, args.out)
     except (PolicyError, FileNotFoundError, OutputError) as error:
         stderr.write(f"error: {error}\n")
-        return EXIT_UNREADABLE
+        return exit_codes.UNREADABLE
     refused = unreadable = False
     for path, _ in files:
         try:
@@ -115,6 +114,7 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
         what = ", ".join(result.converted) or "nothing to convert"
         templates = f"; {len(result.templates)} template(s) added" if result.templates else ""
         stdout.write(f"{target}: {what}{templates}\n")
-    if refused:
-        return EXIT_REFUSED
-    return EXIT_UNREADABLE if unreadable else EXIT_OK
+    return exit_codes.worst(
+        exit_codes.REFUSED if refused else exit_codes.OK,
+        exit_codes.UNREADABLE if unreadable else exit_codes.OK,
+    )

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from hami_dra_webhook.cli import exit_codes
 from hami_dra_webhook.core import patch
 from hami_dra_webhook.core.policy import DEFAULT_POLICY, Policy, PolicyError, policy_from_yaml
 from hami_dra_webhook.core.translate import Outcome, translate_pod
@@ -19,8 +20,6 @@ from hami_dra_webhook.manifests import (
     pod_template,
     read_manifests,
 )
-
-EXIT_OK, EXIT_UNREADABLE, EXIT_REFUSED = 0, 1, 2
 
 
 @dataclass
@@ -100,7 +99,7 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
         read = read_manifests(args.files, stdin)
     except (PolicyError, ManifestError) as error:
         stderr.write(f"error: {error}\n")
-        return EXIT_UNREADABLE
+        return exit_codes.UNREADABLE
     for problem in read.unreadable:
         stderr.write(f"unreadable: {problem}\n")
     objects = []
@@ -118,9 +117,10 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
         if result.outcome == "refused":
             stderr.write(f"refused: {result.title}: {result.message}\n")
     stdout.write(render(results, args.output))
-    if any(r.outcome == "refused" for r in results):
-        return EXIT_REFUSED
-    return EXIT_UNREADABLE if read.unreadable else EXIT_OK
+    return exit_codes.worst(
+        exit_codes.REFUSED if any(r.outcome == "refused" for r in results) else exit_codes.OK,
+        exit_codes.UNREADABLE if read.unreadable else exit_codes.OK,
+    )
 
 
 def _is_object(document: Any) -> bool:

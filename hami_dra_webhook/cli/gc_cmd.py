@@ -7,6 +7,8 @@ import asyncio
 import time
 from typing import Any, TextIO
 
+from hami_dra_webhook.cli import exit_codes
+
 
 def add_parser(commands: Any) -> None:
     parser = commands.add_parser(
@@ -33,18 +35,18 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
         api = connect(args.kubeconfig, args.context)
     except ClusterAccessError as error:
         stderr.write(f"error: {error}\n")
-        return 1
+        return exit_codes.UNREADABLE
     try:
         report = asyncio.run(
             collect_garbage(api, now=time.time(), grace=args.grace, dry_run=args.dry_run)
         )
     except ApiError as error:
         stderr.write(f"error: {error}\n")
-        return 1
+        return exit_codes.UNREADABLE
     finally:
         api.close()
     verb = "would delete" if args.dry_run else "deleted"
     for where in report.deleted:
         stdout.write(f"{verb} {where}\n")
     stderr.write(report.summary() + "\n")
-    return 0
+    return exit_codes.OK

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import TextIO
+from typing import NoReturn, TextIO
 
 from hami_dra_webhook import __version__
 from hami_dra_webhook.cli import (
@@ -12,19 +12,30 @@ from hami_dra_webhook.cli import (
     check_cmd,
     convert_cmd,
     dry_run,
+    exit_codes,
     gc_cmd,
     scan_cmd,
     serve,
 )
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, with usage errors on their own exit code (2 means "would be refused")."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(exit_codes.USAGE, f"{self.prog}: error: {message}\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="hami-dra-webhook",
         description="Run HAMi legacy GPU manifests unchanged on Kubernetes DRA.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    commands = parser.add_subparsers(
+        dest="command", required=True, metavar="COMMAND", parser_class=_Parser
+    )
     serve.add_parser(commands)
     dry_run.add_parser(commands)
     scan_cmd.add_parser(commands)

@@ -7,7 +7,7 @@ import argparse
 import asyncio
 from typing import Any, TextIO
 
-EXIT_OK, EXIT_UNREADABLE, EXIT_REFUSED = 0, 1, 2
+from hami_dra_webhook.cli import exit_codes
 
 
 def add_parser(commands: Any) -> None:
@@ -47,7 +47,7 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
 
     if args.cluster == bool(args.paths):
         stderr.write("error: give manifest PATHs or --cluster (not both)\n")
-        return EXIT_UNREADABLE
+        return exit_codes.UNREADABLE
     notes: list[str] = []
     unreadable: list[str] = []
     try:
@@ -60,13 +60,13 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
             ]
     except PolicyError as error:
         stderr.write(f"error: {error}\n")
-        return EXIT_UNREADABLE
+        return exit_codes.UNREADABLE
     if args.cluster:
         try:
             workloads, policy = _cluster_workloads(args, policy, stderr)
         except ClusterUnavailable as error:
             stderr.write(f"error: {error}\n")
-            return EXIT_UNREADABLE
+            return exit_codes.UNREADABLE
         if policy.webhook.device_memory_sizes:
             sizes = ", ".join(f"{s >> 20} MiB" for s in policy.webhook.device_memory_sizes)
             notes.append(f"GPU memory sizes from the driver's ResourceSlices: {sizes}")
@@ -75,7 +75,7 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
             read = read_manifests(args.paths, stdin)
         except ManifestError as error:
             stderr.write(f"error: {error}\n")
-            return EXIT_UNREADABLE
+            return exit_codes.UNREADABLE
         unreadable = read.unreadable
         workloads = from_manifests(read.manifests, args.namespace or "default")
     reports = [
@@ -88,9 +88,12 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
         stdout.write(render.as_json(reports, notes, unreadable))
     else:
         render.as_table(reports, notes, stdout, unreadable)
-    if any(r.outcome == "refused" for r in reports):
-        return EXIT_REFUSED
-    return EXIT_UNREADABLE if unreadable else EXIT_OK
+    outcomes = {r.outcome for r in reports}
+    return exit_codes.worst(
+        exit_codes.REFUSED if "refused" in outcomes else exit_codes.OK,
+        exit_codes.ATTENTION if "attention" in outcomes else exit_codes.OK,
+        exit_codes.UNREADABLE if unreadable else exit_codes.OK,
+    )
 
 
 class ClusterUnavailable(RuntimeError):

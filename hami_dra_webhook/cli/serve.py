@@ -11,6 +11,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, TextIO
 
+from hami_dra_webhook.cli import exit_codes
 from hami_dra_webhook.cli.dry_run import load_policy
 from hami_dra_webhook.core.policy import PolicyError
 
@@ -73,19 +74,19 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
         for problem in error.errors():
             where = ".".join(str(p) for p in problem["loc"]) or "settings"
             stderr.write(f"error: {where}: {problem['msg']}\n")
-        return 1
+        return exit_codes.UNREADABLE
     configure(settings.log_level, settings.log_format == "json")
     try:
         policy = load_policy(str(settings.config) if settings.config else None, stderr)
     except PolicyError as error:
         stderr.write(f"error: {error}\n")
-        return 1
+        return exit_codes.UNREADABLE
     try:
         with asyncio.Runner(loop_factory=_loop_factory()) as runner:
             return runner.run(_serve(settings, policy))
     except StartupError as error:
         stderr.write(f"error: {error}\n")
-        return 1
+        return exit_codes.UNREADABLE
 
 
 class StartupError(RuntimeError):
@@ -172,7 +173,7 @@ async def _serve(settings: Any, policy: Any) -> int:
     finally:
         if api is not None:
             api.close()
-    return 0 if server.started else 1
+    return exit_codes.OK if server.started else exit_codes.UNREADABLE
 
 
 async def _self_managed(api: Any, settings: Any) -> tuple[Path, Path, Any]:

@@ -75,15 +75,11 @@ def assess(kind: str, name: str, namespace: str, pod: JsonObject, policy: Policy
     for container in report.containers:
         report.attention += [f"{container.name}: {note}" for note in container.notes]
     if translation.outcome == "refused":
+        # The same verdict as dry-run, convert and the webhook give the same input.
+        report.outcome = "refused"
+        report.reason = translation.message or "refused"
         if translation.reason == "no-memory-sizes":
-            report.outcome = "attention"
-            report.attention.append(
-                "gpumem-percentage needs the cluster's GPU memory sizes (scan --cluster reads"
-                " them, or set hamiDraWebhook.deviceMemorySizes)"
-            )
-        else:
-            report.outcome = "refused"
-            report.reason = translation.message or "refused"
+            report.reason += " (scan --cluster reads them from the driver's ResourceSlices)"
         return report
     left_alone = [w for w in translation.warnings if w.startswith("left unchanged")]
     if left_alone:
