@@ -72,6 +72,21 @@ def test_values_outside_the_schema_are_refused() -> None:
         assert result.returncode != 0, bad
 
 
+@pytest.mark.parametrize(
+    ("sets", "fragment"),
+    [
+        (["--set", "webhook.gc.grace=100"], "webhook.gc.grace (100) must be at least 4 x"),
+        (["--set", "webhook.admissionBudget=12"], "must be below admission.timeoutSeconds (10)"),
+        (["--set-string", "deviceConfig=garbage"], "deviceConfig is not a YAML map"),
+        (["--set-string", "deviceConfig=nvidia: [1]"], "deviceConfig: nvidia must be a map"),
+    ],
+)
+def test_values_the_webhook_would_refuse_fail_the_render(sets: list[str], fragment: str) -> None:
+    result = run_helm("template", "x", str(CHART), *sets)
+    assert result.returncode != 0
+    assert fragment in result.stderr
+
+
 def test_schema_describes_every_value() -> None:
     schema = json.loads((CHART / "values.schema.json").read_text())
     values = yaml.safe_load((CHART / "values.yaml").read_text())

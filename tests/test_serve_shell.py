@@ -143,3 +143,11 @@ def test_gc_command_one_pass(kube: Cluster, real_api: KubernetesApi) -> None:
     err = io.StringIO()
     assert main(["gc", "--kubeconfig", powerless], stdout=io.StringIO(), stderr=err) == 3
     assert "403 Forbidden" in err.getvalue()
+
+
+@pytest.mark.parametrize("grace", ["0", "-5", "inf", "soon"])
+def test_gc_grace_must_be_a_positive_number(grace: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as raised:
+        main(["gc", "--grace", grace, "--dry-run"])
+    assert raised.value.code == 64
+    assert "--grace" in capsys.readouterr().err

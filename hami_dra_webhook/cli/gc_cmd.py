@@ -10,6 +10,19 @@ from typing import Any, TextIO
 from hami_dra_webhook.cli import exit_codes
 
 
+def _seconds(text: str) -> float:
+    """A positive, finite number of seconds (argparse turns the error into a usage message)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(
+            f"{text} must be more than 0 seconds: templates younger than it are kept"
+        )
+    return value
+
+
 def add_parser(commands: Any) -> None:
     parser = commands.add_parser(
         "gc",
@@ -21,7 +34,9 @@ def add_parser(commands: Any) -> None:
         "--kubeconfig", help="cluster access; default: $KUBECONFIG, ~/.kube/config, in-cluster"
     )
     parser.add_argument("--context", help="the kubeconfig context to use (default: current)")
-    parser.add_argument("--grace", type=float, default=3600.0, help="seconds (3600)")
+    parser.add_argument(
+        "--grace", type=_seconds, default=3600.0, help="seconds, more than 0 (3600)"
+    )
     parser.add_argument("--dry-run", action="store_true", help="list what would be deleted")
     parser.set_defaults(run=run)
 

@@ -41,6 +41,7 @@ app.kubernetes.io/component: dra-driver
 {{/* The legacy resource names, read from deviceConfig (HAMi's defaults when a key is absent;
 a name set to "" means that resource does not exist, as in legacy HAMi). */}}
 {{- define "hdw.legacyResources" -}}
+{{- include "hdw.validate" . -}}
 {{- $config := fromYaml .Values.deviceConfig -}}
 {{- $nvidia := default dict $config.nvidia -}}
 {{- $defaults := dict
@@ -66,7 +67,28 @@ a name set to "" means that resource does not exist, as in legacy HAMi). */}}
 {{/* "true" when deviceConfig turns nvidia.overwriteEnv on (every pod then goes through the
 webhook), else empty. */}}
 {{- define "hdw.overwriteEnv" -}}
+{{- include "hdw.validate" . -}}
 {{- $config := fromYaml .Values.deviceConfig -}}
 {{- $nvidia := default dict $config.nvidia -}}
 {{- if eq (toString (default false $nvidia.overwriteEnv)) "true" }}true{{ end -}}
+{{- end -}}
+
+{{/* Values the webhook would refuse at start: fail the render with the reason instead. */}}
+{{- define "hdw.validate" -}}
+{{- $w := .Values.webhook -}}
+{{- if gt (mulf 4 $w.templateCacheTTL) (float64 $w.gc.grace) -}}
+{{- fail (printf "webhook.gc.grace (%v) must be at least 4 x webhook.templateCacheTTL (%v): a template still served from a cache could otherwise be collected" $w.gc.grace $w.templateCacheTTL) -}}
+{{- end -}}
+{{- if ge (float64 $w.admissionBudget) (float64 .Values.admission.timeoutSeconds) -}}
+{{- fail (printf "webhook.admissionBudget (%v) must be below admission.timeoutSeconds (%v): kube-apiserver would give up on the webhook before it answers" $w.admissionBudget .Values.admission.timeoutSeconds) -}}
+{{- end -}}
+{{- $config := fromYaml .Values.deviceConfig -}}
+{{- if hasKey $config "Error" -}}
+{{- fail (printf "deviceConfig is not a YAML map with an nvidia: section (%s)" (get $config "Error")) -}}
+{{- end -}}
+{{- range $section := list "nvidia" "hamiDraWebhook" -}}
+{{- if and (hasKey $config $section) (not (kindIs "map" (get $config $section))) -}}
+{{- fail (printf "deviceConfig: %s must be a map of settings" $section) -}}
+{{- end -}}
+{{- end -}}
 {{- end -}}
