@@ -194,6 +194,22 @@ def test_offline_embedded_default(tmp_path: Path) -> None:
         assert any(w.startswith("offline webhook") for w in answer["warnings"])
     finally:
         process.stop()
+    assert not ca_file.parent.exists(), "the generated key stays behind in /tmp"
+
+
+def test_self_signed_dir_is_a_known_place(tmp_path: Path) -> None:
+    """./scripts/run passes --self-signed-dir .run/tls: the README's curl finds the CA there,
+    after any number of earlier runs."""
+    folder = tmp_path / ".run" / "tls"
+    for _ in range(2):
+        process = Webhook(tmp_path, "--self-signed-dir", str(folder), own_certs=False)
+        try:
+            connection = process.connection(process.context([folder / "ca.crt"]))
+            assert process.post(review(gpu_pod()), connection)[0] == 200
+            connection.close()
+        finally:
+            process.stop()
+        assert (folder / "ca.crt").is_file()
 
 
 def test_tls_minimum_version_is_enforced(webhook: Webhook, tmp_path: Path) -> None:

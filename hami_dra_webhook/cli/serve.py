@@ -7,6 +7,8 @@ import asyncio
 import gc
 import importlib.util
 import logging
+import shutil
+import signal
 import tempfile
 from pathlib import Path
 from typing import Any, TextIO
@@ -36,6 +38,12 @@ FLAGS = (
     ("--cert-hosts", str, "self-managed: more names or IPs for the certificate, comma-separated"),
     ("--probe-namespace", str, "the webhook's namespace (env POD_NAMESPACE)"),
     ("--cert-dir", str, "self-managed: where the certificate files are written"),
+    (
+        "--self-signed-dir",
+        str,
+        "without --cert-file: where the generated CA and certificate go (default: a temporary"
+        " folder, removed on exit)",
+    ),
 )
 
 
@@ -102,16 +110,37 @@ def _loop_factory() -> Any:
 
 
 async def _serve(settings: Any, policy: Any) -> int:
+    from hami_dra_webhook.server.metrics import Metrics
+
+    metrics = Metrics()
+    cleanup: list[Path] = []
+
+    def remove_then_die(signum: int, _frame: Any) -> None:
+        # uvicorn re-raises SIGTERM/SIGINT once it has shut down gracefully, after it has put
+        # back the handler it found: this one, so that the temporary key goes first.
+        for folder in cleanup:
+            shutil.rmtree(folder, ignore_errors=True)
+        signal.signal(signum, signal.SIG_DFL)
+        signal.raise_signal(signum)
+
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, remove_then_die)
+    try:
+        return await _serve_with(settings, policy, metrics, cleanup)
+    finally:
+        for folder in cleanup:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+async def _serve_with(settings: Any, policy: Any, metrics: Any, cleanup: list[Path]) -> int:
     import uvicorn
 
     from hami_dra_webhook.admit import Admitter
     from hami_dra_webhook.certs import issue, write
     from hami_dra_webhook.server.app import Parts, create_app
-    from hami_dra_webhook.server.metrics import Metrics
     from hami_dra_webhook.server.tls import ReloadingTLS
     from hami_dra_webhook.templates import OfflineTemplateStore
 
-    metrics = Metrics()
     api, cluster, store = _cluster_parts(settings, metrics)
     background = []
     cert_file, key_file = settings.cert_file, settings.key_file
@@ -123,7 +152,11 @@ async def _serve(settings: Any, policy: Any) -> int:
         cert_file, key_file, job = await _self_managed(api, settings)
         background.append(job)
     elif cert_file is None:
-        folder = Path(tempfile.mkdtemp(prefix="hami-dra-webhook-"))
+        if settings.self_signed_dir is not None:
+            folder = settings.self_signed_dir
+        else:
+            folder = Path(tempfile.mkdtemp(prefix="hami-dra-webhook-"))
+            cleanup.append(folder)  # a private key: not left behind in /tmp
         _, cert_file, key_file = write(issue(["localhost", "127.0.0.1", "::1"]), folder)
         log.info(
             "no --cert-file: serving a self-signed certificate for localhost; its CA is %s",

@@ -45,6 +45,9 @@ class Settings(BaseSettings):
     # Comma-separated names or IP addresses the certificate covers besides the Service's.
     cert_hosts: str = ""
     cert_dir: Path = Path("/tmp/hami-dra-webhook-certs")
+    # No certificate files: the generated self-signed pair goes here (default: a temporary
+    # folder, removed on exit).
+    self_signed_dir: Path | None = None
     cert_check_interval: float = Field(3600.0, gt=0)
 
     @model_validator(mode="after")
