@@ -64,7 +64,7 @@ def test_workload_kinds_translate_their_pod_template(
     assert (item["kind"], item["outcome"], item["namespace"], item["name"]) == (
         kind,
         "converted",
-        "default",
+        "",  # none given: `kubectl apply -n` decides
         "w",
     )
     assert jsonpatch.apply_patch(document, item["patch"]) == item["object"]
@@ -101,7 +101,7 @@ def test_yaml_output_is_objects_then_templates_ready_for_kubectl() -> None:
     assert "&id" not in out and "*id" not in out, "YAML anchors would confuse readers"
     # Objects without a namespace: templates carry none either, so `kubectl apply -n` keeps them together.
     assert all("namespace" not in d["metadata"] for d in documents[4:])
-    assert 'warning: Deployment default/d1000: container "c": 1 GPU, 1000Mi' in err
+    assert 'warning: Deployment d1000: container "c": 1 GPU, 1000Mi' in err
 
 
 def test_namespace_from_object_then_flag() -> None:
@@ -118,6 +118,8 @@ def test_namespace_from_object_then_flag() -> None:
     )
     items = json.loads(out)["items"]
     assert [i["namespace"] for i in items] == ["ml", "team"]
+    # -n: the object without a namespace goes there, and so do its templates.
+    assert [i["object"]["metadata"].get("namespace") for i in items] == ["ml", "team"]
     assert [i["resourceClaimTemplates"][0]["metadata"]["namespace"] for i in items] == [
         "ml",
         "team",
@@ -137,7 +139,7 @@ def test_refused_objects_exit_2_and_name_object_and_container() -> None:
     }
     code, out, err = run(["dry-run", "-o", "json", "-"], json.dumps(pod))
     assert code == 2
-    assert 'refused: Pod default/big: container "trainer": limits nvidia.com/gpumem=16Gi' in err
+    assert 'refused: Pod big: container "trainer": limits nvidia.com/gpumem=16Gi' in err
     item = json.loads(out)["items"][0]
     assert item["outcome"] == "refused" and item["patch"] == [] and item["object"] == pod
 
@@ -243,3 +245,37 @@ def test_a_usage_error_has_its_own_exit_code(capsys: pytest.CaptureFixture[str])
             main(argv)
         assert raised.value.code == 64, argv
         assert "error:" in capsys.readouterr().err
+
+
+def test_filenames_as_kubectl_takes_them(tmp_path: Path) -> None:
+    """-f/--filename (repeatable) beside positional paths, in every command reading manifests."""
+    first, second = tmp_path / "a.yaml", tmp_path / "b.yaml"
+    for path, name in ((first, "a"), (second, "b")):
+        path.write_text(
+            f"apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}}}\nspec:\n  containers:\n"
+            "  - name: c\n    image: i\n    resources: {limits: {nvidia.com/gpu: 1}}\n"
+        )
+    code, out, _ = run(["dry-run", str(first), "-f", str(second), "-o", "json"])
+    assert code == 0 and [i["name"] for i in json.loads(out)["items"]] == ["a", "b"]
+    code, out, _ = run(["scan", "-f", str(first), "--filename", str(second), "-o", "json"])
+    assert code == 0 and sorted(w["name"] for w in json.loads(out)["workloads"]) == ["a", "b"]
+    code, _, err = run(
+        ["convert", "-f", str(first), "-f", str(second), "--out", str(tmp_path / "o")]
+    )
+    assert code == 0, err
+    assert (tmp_path / "o" / "a.yaml").is_file() and (tmp_path / "o" / "b.yaml").is_file()
+
+
+def test_convert_stdin_to_stdout() -> None:
+    manifest = (
+        "# keep me\napiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n"
+        "  - name: c\n    image: i\n    resources:\n      limits:\n        nvidia.com/gpu: 1\n"
+    )
+    code, out, err = run(["convert", "-"], manifest)
+    assert code == 0, err
+    assert "# keep me\n" in out and "resourceClaimTemplateName" in out
+    assert "kind: ResourceClaimTemplate" in out
+    code, _, err = run(["convert", "-", "--out", "x"], manifest)
+    assert code == 3 and "writes to stdout" in err
+    code, _, err = run(["convert", "some.yaml"], manifest)
+    assert code == 3 and "--out DIR or --in-place" in err

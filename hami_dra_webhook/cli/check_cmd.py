@@ -26,7 +26,9 @@ def add_parser(commands: Any) -> None:
         "--webhook-namespace", default="hami-system", help="where the chart is installed"
     )
     parser.add_argument("--release", default="hami-dra-webhook", help="the chart's full name")
-    parser.add_argument("-o", "--output", choices=("text", "json"), default="text")
+    parser.add_argument(
+        "-o", "--output", choices=("text", "json"), default="text", help="text or json"
+    )
     parser.set_defaults(run=run)
 
 

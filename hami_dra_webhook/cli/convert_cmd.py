@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from hami_dra_webhook.cli import exit_codes
+from hami_dra_webhook.cli.inputs import EXIT_CODES, add_inputs, inputs
 from hami_dra_webhook.manifests import MANIFEST_SUFFIXES
 
 
@@ -16,11 +17,12 @@ def add_parser(commands: Any) -> None:
         "convert",
         help="rewrite manifests: converted workloads plus the ResourceClaimTemplates they need",
         description="Convert legacy HAMi GPU requests in manifest files (YAML keeps comments and"
-        " key order). Objects that would be refused are left as they are and reported; exit"
-        " code 2 then, 1 for unreadable input, 0 otherwise. Converting twice changes nothing.",
+        " key order); `convert -` reads stdin and writes the result to stdout. Objects that would"
+        " be refused are left as they are and reported. Converting twice changes nothing. "
+        + EXIT_CODES,
     )
-    parser.add_argument("paths", nargs="+", metavar="PATH", help="manifest files or folders")
-    target = parser.add_mutually_exclusive_group(required=True)
+    add_inputs(parser, "manifest files or folders")
+    target = parser.add_mutually_exclusive_group()
     target.add_argument("--out", type=Path, metavar="DIR", help="write converted copies here")
     target.add_argument("--in-place", action="store_true", help="rewrite the files themselves")
     parser.add_argument(
@@ -28,6 +30,25 @@ def add_parser(commands: Any) -> None:
     )
     parser.add_argument("--config", metavar="FILE", help="HAMi device-config.yaml (policy)")
     parser.set_defaults(run=run)
+
+
+def _convert_stdin(
+    policy: Any, namespace: str | None, stdin: TextIO, stdout: TextIO, stderr: TextIO
+) -> int:
+    from ruamel.yaml.error import YAMLError
+
+    from hami_dra_webhook.migrate.convert import convert_text
+
+    text = stdin.read()
+    try:
+        result = convert_text(text, policy, namespace, text.lstrip().startswith("{"))
+    except (ValueError, YAMLError) as error:
+        stderr.write(f"unreadable: <stdin>: {error}\n")
+        return exit_codes.UNREADABLE
+    for line in result.refused:
+        stderr.write(f"refused: <stdin>: {line}\n")
+    stdout.write(result.text)
+    return exit_codes.REFUSED if result.refused else exit_codes.OK
 
 
 class OutputError(ValueError):
@@ -86,9 +107,18 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
     from hami_dra_webhook.core.policy import PolicyError
     from hami_dra_webhook.migrate.convert import convert_text
 
+    named = inputs(args)
     try:
         policy = load_policy(args.config, stderr)
-        files = _files(args.paths)
+        if named == ["-"]:
+            if args.out or args.in_place:
+                raise OutputError("convert - writes to stdout: drop --out and --in-place")
+            return _convert_stdin(policy, args.namespace, stdin, stdout, stderr)
+        if not named or "-" in named:
+            raise OutputError("give manifest files or folders, or - alone for stdin")
+        if not (args.out or args.in_place):
+            raise OutputError("say where the results go: --out DIR or --in-place")
+        files = _files(named)
         targets = {} if args.in_place else _targets(files, args.out)
     except (PolicyError, FileNotFoundError, OutputError) as error:
         stderr.write(f"error: {error}\n")

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from hami_dra_webhook.cli import exit_codes
+from hami_dra_webhook.cli.inputs import EXIT_CODES, add_inputs, inputs
 from hami_dra_webhook.core import patch
 from hami_dra_webhook.core.policy import DEFAULT_POLICY, Policy, PolicyError, policy_from_yaml
 from hami_dra_webhook.core.translate import Outcome, translate_pod
@@ -53,7 +54,8 @@ class Converted:
 
     @property
     def title(self) -> str:
-        return f"{self.kind} {self.namespace}/{self.name}"
+        where = f"{self.namespace}/" if self.namespace else ""
+        return f"{self.kind} {where}{self.name}"
 
 
 def add_parser(commands: Any) -> None:
@@ -61,13 +63,14 @@ def add_parser(commands: Any) -> None:
         "dry-run",
         help="show what the webhook would do to manifests (no cluster needed)",
         description="Translate legacy HAMi GPU requests in manifests and print the result. "
-        "Exit code 0: nothing refused; 2: something would be refused; 1: unreadable input.",
+        + EXIT_CODES,
     )
+    add_inputs(parser, "manifest files or folders")
     parser.add_argument(
-        "files", nargs="+", metavar="FILE", help="manifest file or folder, - = stdin"
-    )
-    parser.add_argument(
-        "-n", "--namespace", help="for objects without one (default: theirs, else `default`)"
+        "-n",
+        "--namespace",
+        help="put workloads without a namespace, and their templates, in this one (default:"
+        " leave it unset, so that `kubectl apply -n` decides)",
     )
     parser.add_argument("--config", metavar="FILE", help="HAMi device-config.yaml (policy)")
     parser.add_argument(
@@ -96,7 +99,10 @@ def load_policy(path: str | None, stderr: TextIO) -> Policy:
 def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
     try:
         policy = load_policy(args.config, stderr)
-        read = read_manifests(args.files, stdin)
+        named = inputs(args)
+        if not named:
+            raise ManifestError("give manifest files or folders (or - for stdin)")
+        read = read_manifests(named, stdin)
     except (PolicyError, ManifestError) as error:
         stderr.write(f"error: {error}\n")
         return exit_codes.UNREADABLE
@@ -134,8 +140,8 @@ def _is_object(document: Any) -> bool:
 def convert(manifest: Manifest, policy: Policy, default_namespace: str | None) -> Converted:
     """Translate the pod template of one object; other kinds pass through unchanged.
 
-    Templates get the object's namespace, else `--namespace`; with neither they carry none, so
-    that `kubectl apply -n NS` puts them beside the object.
+    A workload without a namespace, and its templates, get `--namespace` when given; with
+    neither they carry none, so that `kubectl apply -n NS` puts them side by side.
     """
     document = manifest.document
     metadata = document.get("metadata") if isinstance(document, dict) else None
@@ -144,7 +150,7 @@ def convert(manifest: Manifest, policy: Policy, default_namespace: str | None) -
     result = Converted(
         api_version=str(document.get("apiVersion", "")) if isinstance(document, dict) else "",
         kind=kind or "<no kind>",
-        namespace=str(metadata.get("namespace") or default_namespace or "default"),
+        namespace=str(metadata.get("namespace") or default_namespace or ""),
         name=str(metadata.get("name") or metadata.get("generateName") or "<no name>"),
         outcome="unchanged",
         object=document,
@@ -162,6 +168,11 @@ def convert(manifest: Manifest, policy: Policy, default_namespace: str | None) -
         result.patch = (
             patch.rebase(translation.patch, patch.pointer(*path)) if path else translation.patch
         )
+        if default_namespace and not metadata.get("namespace"):
+            result.patch = [
+                *result.patch,
+                patch.add(patch.pointer("metadata", "namespace"), default_namespace),
+            ]
         result.object = patch.apply(document, result.patch)
         result.templates = translation.templates
     return result

@@ -8,6 +8,7 @@ import asyncio
 from typing import Any, TextIO
 
 from hami_dra_webhook.cli import exit_codes
+from hami_dra_webhook.cli.inputs import EXIT_CODES, add_inputs, inputs
 
 
 def add_parser(commands: Any) -> None:
@@ -15,12 +16,9 @@ def add_parser(commands: Any) -> None:
         "scan",
         help="find legacy HAMi GPU requests in manifests or a cluster and say what they become",
         description="Report every workload that uses legacy HAMi GPU resources: the request, the"
-        " DRA request it becomes, and the outcome. Exit code 0: nothing would be refused;"
-        " 2: something would; 1: unreadable input or cluster.",
+        " DRA request it becomes, and the outcome. " + EXIT_CODES,
     )
-    parser.add_argument(
-        "paths", nargs="*", metavar="PATH", help="manifest files or folders, - = stdin"
-    )
+    add_inputs(parser, "manifest files or folders")
     parser.add_argument("--cluster", action="store_true", help="scan the live cluster instead")
     parser.add_argument(
         "--kubeconfig", help="cluster access; default: $KUBECONFIG, ~/.kube/config, in-cluster"
@@ -33,7 +31,13 @@ def add_parser(commands: Any) -> None:
         "-A", "--all-namespaces", action="store_true", help="every namespace (cluster)"
     )
     parser.add_argument("--config", metavar="FILE", help="HAMi device-config.yaml (policy)")
-    parser.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    parser.add_argument(
+        "-o",
+        "--output",
+        choices=("text", "table", "json"),
+        default="text",
+        help="text (a table; `table` is the same), or json",
+    )
     parser.set_defaults(run=run)
 
 
@@ -45,7 +49,7 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
     from hami_dra_webhook.migrate.report import assess, uses_legacy
     from hami_dra_webhook.migrate.sources import from_manifests
 
-    if args.cluster == bool(args.paths):
+    if args.cluster == bool(inputs(args)):
         stderr.write("error: give manifest PATHs or --cluster (not both)\n")
         return exit_codes.UNREADABLE
     notes: list[str] = []
@@ -72,7 +76,7 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
             notes.append(f"GPU memory sizes from the driver's ResourceSlices: {sizes}")
     else:
         try:
-            read = read_manifests(args.paths, stdin)
+            read = read_manifests(inputs(args), stdin)
         except ManifestError as error:
             stderr.write(f"error: {error}\n")
             return exit_codes.UNREADABLE
