@@ -7,6 +7,7 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
 import yaml
 
 from hami_dra_webhook.cli.main import main
@@ -116,3 +117,45 @@ def test_the_same_file_twice_or_out_onto_an_input_is_an_error(tmp_path: Path) ->
     code, _, err = run("convert", str(manifest), str(manifest), "--out", str(tmp_path / "o"))
     assert code == 3 and "would both be written to" in err
     assert manifest.read_text() == before and not (tmp_path / "o").exists()
+
+
+def test_edited_text_equals_the_round_trip(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Converted documents are edited in place (libyaml positions) where they are block style;
+    the result reads back exactly as the ruamel round trip's, and keeps every comment line."""
+    from hami_dra_webhook.core.policy import DEFAULT_POLICY
+    from hami_dra_webhook.migrate import convert
+
+    for path in sorted(TREE.rglob("*.yaml")):
+        text = path.read_text()
+        fast = convert.convert_text(text, DEFAULT_POLICY, None, False)
+        with monkeypatch.context() as patched:
+            patched.setattr(convert, "_edited_text", lambda *args: None)
+            slow = convert.convert_text(text, DEFAULT_POLICY, None, False)
+        assert list(yaml.safe_load_all(fast.text)) == list(yaml.safe_load_all(slow.text)), path
+        kept = [line for line in text.splitlines() if line.strip().startswith("#")]
+        assert all(line in fast.text for line in kept), path
+
+
+@pytest.mark.parametrize(
+    "pod",
+    [
+        # flow style where the patch goes: the round trip takes over
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: p, labels: {app: x}}\nspec:\n  containers:\n"
+        "  - name: c\n    image: i\n    resources: {limits: {nvidia.com/gpu: 1}}\n",
+        # the first key of a sequence item is the one removed
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\nspec:\n  containers:\n"
+        "  - resources:\n      limits:\n        nvidia.com/gpu: 1\n    name: c\n    image: i\n",
+        # anchors
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\n  labels: &l {app: x}\n"
+        "  annotations: *l\nspec:\n  containers:\n  - name: c\n    image: i\n"
+        "    resources:\n      limits:\n        nvidia.com/gpu: 1\n",
+    ],
+)
+def test_what_cannot_be_edited_in_place_is_still_converted(pod: str) -> None:
+    from hami_dra_webhook.core.policy import DEFAULT_POLICY
+    from hami_dra_webhook.migrate.convert import convert_text
+
+    result = convert_text(pod, DEFAULT_POLICY, None, False)
+    converted, template = list(yaml.safe_load_all(result.text))
+    assert converted["spec"]["containers"][0]["resources"] == {"claims": [{"name": "c-gpu"}]}
+    assert template["kind"] == "ResourceClaimTemplate"

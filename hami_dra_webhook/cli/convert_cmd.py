@@ -32,17 +32,21 @@ def add_parser(commands: Any) -> None:
     parser.set_defaults(run=run)
 
 
+MAX_LISTED = 10  # workloads named per file in the summary line
+
+
 def _convert_stdin(
     policy: Any, namespace: str | None, stdin: TextIO, stdout: TextIO, stderr: TextIO
 ) -> int:
     from ruamel.yaml.error import YAMLError
+    from yaml import YAMLError as LibYAMLError
 
     from hami_dra_webhook.migrate.convert import convert_text
 
     text = stdin.read()
     try:
         result = convert_text(text, policy, namespace, text.lstrip().startswith("{"))
-    except (ValueError, YAMLError) as error:
+    except (ValueError, YAMLError, LibYAMLError) as error:
         stderr.write(f"unreadable: <stdin>: {error}\n")
         return exit_codes.UNREADABLE
     for line in result.refused:
@@ -102,6 +106,7 @@ def _targets(files: list[tuple[Path, Path]], out: Path) -> dict[Path, Path]:
 
 def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
     from ruamel.yaml.error import YAMLError
+    from yaml import YAMLError as LibYAMLError
 
     from hami_dra_webhook.cli.dry_run import load_policy
     from hami_dra_webhook.core.policy import PolicyError
@@ -128,7 +133,7 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
         try:
             text = path.read_text(encoding="utf-8")
             result = convert_text(text, policy, args.namespace, path.suffix == ".json")
-        except (OSError, UnicodeDecodeError, ValueError, YAMLError) as error:
+        except (OSError, UnicodeDecodeError, ValueError, YAMLError, LibYAMLError) as error:
             # Reported and left as it is (a Helm template in the tree, say); the rest goes on.
             stderr.write(f"unreadable: {path}: {error}\n")
             unreadable = True
@@ -142,6 +147,9 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(result.text, encoding="utf-8")
         what = ", ".join(result.converted) or "nothing to convert"
+        if len(result.converted) > MAX_LISTED:
+            shown = ", ".join(result.converted[:MAX_LISTED])
+            what = f"{len(result.converted)} workloads ({shown}, ...)"
         templates = f"; {len(result.templates)} template(s) added" if result.templates else ""
         stdout.write(f"{target}: {what}{templates}\n")
     return exit_codes.worst(
