@@ -154,3 +154,71 @@ def policies() -> st.SearchStrategy[Policy]:
         st.sampled_from([[], ["80Gi"], ["80Gi", "40Gi", "16Gi"]]),
         st.booleans(),
     )
+
+
+VALID = {
+    "nvidia.com/gpu": ("1", "2", "3", "8"),
+    "nvidia.com/gpumem": ("0", "1", "4000", "24576"),
+    "nvidia.com/gpumem-percentage": ("0", "1", "50", "100"),
+    "nvidia.com/gpucores": ("0", "30", "100", "150"),
+    "nvidia.com/priority": ("0", "1"),
+}
+
+
+@st.composite
+def valid_gpu_pods(draw: st.DrawFn) -> dict[str, Any]:
+    """Pods legacy HAMi would place and kube-apiserver would accept: they must convert."""
+    names = draw(st.lists(st.sampled_from(NAMES), unique=True, min_size=1, max_size=3))
+    containers = []
+    for index, name in enumerate(names):
+        extra = draw(st.lists(st.sampled_from(LEGACY[1:]), unique=True, max_size=4))
+        keys = ["nvidia.com/gpu", *extra] if index == 0 or draw(st.booleans()) else extra
+        limits = {key: draw(st.sampled_from(VALID[key])) for key in keys}
+        limits |= draw(st.sampled_from([{}, {"cpu": "1"}, {"memory": "2Gi", "cpu": "500m"}]))
+        resources: dict[str, Any] = {"limits": limits} if limits else {}
+        if limits and draw(st.booleans()):
+            resources["requests"] = dict(limits)
+        container: dict[str, Any] = {"name": name, "image": "nvidia/cuda:12.4.0-base"}
+        if resources:
+            container["resources"] = resources
+        if draw(st.booleans()):
+            container["env"] = [{"name": "A", "value": "b"}]
+        containers.append(container)
+    spec: dict[str, Any] = {"containers": containers}
+    scheduler = draw(st.sampled_from([None, "hami-scheduler", "default-scheduler"]))
+    if scheduler:
+        spec["schedulerName"] = scheduler
+    metadata: dict[str, Any] = {"generateName": "job-", "namespace": "team-a"}
+    if draw(st.booleans()):
+        metadata["labels"] = draw(st.sampled_from([{"app": "train"}, {"hami.io/dra": "false"}]))
+    annotations = draw(
+        st.dictionaries(
+            st.sampled_from(ANNOTATIONS[:4]),
+            st.sampled_from(["A100", "a100,v100", "", "GPU-1,GPU-2", 'x"] || true || ["']),
+            max_size=3,
+        )
+    )
+    if annotations:
+        metadata["annotations"] = annotations
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
+
+
+def valid_policies() -> st.SearchStrategy[Policy]:
+    """Policies under which every valid GPU pod converts (memory sizes known)."""
+    return st.builds(
+        lambda nvidia, sizes: (
+            policy_from_mapping(
+                {"nvidia": nvidia, "hamiDraWebhook": {"deviceMemorySizes": sizes}}
+            ).policy
+        ),
+        st.fixed_dictionaries(
+            {},
+            optional={
+                "defaultMemory": st.sampled_from([0, 2000]),
+                "defaultCores": st.sampled_from([0, 20]),
+                "memoryFactor": st.sampled_from([1, 2]),
+                "overwriteEnv": st.booleans(),
+            },
+        ),
+        st.sampled_from([["80Gi"], ["80Gi", "40Gi", "16Gi"]]),
+    )

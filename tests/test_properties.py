@@ -14,7 +14,7 @@ from hami_dra_webhook.core.policy import Policy
 from hami_dra_webhook.core.translate import translate_pod
 from tests import dra_limits, k8s_schema
 from tests.cel_k8s import program
-from tests.strategies import pods, policies
+from tests.strategies import pods, policies, valid_gpu_pods, valid_policies
 
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -22,12 +22,13 @@ SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[Heal
 def without_allowed_changes(pod: dict[str, Any], original: dict[str, Any], policy: Policy) -> Any:
     """`pod` with only the fields a translation may change put back as in `original`."""
     pod = copy.deepcopy(pod)
-    labels = pod["metadata"].get("labels", {})
+    metadata = pod.get("metadata", {})
+    labels = metadata.get("labels", {})
     labels.pop(DRA_LABEL, None)
     if not labels and "labels" not in original.get("metadata", {}):
-        pod["metadata"].pop("labels", None)
-    if not pod["metadata"] and "metadata" not in original:
-        del pod["metadata"]
+        metadata.pop("labels", None)
+    if not metadata and "metadata" not in original:
+        pod.pop("metadata", None)
     spec, before = pod["spec"], original["spec"]
     for key in ("resourceClaims",):
         if key in before:
@@ -52,6 +53,23 @@ def without_allowed_changes(pod: dict[str, Any], original: dict[str, Any], polic
             else:
                 res.pop("claims", None)
     return pod
+
+
+@SETTINGS
+@given(pod=valid_gpu_pods(), policy=valid_policies())
+def test_every_valid_gpu_pod_converts(pod: dict[str, Any], policy: Policy) -> None:
+    """No refusal is an acceptable answer for a pod legacy HAMi would place: labels, annotations,
+    requests equal to limits, a legacy scheduler name, percentages with known sizes."""
+    result = translate_pod(pod, policy, "team-a")
+    assert result.outcome == "converted", (result.code, result.message)
+    converted = result.apply(pod)
+    assert converted["metadata"]["labels"][DRA_LABEL] == "true"
+    claimed = {c["name"] for c in converted["spec"]["resourceClaims"]}
+    assert {
+        claim["name"]
+        for c in converted["spec"]["containers"]
+        for claim in c.get("resources", {}).get("claims", [])
+    } <= claimed
 
 
 @SETTINGS

@@ -129,7 +129,7 @@ def _translate(pod: Any, policy: Policy, namespace: str | None, warnings: list[s
         ops += _env_ops(gpu.ref, gpu.container, _gpu_env(gpu, policy), warnings)
     if policy.nvidia.overwrite_env:
         for ref, container in every:
-            if not has_legacy_keys(container, names):
+            if not has_legacy_keys(container, names) and not _uses_claims(container):
                 ops += _env_ops(ref, container, {VISIBLE_DEVICES_ENV: "none"}, warnings)
     ops += _pod_ops(metadata, spec, pod_claims, any(g.is_gpu for g in gpus), policy, warnings)
     used = {key for gpu in gpus for key in (*gpu.request.in_limits, *gpu.request.in_requests)}
@@ -147,10 +147,16 @@ def _hide_gpus(every: list[tuple[ContainerRef, Any]], warnings: list[str]) -> Tr
     NVIDIA_VISIBLE_DEVICES=none, so that an nvidia default runtime shows it no GPU."""
     ops: list[patch.PatchOp] = []
     for ref, container in every:
-        ops += _env_ops(ref, container, {VISIBLE_DEVICES_ENV: "none"}, warnings)
+        if not _uses_claims(container):  # a DRA claim may hold a GPU (ours, once converted)
+            ops += _env_ops(ref, container, {VISIBLE_DEVICES_ENV: "none"}, warnings)
     if not ops:
         return Translation(outcome="unchanged", warnings=_cut(warnings))
     return Translation(outcome="converted", patch=ops, warnings=_cut(warnings))
+
+
+def _uses_claims(container: Any) -> bool:
+    resources = container.get("resources") if isinstance(container, dict) else None
+    return isinstance(resources, dict) and bool(resources.get("claims"))
 
 
 def _containers(spec: JsonObject) -> list[tuple[ContainerRef, Any]]:
@@ -270,6 +276,9 @@ def _container_claim_op(gpu: _GpuContainer, claim: str) -> patch.PatchOp:
 
 def _gpu_env(gpu: _GpuContainer, policy: Policy) -> dict[str, str]:
     env = {}
+    if gpu.share is None and policy.nvidia.overwrite_env:
+        # No device (count 0, or no count with defaultGPUNum 0): hidden like a CPU container.
+        env[VISIBLE_DEVICES_ENV] = "none"
     if gpu.request.priority is not None:
         env[TASK_PRIORITY_ENV] = str(gpu.request.priority)
     if gpu.share is not None:
@@ -288,13 +297,13 @@ def _env_ops(
     env = container.get("env")
     if env is not None and not isinstance(env, list):
         raise Refused(f"{ref.label}: env is not a list", code=400)
-    present = {e.get("name") for e in env or [] if isinstance(e, dict)}
+    present = {e.get("name"): e.get("value") for e in env or [] if isinstance(e, dict)}
     entries = []
     for name, value in wanted.items():
-        if name in present:
-            warnings.append(f"{ref.label}: keeps its own {name} (not set to {value})")
-        else:
+        if name not in present:
             entries.append({"name": name, "value": value})
+        elif present[name] != value:
+            warnings.append(f"{ref.label}: keeps its own {name} (not set to {value})")
     path = ("spec", ref.list_name, ref.position, "env")
     if not entries:
         return []
