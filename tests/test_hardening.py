@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -156,12 +157,90 @@ def test_tls_1_1_and_weak_ciphers_are_refused(tmp_path: Path) -> None:
             client.maximum_version = maximum
             with pytest.raises(ssl.SSLError):
                 process.post(review(gpu_pod()), process.connection(client))
-        weak = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-        weak.load_verify_locations(process.ca_file)
-        weak.maximum_version = ssl.TLSVersion.TLSv1_2
-        weak.set_ciphers("AES128-SHA:AES256-SHA:DES-CBC3-SHA:@SECLEVEL=0")  # no forward secrecy
+    finally:
+        process.stop()
+
+
+def _rsa_certificate(folder: Path) -> tuple[Path, Path, Path]:
+    """An RSA serving certificate: with an ECDSA one, RSA key exchange could never be agreed on
+    whatever the server allowed, and refusing it would prove nothing."""
+    import datetime
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+    from cryptography.x509.oid import NameOID
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
+    now = datetime.datetime.now(datetime.UTC)
+    certificate = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost")]), critical=False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    folder.mkdir(parents=True, exist_ok=True)
+    cert, key_file = folder / "rsa.crt", folder / "rsa.key"
+    cert.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
+    key_file.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    key_file.chmod(0o600)
+    return cert, key_file, cert  # self-signed: the certificate is its own CA
+
+
+def _weak_client(ca: Path) -> ssl.SSLContext:
+    weak = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    weak.load_verify_locations(ca)
+    weak.maximum_version = ssl.TLSVersion.TLSv1_2
+    weak.set_ciphers("AES128-SHA:AES256-SHA:AES128-GCM-SHA256:@SECLEVEL=0")  # RSA key exchange
+    return weak
+
+
+def test_non_forward_secret_ciphers_are_refused(tmp_path: Path) -> None:
+    cert, key, ca = _rsa_certificate(tmp_path / "rsa")
+    # The control: a permissive TLS server with the same certificate agrees to these ciphers.
+    permissive = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    permissive.load_cert_chain(cert, key)
+    permissive.set_ciphers("ALL:@SECLEVEL=0")
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        port = listener.getsockname()[1]
+
+        def accept() -> None:
+            raw, _ = listener.accept()
+            with (
+                contextlib.suppress(ssl.SSLError, OSError),
+                permissive.wrap_socket(raw, server_side=True),
+            ):
+                pass
+
+        server = threading.Thread(target=accept)
+        server.start()
+        with (
+            socket.create_connection(("127.0.0.1", port)) as raw,
+            _weak_client(ca).wrap_socket(raw, server_hostname="localhost") as tls,
+        ):
+            agreed = tls.cipher()[0]
+        server.join()
+    assert not agreed.startswith("ECDHE"), agreed
+    process = Webhook(
+        tmp_path, "--tls-min-version", "1.2", "--cert-file", str(cert), "--key-file", str(key),
+        own_certs=False,
+    )  # fmt: skip
+    try:
         with pytest.raises(ssl.SSLError):
-            process.post(review(gpu_pod()), process.connection(weak))
+            process.post(review(gpu_pod()), process.connection(_weak_client(ca)))
     finally:
         process.stop()
 
