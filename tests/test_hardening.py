@@ -267,7 +267,7 @@ def test_an_exposed_key_file_stops_the_start(tmp_path: Path) -> None:
         check=False,
     )
     assert (
-        result.returncode == 1 and "other users can read or change the private key" in result.stderr
+        result.returncode == 3 and "other users can read or change the private key" in result.stderr
     )
 
 
