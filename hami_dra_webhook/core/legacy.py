@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from hami_dra_webhook.core.policy import Policy
@@ -24,8 +24,6 @@ class LegacyRequest:
     # Which keys sit in limits and which in requests: all of them leave the pod.
     in_limits: tuple[str, ...]
     in_requests: tuple[str, ...]
-    # The values as written, for the template's record of where it came from.
-    written: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,13 +60,7 @@ def read_request(container: dict[str, Any], ref: ContainerRef, policy: Policy) -
     """Validate the legacy values as kube-apiserver would have, had they stayed on the pod."""
     limits, requests = resource_maps(container)
     names = policy.legacy_resource_names
-    values: list[int | None] = []
-    written: dict[str, str] = {}
-    for name in names:
-        value = _one_value(name, limits, requests, ref, memory=name == names[1])
-        values.append(value)
-        if value is not None:
-            written[name] = str(limits.get(name, requests.get(name)))
+    values = [_one_value(name, limits, requests, ref, memory=name == names[1]) for name in names]
     return LegacyRequest(
         count=values[0],
         memory=values[1],
@@ -77,7 +69,6 @@ def read_request(container: dict[str, Any], ref: ContainerRef, policy: Policy) -
         priority=values[4],
         in_limits=tuple(n for n in names if n in limits),
         in_requests=tuple(n for n in names if n in requests),
-        written=written,
     )
 
 
