@@ -161,3 +161,32 @@ def test_the_driver_guard_comes_first() -> None:
     with pytest.raises(CELEvalError, match="no such key"):
         evaluate(selectors[1], other)
     assert selects(selectors, other) is False
+
+
+def test_the_10_kib_selector_limit_is_exact() -> None:
+    """A selector of exactly 10 KiB is accepted, one byte more is refused with 422."""
+    from hami_dra_webhook.core.policy import DEFAULT_POLICY
+    from hami_dra_webhook.core.selectors import MAX_SELECTOR_LENGTH, device_filter
+    from hami_dra_webhook.core.types import Refused
+
+    assert MAX_SELECTOR_LENGTH == 10 * 1024
+    base = len(device_filter({"nvidia.com/use-gpuuuid": "x"}, DEFAULT_POLICY).selectors[-1]) - 1
+    at_limit = "x" * (MAX_SELECTOR_LENGTH - base)
+    selector = device_filter({"nvidia.com/use-gpuuuid": at_limit}, DEFAULT_POLICY).selectors[-1]
+    assert len(selector.encode()) == MAX_SELECTOR_LENGTH
+    with pytest.raises(Refused) as raised:
+        device_filter({"nvidia.com/use-gpuuuid": at_limit + "x"}, DEFAULT_POLICY)
+    assert raised.value.code == 422 and "10 KiB" in raised.value.message
+
+
+@pytest.mark.parametrize("key", ["nvidia.com/use-gpuuuid", "nvidia.com/nouse-gputype"])
+def test_a_value_that_cannot_be_a_cel_literal_is_refused_not_dropped(key: str) -> None:
+    """A lone surrogate cannot become a CEL string: refusing keeps the constraint; dropping it
+    would widen the device choice."""
+    from hami_dra_webhook.core.policy import DEFAULT_POLICY
+    from hami_dra_webhook.core.selectors import device_filter
+    from hami_dra_webhook.core.types import Refused
+
+    with pytest.raises(Refused) as raised:
+        device_filter({key: "GPU-1,\ud800"}, DEFAULT_POLICY)
+    assert raised.value.code == 422 and "cannot be used" in raised.value.message
