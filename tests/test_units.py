@@ -35,6 +35,19 @@ from tests.dra_limits import DNS_LABEL
         (".5", Fraction(1, 2)),
         ("-1", -1),
         ("1E-3", Fraction(1, 1000)),
+        # every suffix kube-apiserver knows
+        ("3Ki", 3 << 10),
+        ("3Mi", 3 << 20),
+        ("2Ti", 2 << 40),
+        ("1Pi", 1 << 50),
+        ("1Ei", 1 << 60),
+        ("4n", Fraction(4, 10**9)),
+        ("4u", Fraction(4, 10**6)),
+        ("5M", 5 * 10**6),
+        ("5G", 5 * 10**9),
+        ("5T", 5 * 10**12),
+        ("2P", 2 * 10**15),
+        ("1E", 10**18),
     ],
 )
 def test_parse_quantity(text: str, value: Fraction) -> None:
@@ -83,6 +96,23 @@ def test_plain_integers(value: object, expected: int) -> None:
 def test_values_legacy_would_misread_are_refused(value: object, reason: str) -> None:
     with pytest.raises(QuantityError, match=reason):
         parse_plain_integer(value)
+
+
+@pytest.mark.parametrize(
+    ("size", "text"),
+    [
+        (1023, "1023"),
+        (1 << 10, "1Ki"),
+        (3 << 20, "3Mi"),
+        (80 << 30, "80Gi"),
+        (1 << 40, "1Ti"),
+        (1536 << 30, "1536Gi"),
+        (2 << 50, "2048Ti"),
+    ],
+)
+def test_byte_sizes_format_to_the_largest_exact_binary_unit(size: int, text: str) -> None:
+    assert format_bytes(size) == text
+    assert parse_byte_size(text) == size
 
 
 def test_byte_sizes() -> None:
