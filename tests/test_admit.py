@@ -22,6 +22,7 @@ from tests.api_calls import CallsThrough
 from tests.apiserver_standin import StandIn
 from tests.controlplane.cluster import ControlPlane
 from tests.controlplane.for_pytest import binaries_or_skip
+from tests.controlplane.gpu_node import Gpu, GpuNode
 from tests.controlplane.versions import release
 from tests.e2e.harness import Cluster
 from tests.reviews import gpu_pod, review
@@ -269,47 +270,17 @@ def test_failed_cluster_checks_are_kept_for_the_metrics(kube: Cluster, namespace
 def resource_slice(
     node: str, driver: str, sizes: list[str], kind: str = "hami-gpu"
 ) -> dict[str, Any]:
-    """A ResourceSlice as the HAMi DRA driver publishes it (REFERENCE.md section 2)."""
-    devices = [
-        {
-            "name": f"hami-gpu-{i}",
-            "allowMultipleAllocations": True,
-            "attributes": {
-                "type": {"string": kind},
-                "uuid": {"string": f"GPU-{node}-{i}"},
-                "minor": {"int": i},
-                "productName": {"string": "NVIDIA A100-SXM4-80GB"},
-            },
-            "capacity": {
-                "cores": {
-                    "value": "100",
-                    "requestPolicy": {
-                        "default": "100",
-                        "validRange": {"min": "0", "max": "100", "step": "1"},
-                    },
-                },
-                "memory": {
-                    "value": size,
-                    "requestPolicy": {
-                        "default": size,
-                        "validRange": {"min": "1Mi", "max": size, "step": "1Mi"},
-                    },
-                },
-            },
-        }
+    """A ResourceSlice as the HAMi DRA driver publishes it, with these memory sizes."""
+    gpus = tuple(
+        Gpu(i, f"GPU-{node}-{i}", "NVIDIA A100-SXM4-80GB", 80, "Ampere", "8.0.0", memory=size)
         for i, size in enumerate(sizes)
-    ]
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceSlice",
-        "metadata": {"name": f"{node}-{driver}"},
-        "spec": {
-            "driver": driver,
-            "nodeName": node,
-            "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
-            "devices": devices,
-        },
-    }
+    )
+    document = GpuNode(node, gpus).resource_slice()
+    document["metadata"]["name"] = f"{node}-{driver}"
+    document["spec"]["driver"] = driver
+    for device in document["spec"]["devices"]:
+        device["attributes"]["type"] = {"string": kind}
+    return document
 
 
 def test_memory_sizes_come_from_resource_slices(

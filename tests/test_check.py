@@ -343,26 +343,31 @@ def test_json_output(setup: Setup) -> None:
     assert [n["node"] for n in report["nodes"]] == ["gpu-node-1"]
 
 
-def test_kubernetes_1_34_is_warned_about(tmp_path: Path) -> None:
-    """kube-apiserver 1.34 (gate on): the version line warns that GPU sharing needs 1.35+."""
-    target = release("1.34")
+def check_alone(folder: Path, minor: str, *apiserver_args: str) -> tuple[int, str]:
+    """`check` against a kube-apiserver of its own (no controllers), started for one test."""
+    target = release(minor)
     plane = ControlPlane(
         target,
         binaries_or_skip(target),
-        tmp_path / "v1.34",
+        folder,
         consumable_capacity=True,
         controllers=False,
+        apiserver_args=apiserver_args,
     ).start()
     try:
-        out, err = io.StringIO(), io.StringIO()
-        main(["check", "--kubeconfig", str(plane.admin_kubeconfig)], stdout=out, stderr=err)
+        out = io.StringIO()
+        kubeconfig = str(plane.admin_kubeconfig)
+        code = main(["check", "--kubeconfig", kubeconfig], stdout=out, stderr=io.StringIO())
     finally:
         plane.stop()
-    assert (
-        "WARN  Kubernetes: v1.34.4: kube-scheduler 1.34 does not place shared GPUs"
-        in out.getvalue()
-    )
-    assert "share GPUs on Kubernetes 1.35 or later" in out.getvalue()
+    return code, out.getvalue()
+
+
+def test_kubernetes_1_34_is_warned_about(tmp_path: Path) -> None:
+    """kube-apiserver 1.34 (gate on): the version line warns that GPU sharing needs 1.35+."""
+    _, out = check_alone(tmp_path, "1.34")
+    assert "WARN  Kubernetes: v1.34.4: kube-scheduler 1.34 does not place shared GPUs" in out
+    assert "share GPUs on Kubernetes 1.35 or later" in out
 
 
 def test_an_unreachable_cluster_exits_3(setup: Setup, tmp_path: Path) -> None:
@@ -378,23 +383,10 @@ def test_an_unreachable_cluster_exits_3(setup: Setup, tmp_path: Path) -> None:
 
 def test_a_cluster_without_the_dra_api(tmp_path: Path) -> None:
     """kube-apiserver with resource.k8s.io switched off (--runtime-config) says so."""
-    target = release("1.36")
-    plane = ControlPlane(
-        target,
-        binaries_or_skip(target),
-        tmp_path / "no-dra",
-        consumable_capacity=True,
-        controllers=False,
-        apiserver_args=("--runtime-config=resource.k8s.io/v1=false",),
-    ).start()
-    try:
-        out, err = io.StringIO(), io.StringIO()
-        code = main(["check", "--kubeconfig", str(plane.admin_kubeconfig)], stdout=out, stderr=err)
-    finally:
-        plane.stop()
+    code, out = check_alone(tmp_path, "1.36", "--runtime-config=resource.k8s.io/v1=false")
     assert code == 2
-    assert "FAIL  resource.k8s.io/v1: not served" in out.getvalue()
-    assert "use Kubernetes 1.34 or later" in out.getvalue()
+    assert "FAIL  resource.k8s.io/v1: not served" in out
+    assert "use Kubernetes 1.34 or later" in out
 
 
 def test_cluster_access_is_found_as_kubectl_finds_it(

@@ -215,55 +215,42 @@ class ControlPlane:
         )
         self._wait(process, lambda: self._get_status("/readyz") == 200)
 
-    def _component_kubeconfig(self, name: str, common_name: str) -> Path:
-        return self.kubeconfig(name, self.pki.issue(name, common_name))
+    def _start_controller(self, command: str, identity: str, *flags: str) -> None:
+        """kube-controller-manager or kube-scheduler: logged in with a certificate of its own
+        identity, serving /healthz on a port of its own, no leader election."""
+        kubeconfig = self.kubeconfig(command, self.pki.issue(command, identity))
+        port = free_port()
+        process = self._spawn(
+            command,
+            [
+                str(self.binaries.path(command)),
+                f"--kubeconfig={kubeconfig}",
+                f"--authentication-kubeconfig={kubeconfig}",
+                f"--authorization-kubeconfig={kubeconfig}",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={port}",
+                "--leader-elect=false",
+                f"--feature-gates={self.gates}",
+                f"--cert-dir={self.folder / (command + '-certs')}",
+                "--v=1",
+                *flags,
+            ],
+        )
+        self._wait(process, lambda: _local_healthz(port))
 
     def _start_controller_manager(self) -> None:
-        kubeconfig = self._component_kubeconfig(
-            "kube-controller-manager", "system:kube-controller-manager"
-        )
-        port = free_port()
-        process = self._spawn(
+        self._start_controller(
             "kube-controller-manager",
-            [
-                str(self.binaries.path("kube-controller-manager")),
-                f"--kubeconfig={kubeconfig}",
-                f"--authentication-kubeconfig={kubeconfig}",
-                f"--authorization-kubeconfig={kubeconfig}",
-                "--bind-address=127.0.0.1",
-                f"--secure-port={port}",
-                f"--controllers={CONTROLLERS}",
-                "--use-service-account-credentials=true",
-                f"--service-account-private-key-file={self.pki.service_account_key}",
-                f"--root-ca-file={self.pki.ca}",
-                f"--service-cluster-ip-range={SERVICE_CIDR}",
-                "--leader-elect=false",
-                f"--feature-gates={self.gates}",
-                f"--cert-dir={self.folder / 'kcm-certs'}",
-                "--v=1",
-            ],
+            "system:kube-controller-manager",
+            f"--controllers={CONTROLLERS}",
+            "--use-service-account-credentials=true",
+            f"--service-account-private-key-file={self.pki.service_account_key}",
+            f"--root-ca-file={self.pki.ca}",
+            f"--service-cluster-ip-range={SERVICE_CIDR}",
         )
-        self._wait(process, lambda: _local_healthz(port))
 
     def _start_scheduler(self) -> None:
-        kubeconfig = self._component_kubeconfig("kube-scheduler", "system:kube-scheduler")
-        port = free_port()
-        process = self._spawn(
-            "kube-scheduler",
-            [
-                str(self.binaries.path("kube-scheduler")),
-                f"--kubeconfig={kubeconfig}",
-                f"--authentication-kubeconfig={kubeconfig}",
-                f"--authorization-kubeconfig={kubeconfig}",
-                "--bind-address=127.0.0.1",
-                f"--secure-port={port}",
-                "--leader-elect=false",
-                f"--feature-gates={self.gates}",
-                f"--cert-dir={self.folder / 'scheduler-certs'}",
-                "--v=1",
-            ],
-        )
-        self._wait(process, lambda: _local_healthz(port))
+        self._start_controller("kube-scheduler", "system:kube-scheduler")
 
     # -- access ----------------------------------------------------------------------------
 

@@ -23,13 +23,14 @@ class Gpu:
     memory_gib: int
     architecture: str
     compute_capability: str
+    memory: str | None = None  # the capacity as published, when not `<memory_gib>Gi`
 
     @property
     def device_name(self) -> str:
         return f"hami-gpu-{self.minor}"
 
     def device(self) -> dict[str, Any]:
-        memory = f"{self.memory_gib}Gi"
+        memory = self.memory or f"{self.memory_gib}Gi"
         return {
             "name": self.device_name,
             "attributes": {
