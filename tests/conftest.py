@@ -67,10 +67,8 @@ def kube(tmp_path_factory):  # type: ignore[no-untyped-def]
 @pytest.fixture
 def real_api(kube):  # type: ignore[no-untyped-def]
     """The real adapter (hami_dra_webhook.kube, official client) on the real kube-apiserver."""
-    from hami_dra_webhook.kube import KubernetesApi, load_configuration
+    from tests.e2e.harness import api_for
 
-    configuration = load_configuration(str(kube.plane.admin_kubeconfig))
-    assert configuration is not None
-    api = KubernetesApi(configuration)
+    api = api_for(kube.plane.admin_kubeconfig)
     yield api
     api.close()

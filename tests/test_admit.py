@@ -16,7 +16,7 @@ from hami_dra_webhook.admit import Admission, Admitter
 from hami_dra_webhook.cluster import ClusterState
 from hami_dra_webhook.core.admission import parse_review
 from hami_dra_webhook.core.policy import DEFAULT_POLICY, Policy, policy_from_mapping
-from hami_dra_webhook.kube import KubernetesApi, load_configuration
+from hami_dra_webhook.kube import KubernetesApi
 from hami_dra_webhook.templates import ApiTemplateStore, OfflineTemplateStore
 from tests.api_calls import CallsThrough
 from tests.apiserver_standin import StandIn
@@ -24,7 +24,7 @@ from tests.controlplane.cluster import ControlPlane
 from tests.controlplane.for_pytest import binaries_or_skip
 from tests.controlplane.gpu_node import Gpu, GpuNode
 from tests.controlplane.versions import release
-from tests.e2e.harness import Cluster
+from tests.e2e.harness import Cluster, api_for
 from tests.reviews import gpu_pod, review
 
 
@@ -61,9 +61,7 @@ def stored(kube: Cluster, namespace: str) -> list[str]:
 def powerless_api(kube: Cluster, namespace: str) -> KubernetesApi:
     """The adapter as a ServiceAccount with no RBAC: the real server answers 403."""
     kube.kubectl("create", "serviceaccount", "powerless", "-n", namespace)
-    configuration = load_configuration(str(kube.service_account_kubeconfig(namespace, "powerless")))
-    assert configuration is not None
-    return KubernetesApi(configuration)
+    return api_for(kube.service_account_kubeconfig(namespace, "powerless"))
 
 
 def test_create_converts_creates_templates_and_echoes_uid(
@@ -166,9 +164,7 @@ def gate_off(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubernetesApi
     ).start()
     status, _ = plane.request("POST", "/api/v1/namespaces", {"metadata": {"name": "team-a"}})
     assert status == 201
-    configuration = load_configuration(str(plane.admin_kubeconfig))
-    assert configuration is not None
-    api = KubernetesApi(configuration)
+    api = api_for(plane.admin_kubeconfig)
     yield api
     api.close()
     plane.stop()

@@ -241,13 +241,15 @@ def test_match_conditions_are_valid_cel_and_select_gpu_pods(
     assert _match(condition["expression"], pod) is sent
 
 
-def test_match_conditions_follow_renamed_resources() -> None:
-    config_text = "nvidia:\n  resourceCountName: example.com/vgpu\n"
-    result = run_helm("template", "x", str(CHART), "--set-string", f"deviceConfig={config_text}")
+def _webhook_with(device_config: str) -> dict[str, Any]:
+    """The MutatingWebhookConfiguration rendered with this deviceConfig."""
+    result = run_helm("template", "x", str(CHART), "--set-string", f"deviceConfig={device_config}")
     assert result.returncode == 0, result.stderr
-    config = find(
-        [d for d in yaml.safe_load_all(result.stdout) if d], "MutatingWebhookConfiguration"
-    )
+    return find([d for d in yaml.safe_load_all(result.stdout) if d], "MutatingWebhookConfiguration")
+
+
+def test_match_conditions_follow_renamed_resources() -> None:
+    config = _webhook_with("nvidia:\n  resourceCountName: example.com/vgpu\n")
     expression = config["webhooks"][0]["matchConditions"][0]["expression"]
     assert _match(
         expression, _pod([{"name": "c", "resources": {"limits": {"example.com/vgpu": "1"}}}])
@@ -260,12 +262,7 @@ def test_match_conditions_follow_renamed_resources() -> None:
 def test_match_conditions_leave_out_a_resource_named_empty() -> None:
     """`resourceMemoryName: ""` means no memory resource (legacy HAMi): gpumem alone does not
     send a pod, and "" itself is no name to look for; the other defaults stay."""
-    config_text = 'nvidia:\n  resourceMemoryName: ""\n'
-    result = run_helm("template", "x", str(CHART), "--set-string", f"deviceConfig={config_text}")
-    assert result.returncode == 0, result.stderr
-    config = find(
-        [d for d in yaml.safe_load_all(result.stdout) if d], "MutatingWebhookConfiguration"
-    )
+    config = _webhook_with('nvidia:\n  resourceMemoryName: ""\n')
     expression = config["webhooks"][0]["matchConditions"][0]["expression"]
     assert "''" not in expression
     assert not _match(
@@ -279,12 +276,7 @@ def test_match_conditions_leave_out_a_resource_named_empty() -> None:
 
 def test_overwrite_env_sends_every_pod_and_says_so() -> None:
     config_text = "nvidia:\n  overwriteEnv: true\n"
-    result = run_helm("template", "x", str(CHART), "--set-string", f"deviceConfig={config_text}")
-    assert result.returncode == 0, result.stderr
-    config = find(
-        [d for d in yaml.safe_load_all(result.stdout) if d], "MutatingWebhookConfiguration"
-    )
-    assert "matchConditions" not in config["webhooks"][0]
+    assert "matchConditions" not in _webhook_with(config_text)["webhooks"][0]
     notes = run_helm(
         "install",
         "x",

@@ -14,7 +14,7 @@ import pytest
 from cryptography import x509
 
 from hami_dra_webhook.certs import issue, service_names
-from hami_dra_webhook.kube import KubernetesApi, load_configuration
+from hami_dra_webhook.kube import KubernetesApi
 from hami_dra_webhook.selfcerts import (
     CertificateSetupError,
     Target,
@@ -22,7 +22,7 @@ from hami_dra_webhook.selfcerts import (
     publish_ca_bundle,
 )
 from tests.api_calls import CallsThrough
-from tests.e2e.harness import Cluster
+from tests.e2e.harness import Cluster, api_for
 
 
 @pytest.fixture
@@ -146,9 +146,7 @@ def test_two_replicas_racing_end_with_one_certificate(
 
 
 def replica(kube: Cluster) -> KubernetesApi:
-    configuration = load_configuration(str(kube.plane.admin_kubeconfig))
-    assert configuration is not None
-    return KubernetesApi(configuration)
+    return api_for(kube.plane.admin_kubeconfig)
 
 
 def test_renewal_keeps_the_ca(kube: Cluster, real_api: KubernetesApi, target: Target) -> None:
@@ -214,11 +212,7 @@ def test_missing_secret_or_forbidden_says_what_to_fix(
         "create", "rolebinding", "read-tls", "-n", target.namespace, "--role=read-tls",
         f"--serviceaccount={target.namespace}:reader",
     )  # fmt: skip
-    configuration = load_configuration(
-        str(kube.service_account_kubeconfig(target.namespace, "reader"))
-    )
-    assert configuration is not None
-    reader = KubernetesApi(configuration)
+    reader = api_for(kube.service_account_kubeconfig(target.namespace, "reader"))
     try:
         with pytest.raises(CertificateSetupError, match="403 Forbidden"):
             asyncio.run(ensure_certificates(reader, target))

@@ -14,7 +14,7 @@ import pytest
 from hami_dra_webhook.api import KubeApi
 from hami_dra_webhook.core.policy import DEFAULT_POLICY
 from hami_dra_webhook.core.translate import translate_pod
-from hami_dra_webhook.kube import KubernetesApi, load_configuration
+from hami_dra_webhook.kube import KubernetesApi
 from hami_dra_webhook.templates import (
     LAST_USED_ANNOTATION,
     ApiTemplateStore,
@@ -23,7 +23,7 @@ from hami_dra_webhook.templates import (
 )
 from tests.api_calls import CallsThrough
 from tests.apiserver_standin import StandIn
-from tests.e2e.harness import Cluster
+from tests.e2e.harness import Cluster, api_for
 
 
 def templates(memory: str = "4000", namespace: str = "team-a") -> list[dict[str, Any]]:
@@ -121,10 +121,7 @@ def test_dry_run_creates_nothing(kube: Cluster, real_api: KubernetesApi) -> None
 def test_forbidden_says_check_its_rbac(kube: Cluster) -> None:
     namespace = kube.create_namespace("store")
     kube.kubectl("create", "serviceaccount", "powerless", "-n", namespace)
-    kubeconfig = kube.service_account_kubeconfig(namespace, "powerless")
-    configuration = load_configuration(str(kubeconfig))
-    assert configuration is not None
-    api = KubernetesApi(configuration)
+    api = api_for(kube.service_account_kubeconfig(namespace, "powerless"))
     try:
         with pytest.raises(TemplateUnavailable) as raised:
             ensure(ApiTemplateStore(api), templates(), namespace=namespace)

@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 import yaml
 
+from hami_dra_webhook.kube import KubernetesApi, load_configuration
 from tests.chart_tools import CHART
 from tests.controlplane.cluster import ControlPlane, free_port
 from tests.controlplane.gpu_node import GpuNode
@@ -326,6 +327,13 @@ class Release:
             if all(f'{key}="{wanted}"' in sample for key, wanted in labels.items()):
                 total += float(value)
         return total
+
+
+def api_for(kubeconfig: Path) -> KubernetesApi:
+    """The project's own API adapter, logged in as the kubeconfig says."""
+    configuration = load_configuration(str(kubeconfig))
+    assert configuration is not None
+    return KubernetesApi(configuration)
 
 
 def ca_bundle_of(configuration: dict[str, Any]) -> bytes:
