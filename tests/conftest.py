@@ -44,19 +44,11 @@ def kube(tmp_path_factory):  # type: ignore[no-untyped-def]
     """A real control plane (Kubernetes 1.36: etcd, kube-apiserver, kube-controller-manager,
     kube-scheduler) with a GPU node, shared by the tests that talk to the Kubernetes API;
     each test works in namespaces of its own (`kube.create_namespace()`)."""
-    from tests.controlplane.cluster import ControlPlane
-    from tests.controlplane.for_pytest import binaries_or_skip
+    from tests.controlplane.for_pytest import start_plane
     from tests.controlplane.gpu_node import GpuNode
-    from tests.controlplane.versions import release
     from tests.e2e.harness import Cluster
 
-    target = release("1.36")
-    plane = ControlPlane(
-        target,
-        binaries_or_skip(target),
-        tmp_path_factory.mktemp("kube"),
-        consumable_capacity=True,
-    ).start()
+    plane = start_plane("1.36", tmp_path_factory.mktemp("kube"), capacity=True)
     try:
         node = GpuNode.default()
         yield Cluster(plane, node, node.register(plane), plane.folder)

@@ -20,10 +20,8 @@ from hami_dra_webhook.kube import KubernetesApi
 from hami_dra_webhook.templates import ApiTemplateStore, OfflineTemplateStore
 from tests.api_calls import CallsThrough
 from tests.apiserver_standin import StandIn
-from tests.controlplane.cluster import ControlPlane
-from tests.controlplane.for_pytest import binaries_or_skip
+from tests.controlplane.for_pytest import start_plane
 from tests.controlplane.gpu_node import Gpu, GpuNode
-from tests.controlplane.versions import release
 from tests.e2e.harness import Cluster, api_for
 from tests.reviews import gpu_pod, review
 
@@ -154,14 +152,9 @@ def test_other_operations_kinds_and_pods_pass_unchanged(
 def gate_off(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubernetesApi]:
     """A real kube-apiserver 1.34 with DRAConsumableCapacity off (its default): it drops
     capacity requests from claims."""
-    target = release("1.34")
-    plane = ControlPlane(
-        target,
-        binaries_or_skip(target),
-        tmp_path_factory.mktemp("gate-off"),
-        consumable_capacity=False,
-        controllers=False,
-    ).start()
+    plane = start_plane(
+        "1.34", tmp_path_factory.mktemp("gate-off"), capacity=False, controllers=False
+    )
     status, _ = plane.request("POST", "/api/v1/namespaces", {"metadata": {"name": "team-a"}})
     assert status == 201
     api = api_for(plane.admin_kubeconfig)

@@ -22,9 +22,8 @@ import yaml
 
 from hami_dra_webhook.certs import issue, service_names
 from hami_dra_webhook.cli.main import main
-from tests.controlplane.cluster import ControlPlane, free_port
-from tests.controlplane.for_pytest import binaries_or_skip
-from tests.controlplane.versions import release
+from tests.controlplane.cluster import free_port
+from tests.controlplane.for_pytest import start_plane
 from tests.e2e.harness import Cluster
 
 DRIVER = "hami-core-gpu.project-hami.io"
@@ -345,15 +344,9 @@ def test_json_output(setup: Setup) -> None:
 
 def check_alone(folder: Path, minor: str, *apiserver_args: str) -> tuple[int, str]:
     """`check` against a kube-apiserver of its own (no controllers), started for one test."""
-    target = release(minor)
-    plane = ControlPlane(
-        target,
-        binaries_or_skip(target),
-        folder,
-        consumable_capacity=True,
-        controllers=False,
-        apiserver_args=apiserver_args,
-    ).start()
+    plane = start_plane(
+        minor, folder, capacity=True, controllers=False, apiserver_args=apiserver_args
+    )
     try:
         out = io.StringIO()
         kubeconfig = str(plane.admin_kubeconfig)
