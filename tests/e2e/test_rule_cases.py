@@ -14,15 +14,6 @@ from tests.test_cases import CASE_NAMES, load_case
 def test_every_case_output_is_accepted(cluster: Cluster) -> None:
     namespace = "team-a"  # the cases' own namespace
     cluster.ensure_namespace(namespace)
-    if cluster.kubectl("get", "runtimeclass", "nvidia", check=False).returncode != 0:
-        # The runtime class the overwrite-env-and-runtime-class case's policy names.
-        runtime_class = {
-            "apiVersion": "node.k8s.io/v1",
-            "kind": "RuntimeClass",
-            "metadata": {"name": "nvidia"},
-            "handler": "nvidia",
-        }
-        cluster.apply(runtime_class, namespace=namespace)
     items = []
     converted = 0
     for name in CASE_NAMES:
@@ -42,6 +33,22 @@ def test_every_case_output_is_accepted(cluster: Cluster) -> None:
         changed["spec"].pop("ephemeralContainers", None)
         items.append(changed)
     assert converted >= 40
+    # The runtime classes the cases name (a policy's, or the pod's own) must exist.
+    for runtime_class in {
+        i["spec"]["runtimeClassName"]
+        for i in items
+        if i.get("kind") == "Pod" and i["spec"].get("runtimeClassName")
+    }:
+        if cluster.kubectl("get", "runtimeclass", runtime_class, check=False).returncode != 0:
+            cluster.apply(
+                {
+                    "apiVersion": "node.k8s.io/v1",
+                    "kind": "RuntimeClass",
+                    "metadata": {"name": runtime_class},
+                    "handler": runtime_class,
+                },
+                namespace=namespace,
+            )
     listing = yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": items})
     result = cluster.kubectl(
         "create", "--dry-run=server", "--validate=strict", "-n", namespace, "-f", "-",
