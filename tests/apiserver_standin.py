@@ -17,6 +17,7 @@ import json
 import threading
 import time
 import uuid
+from collections import Counter
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -47,6 +48,7 @@ class StandIn:
         self.delay: dict[tuple[str, str], float] = {}
         self.reset: set[tuple[str, str]] = set()
         self.truncate: set[tuple[str, str]] = set()  # headers and half a body, then a close
+        self.received: Counter[tuple[str, str]] = Counter()  # requests seen, faults included
         self.token = "standin-token"
         self._version = 1000
         self._lock = threading.Lock()
@@ -142,6 +144,7 @@ class _Handler(BaseHTTPRequestHandler):
         kind = _kind(parts)
         length = int(self.headers.get("Content-Length") or 0)
         body = json.loads(self.rfile.read(length)) if length else None
+        state.received[(method, kind)] += 1
         if self.headers.get("Authorization") != f"Bearer {state.token}":
             return self._fail(401, "Unauthorized")
         if (method, kind) in state.delay:

@@ -8,13 +8,13 @@ import io
 import os
 import ssl
 import threading
-import time
 from pathlib import Path
 
 from cryptography import x509
 
 from hami_dra_webhook.certs import issue, write
 from hami_dra_webhook.cli.main import main
+from tests.e2e.harness import wait_for
 from tests.reviews import gpu_pod, review
 from tests.webhook_process import Webhook
 
@@ -129,14 +129,22 @@ def test_rotation_in_place_under_concurrent_requests(tmp_path: Path) -> None:
     try:
         for thread in threads:
             thread.start()
-        time.sleep(0.5)
+        wait_for(lambda: answered[0] >= 8, "clients to be answered")
         before = answered[0]
         webhook.cert_file.write_bytes(rotated.cert_pem)
-        time.sleep(0.3)  # the key still belongs to the old certificate: the pair does not load yet
+        # The key still belongs to the old certificate: the pair does not load, the old one serves.
+        wait_for(lambda: answered[0] >= before + 16, "answers with half a pair on disk")
         fd = os.open(webhook.key_file, os.O_WRONLY | os.O_TRUNC)
         os.write(fd, rotated.key_pem)
         os.close(fd)
-        time.sleep(1.0)
+        rotated_serial = x509.load_pem_x509_certificate(rotated.cert_pem).serial_number
+        wait_for(
+            lambda: _served_certificate(webhook, both) == rotated_serial,
+            "the rotated certificate to be served",
+            timeout=10,
+        )
+        after = answered[0]
+        wait_for(lambda: answered[0] >= after + 16, "answers with the rotated certificate")
     finally:
         stop.set()
         for thread in threads:

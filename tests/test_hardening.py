@@ -13,12 +13,13 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from hami_dra_webhook.certs import issue, write
 from tests.apiserver_standin import StandIn
-from tests.e2e.harness import Cluster
+from tests.e2e.harness import Cluster, wait_for
 from tests.reviews import gpu_pod, review
 from tests.webhook_process import Webhook, free_port
 
@@ -124,8 +125,8 @@ def test_concurrency_is_bounded(tmp_path: Path) -> None:
         assert status == 503
         for connection in held:
             connection.close()
-        time.sleep(0.2)
-        assert process.post(review(gpu_pod()))[0] == 200
+        # Served again once the server has noticed the closed connections.
+        wait_for(lambda: process.post(review(gpu_pod()))[0] == 200, "a free slot", timeout=5)
     finally:
         process.stop()
 
@@ -307,9 +308,12 @@ def test_api_faults_end_within_budget_and_leave_nothing_broken(
     standin.delay.clear()
     standin.reset.clear()
     standin.truncate.clear()
-    time.sleep(0.1 if fault != "slower-than-budget" else 3.0)  # let the slow call finish
-    retry = webhook.post(review(gpu_pod()))[1]["response"]
-    assert retry["allowed"] is True, retry
+
+    def retried() -> dict[str, Any] | None:  # once the stalled call has let go
+        answer: dict[str, Any] = webhook.post(review(gpu_pod()))[1]["response"]
+        return answer if answer["allowed"] else None
+
+    retry = wait_for(retried, "a retry to be admitted", timeout=10)
     name = retry["auditAnnotations"]["templates"]
     assert ("team-a", name) in standin.templates
     metrics = webhook.get("/metrics")[1].decode()

@@ -10,12 +10,13 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import jsonpatch
 import pytest
 
 from tests.apiserver_standin import StandIn
-from tests.e2e.harness import Cluster
+from tests.e2e.harness import Cluster, wait_for
 from tests.reviews import gpu_pod, review
 from tests.webhook_process import Webhook
 
@@ -144,11 +145,14 @@ def test_health_readiness_and_metrics(webhook: Webhook) -> None:
 
 def test_one_json_log_line_per_admission(webhook: Webhook) -> None:
     webhook.post(review(gpu_pod()))
-    time.sleep(0.6)  # admission lines are written in batches every 0.2 s
-    lines = [json.loads(line) for line in webhook.log().splitlines() if line.startswith("{")]
-    admissions = [line for line in lines if line["message"] == "admission"]
-    assert len(admissions) == 1
-    entry = admissions[0]
+
+    def admissions() -> list[dict[str, Any]]:  # written in batches every 0.2 s
+        lines = [json.loads(line) for line in webhook.log().splitlines() if line.startswith("{")]
+        return [line for line in lines if line["message"] == "admission"]
+
+    wait_for(admissions, "the admission's log line", timeout=5)
+    assert len(admissions()) == 1
+    [entry] = admissions()
     assert entry["namespace"] == "team-a" and entry["pod"] == "trainer-7d9f8c6b5-"
     assert entry["outcome"] == "converted" and entry["templates"][0].startswith("hami-gpu-")
     assert entry["duration_ms"] > 0
@@ -157,15 +161,18 @@ def test_one_json_log_line_per_admission(webhook: Webhook) -> None:
 def test_graceful_shutdown_finishes_in_flight_admissions(faulty: Webhook, standin: StandIn) -> None:
     standin.delay[("POST", "templates")] = 1.0  # an admission that is still in flight
     answers: list[dict[str, object]] = []
+    seen = standin.received[("POST", "templates")]  # the start-up capacity probe's, say
     thread = threading.Thread(target=lambda: answers.append(faulty.post(review(gpu_pod()))[1]))
     thread.start()
-    time.sleep(0.4)
+    wait_for(
+        lambda: standin.received[("POST", "templates")] > seen, "the admission to reach the API"
+    )
     started = time.monotonic()
     # uvicorn re-raises SIGTERM after its graceful shutdown, so the exit status is the signal's.
     assert faulty.stop() in (0, -15)
     thread.join()
     assert answers and answers[0]["response"]["allowed"] is True  # type: ignore[index]
-    assert time.monotonic() - started >= 0.4, "the process did not wait for the admission"
+    assert time.monotonic() - started >= 0.2, "the process did not wait for the admission"
     assert "Finished server process" in faulty.log()
 
 
