@@ -64,3 +64,14 @@ def real_api(kube):  # type: ignore[no-untyped-def]
     api = api_for(kube.plane.admin_kubeconfig)
     yield api
     api.close()
+
+
+@pytest.fixture(autouse=True)
+def _fresh_translation_caches() -> None:
+    """Each test starts with the core's caches empty, so that what a test checks is computed in
+    it: mutation testing (scripts/mutation) runs a mutant against the tests that call the
+    mutated function, and a cache filled by an earlier test would hide the call."""
+    from hami_dra_webhook.core import claims, selectors
+
+    claims._content.cache_clear()
+    selectors._device_filter.cache_clear()

@@ -115,7 +115,6 @@ def _translate(pod: Any, policy: Policy, namespace: str | None, warnings: list[s
     taken = _existing_claim_names(spec)
     for gpu in gpus:
         ops += _strip_ops(gpu)
-        claim = None
         if gpu.share is not None:
             template = claim_template(
                 gpu.share, selectors, legacy_record(gpu.request, policy), gpu.ref, policy, namespace
@@ -129,7 +128,7 @@ def _translate(pod: Any, policy: Policy, namespace: str | None, warnings: list[s
         ops += _env_ops(gpu.ref, gpu.container, _gpu_env(gpu, policy), warnings)
     if policy.nvidia.overwrite_env:
         for ref, container in every:
-            if not has_legacy_keys(container, names) and not _uses_claims(container):
+            if not has_legacy_keys(container, names) and _hideable(container):
                 ops += _env_ops(ref, container, {VISIBLE_DEVICES_ENV: "none"}, warnings)
     ops += _pod_ops(metadata, spec, pod_claims, any(g.is_gpu for g in gpus), policy, warnings)
     used = {key for gpu in gpus for key in (*gpu.request.in_limits, *gpu.request.in_requests)}
@@ -147,16 +146,21 @@ def _hide_gpus(every: list[tuple[ContainerRef, Any]], warnings: list[str]) -> Tr
     NVIDIA_VISIBLE_DEVICES=none, so that an nvidia default runtime shows it no GPU."""
     ops: list[patch.PatchOp] = []
     for ref, container in every:
-        if not _uses_claims(container):  # a DRA claim may hold a GPU (ours, once converted)
+        if _hideable(container):
             ops += _env_ops(ref, container, {VISIBLE_DEVICES_ENV: "none"}, warnings)
     if not ops:
         return Translation(outcome="unchanged", warnings=_cut(warnings))
     return Translation(outcome="converted", patch=ops, warnings=_cut(warnings))
 
 
-def _uses_claims(container: Any) -> bool:
-    resources = container.get("resources") if isinstance(container, dict) else None
-    return isinstance(resources, dict) and bool(resources.get("claims"))
+def _hideable(container: Any) -> bool:
+    """A container overwriteEnv gives NVIDIA_VISIBLE_DEVICES=none: a map (anything else is for
+    kube-apiserver's validation to refuse) that uses no DRA claim (a claim may hold a GPU: ours,
+    once converted)."""
+    if not isinstance(container, dict):
+        return False
+    resources = container.get("resources")
+    return not (isinstance(resources, dict) and resources.get("claims"))
 
 
 def _containers(spec: JsonObject) -> list[tuple[ContainerRef, Any]]:
