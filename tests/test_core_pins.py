@@ -202,8 +202,14 @@ def test_a_bare_size_of_exactly_1_tib_is_accepted_and_messages_are_exact() -> No
     )
     with pytest.raises(PolicyError) as raised:
         policy_from_yaml("hamiDraWebhook:\n  deviceMemorySizes: [1048577]\n")
-    assert "1048577 MiB is more than any GPU has" in str(raised.value)
-    assert "write sizes with a unit, e.g. 80Gi" in str(raised.value)
+    assert str(raised.value) == (
+        "device-config.yaml: hamiDraWebhook.deviceMemorySizes: Value error, 1048577 MiB is more"
+        " than any GPU has (a bare number is MiB, as in HAMi); write sizes with a unit, e.g."
+        " 80Gi (got [1048577]); fix these keys or remove them to use defaults"
+    )
+    with pytest.raises(PolicyError) as raised:
+        policy_from_mapping({"nvidia": {"defaultCores": 101}})
+    assert str(raised.value).startswith("device-config.yaml: nvidia.defaultCores: ")
 
 
 def test_several_problems_are_joined_and_name_their_section() -> None:
@@ -218,7 +224,8 @@ def test_several_problems_are_joined_and_name_their_section() -> None:
 
 def test_unknown_keys_are_reported_with_their_full_path() -> None:
     text = (
-        "nvidia:\n  bogus: 1\n  deviceSplitCount.x: 1\n  deviceSplitCount: 10\n"
+        "nvidia:\n  bogus: 1\n  deviceSplitCount.x: 1\n  x.deviceSplitCount: 1\n"
+        "  deviceSplitCount: 10\n"
         "hamiDraWebhook:\n  extra: 1\n  capacityKeys: {memory: memory, odd: 1}\n"
         "  attributes: {uuid: uuid, weird: 2}\n"
     )
@@ -226,6 +233,7 @@ def test_unknown_keys_are_reported_with_their_full_path() -> None:
     assert loaded.ignored_keys == (
         "nvidia.bogus",
         "nvidia.deviceSplitCount.x",
+        "nvidia.x.deviceSplitCount",
         "hamiDraWebhook.extra",
         "hamiDraWebhook.capacityKeys.odd",
         "hamiDraWebhook.attributes.weird",
