@@ -95,7 +95,9 @@ def _translate(pod: Any, policy: Policy, namespace: str | None, warnings: list[s
     if skip:
         return Translation(outcome="unchanged", warnings=_cut([skip]) if found else [])
     if not found:
-        return _hide_gpus(every, warnings)
+        hidden = _hide_ops(every, names, warnings)
+        outcome: Outcome = "converted" if hidden else "unchanged"
+        return Translation(outcome=outcome, patch=hidden, warnings=_cut(warnings))
 
     gpus = [_resolve(ref, container, policy, warnings) for ref, container in found]
     _check_pod(spec, every, gpus, policy)
@@ -127,9 +129,7 @@ def _translate(pod: Any, policy: Policy, namespace: str | None, warnings: list[s
             warnings.append(_summary(gpu.ref, gpu.share, name))
         ops += _env_ops(gpu.ref, gpu.container, _gpu_env(gpu, policy), warnings)
     if policy.nvidia.overwrite_env:
-        for ref, container in every:
-            if not has_legacy_keys(container, names) and _hideable(container):
-                ops += _env_ops(ref, container, {VISIBLE_DEVICES_ENV: "none"}, warnings)
+        ops += _hide_ops(every, names, warnings)
     ops += _pod_ops(metadata, spec, pod_claims, any(g.is_gpu for g in gpus), policy, warnings)
     used = {key for gpu in gpus for key in (*gpu.request.in_limits, *gpu.request.in_requests)}
     return Translation(
@@ -141,16 +141,16 @@ def _translate(pod: Any, policy: Policy, namespace: str | None, warnings: list[s
     )
 
 
-def _hide_gpus(every: list[tuple[ContainerRef, Any]], warnings: list[str]) -> Translation:
-    """overwriteEnv on a pod without GPU containers: as legacy HAMi, every container gets
+def _hide_ops(
+    every: list[tuple[ContainerRef, Any]], names: tuple[str, ...], warnings: list[str]
+) -> list[patch.PatchOp]:
+    """overwriteEnv: as legacy HAMi, every container without a GPU request gets
     NVIDIA_VISIBLE_DEVICES=none, so that an nvidia default runtime shows it no GPU."""
     ops: list[patch.PatchOp] = []
     for ref, container in every:
-        if _hideable(container):
+        if not has_legacy_keys(container, names) and _hideable(container):
             ops += _env_ops(ref, container, {VISIBLE_DEVICES_ENV: "none"}, warnings)
-    if not ops:
-        return Translation(outcome="unchanged", warnings=_cut(warnings))
-    return Translation(outcome="converted", patch=ops, warnings=_cut(warnings))
+    return ops
 
 
 def _hideable(container: Any) -> bool:
