@@ -17,9 +17,9 @@ import time
 from pathlib import Path
 
 from benchmarks.translate import realistic_pod
-from tests.apiserver_standin import StandIn
-from tests.reviews import review
-from tests.webhook_process import Webhook
+from tests.support.apiserver_standin import StandIn
+from tests.support.reviews import review
+from tests.support.webhook_process import Webhook
 
 
 def run(requests: int) -> None:

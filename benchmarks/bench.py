@@ -30,7 +30,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from benchmarks.reviews import encoded, pods
-from hami_dra_webhook.certs import issue, write
+from hami_dra_webhook.certs.pki import issue, write
 from hami_dra_webhook.core.policy import DEFAULT_POLICY
 from hami_dra_webhook.core.translate import translate_pod
 

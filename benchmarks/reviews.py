@@ -7,7 +7,7 @@ import json
 import uuid
 from typing import Any
 
-from tests.reviews import review
+from tests.support.reviews import review
 
 
 def _container(name: str, index: int, limits: dict[str, str], env: int = 40) -> dict[str, Any]:

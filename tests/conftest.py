@@ -19,8 +19,8 @@ def update_golden(request: pytest.FixtureRequest) -> bool:
 
 @pytest.fixture
 def standin():  # type: ignore[no-untyped-def]
-    """A kube-apiserver stand-in (see tests/apiserver_standin.py), started and stopped per test."""
-    from tests.apiserver_standin import StandIn
+    """A kube-apiserver stand-in (see tests/support/apiserver_standin.py), started and stopped per test."""
+    from tests.support.apiserver_standin import StandIn
 
     server = StandIn().start()
     yield server
@@ -29,8 +29,8 @@ def standin():  # type: ignore[no-untyped-def]
 
 @pytest.fixture
 def standin_api(standin, tmp_path):  # type: ignore[no-untyped-def]
-    """The real adapter (hami_dra_webhook.kube, official client) pointed at the fault stand-in."""
-    from hami_dra_webhook.kube import KubernetesApi, load_configuration
+    """The real adapter (hami_dra_webhook.kube.client, official client) pointed at the fault stand-in."""
+    from hami_dra_webhook.kube.client import KubernetesApi, load_configuration
 
     configuration = load_configuration(str(standin.kubeconfig(tmp_path)))
     assert configuration is not None
@@ -58,7 +58,7 @@ def kube(tmp_path_factory):  # type: ignore[no-untyped-def]
 
 @pytest.fixture
 def real_api(kube):  # type: ignore[no-untyped-def]
-    """The real adapter (hami_dra_webhook.kube, official client) on the real kube-apiserver."""
+    """The real adapter (hami_dra_webhook.kube.client, official client) on the real kube-apiserver."""
     from tests.e2e.harness import api_for
 
     api = api_for(kube.plane.admin_kubeconfig)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -13,15 +14,51 @@ ROOT = Path(__file__).parents[1]
 HEAVY = ("fastapi", "uvicorn", "starlette", "typer", "kubernetes")
 
 
-def test_import_linter_contracts_hold() -> None:
-    lint_imports = shutil.which("lint-imports") or str(Path(sys.executable).parent / "lint-imports")
-    if not Path(lint_imports).exists():
+def lint_imports(root: Path) -> subprocess.CompletedProcess[str]:
+    program = shutil.which("lint-imports") or str(Path(sys.executable).parent / "lint-imports")
+    if not Path(program).exists():
         pytest.fail("lint-imports is not installed: pip install -e '.[dev]'")
-    run = subprocess.run(
-        [lint_imports, "--no-cache"], cwd=ROOT, capture_output=True, text=True, check=False
+    return subprocess.run(
+        [program, "--no-cache"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "PYTHONPATH": str(root)},
     )
+
+
+def test_import_linter_contracts_hold() -> None:
+    run = lint_imports(ROOT)
     assert run.returncode == 0, run.stdout + run.stderr
-    assert "3 kept, 0 broken" in run.stdout
+    assert "5 kept, 0 broken" in run.stdout
+
+
+@pytest.mark.parametrize(
+    ("module", "imports", "contract"),
+    [
+        # the core reaching up into a cluster service
+        ("core/translate.py", "hami_dra_webhook.cluster.state", "Layers"),
+        # a cluster service reaching up into the use case
+        ("cluster/gc.py", "hami_dra_webhook.admission.mutator", "Layers"),
+        # two sibling shells
+        ("server/metrics.py", "hami_dra_webhook.migrate.report", "Layers"),
+        # one command importing another sideways
+        ("cli/scan_cmd.py", "hami_dra_webhook.cli.dry_run", "Commands independent"),
+    ],
+)
+def test_a_wrong_import_breaks_a_contract(
+    tmp_path: Path, module: str, imports: str, contract: str
+) -> None:
+    """The contracts can fail: a copy of the package with one import against the layout."""
+    shutil.copytree(ROOT / "hami_dra_webhook", tmp_path / "hami_dra_webhook")
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    target = tmp_path / "hami_dra_webhook" / module
+    target.write_text(target.read_text() + f"\nimport {imports}  # noqa\n")
+    run = lint_imports(tmp_path)
+    assert run.returncode != 0
+    broken = [line for line in run.stdout.splitlines() if line.rstrip().endswith("BROKEN")]
+    assert len(broken) == 1 and contract in broken[0], run.stdout
 
 
 @pytest.mark.parametrize(

@@ -24,7 +24,7 @@ def add_parser(commands: Any) -> None:
 
 
 def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
-    from hami_dra_webhook.certs import issue, service_names, write
+    from hami_dra_webhook.certs.pki import issue, service_names, write
 
     if args.days < 1:
         stderr.write("error: --days must be at least 1\n")

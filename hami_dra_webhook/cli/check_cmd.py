@@ -33,10 +33,10 @@ def add_parser(commands: Any) -> None:
 
 
 def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
-    from hami_dra_webhook.api import ApiError
-    from hami_dra_webhook.cli.dry_run import load_policy
+    from hami_dra_webhook.cli.inputs import load_policy
     from hami_dra_webhook.core.policy import PolicyError
-    from hami_dra_webhook.kube import ClusterAccessError, connect
+    from hami_dra_webhook.kube.client import ClusterAccessError, connect
+    from hami_dra_webhook.kube.port import ApiError
     from hami_dra_webhook.migrate.check import LEVELS, Target, run_checks
 
     try:

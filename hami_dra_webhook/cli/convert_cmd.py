@@ -9,7 +9,7 @@ from typing import Any, TextIO
 
 from hami_dra_webhook.cli import exit_codes
 from hami_dra_webhook.cli.inputs import EXIT_CODES, add_inputs, inputs
-from hami_dra_webhook.manifests import MANIFEST_SUFFIXES
+from hami_dra_webhook.files.manifests import MANIFEST_SUFFIXES
 
 
 def add_parser(commands: Any) -> None:
@@ -108,7 +108,7 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
     from ruamel.yaml.error import YAMLError
     from yaml import YAMLError as LibYAMLError
 
-    from hami_dra_webhook.cli.dry_run import load_policy
+    from hami_dra_webhook.cli.inputs import load_policy
     from hami_dra_webhook.core.policy import PolicyError
     from hami_dra_webhook.migrate.convert import convert_text
 

@@ -5,16 +5,16 @@ from __future__ import annotations
 import argparse
 import json
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, TextIO
 
 from hami_dra_webhook.cli import exit_codes
-from hami_dra_webhook.cli.inputs import EXIT_CODES, add_inputs, inputs
+from hami_dra_webhook.cli.inputs import EXIT_CODES, add_inputs, inputs, load_policy
 from hami_dra_webhook.core import patch
-from hami_dra_webhook.core.policy import DEFAULT_POLICY, Policy, PolicyError, policy_from_yaml
-from hami_dra_webhook.core.translate import Outcome, translate_pod
+from hami_dra_webhook.core.decision import Converted, Outcome, Refusal
+from hami_dra_webhook.core.policy import Policy, PolicyError
+from hami_dra_webhook.core.translate import translate_pod
 from hami_dra_webhook.core.types import JsonObject
-from hami_dra_webhook.manifests import (
+from hami_dra_webhook.files.manifests import (
     Manifest,
     ManifestError,
     dump_yaml,
@@ -24,7 +24,7 @@ from hami_dra_webhook.manifests import (
 
 
 @dataclass
-class Converted:
+class DryRunResult:
     """One input object after translation, in the shape of `-o json` items."""
 
     api_version: str
@@ -83,19 +83,6 @@ def add_parser(commands: Any) -> None:
     parser.set_defaults(run=run)
 
 
-def load_policy(path: str | None, stderr: TextIO) -> Policy:
-    if path is None:
-        return DEFAULT_POLICY
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
-        raise PolicyError(f"{path}: cannot read: {error}") from error
-    loaded = policy_from_yaml(text, path)
-    if loaded.warning:
-        stderr.write(f"warning: {path}: {loaded.warning}\n")
-    return loaded.policy
-
-
 def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
     try:
         policy = load_policy(args.config, stderr)
@@ -137,7 +124,7 @@ def _is_object(document: Any) -> bool:
     )
 
 
-def convert(manifest: Manifest, policy: Policy, default_namespace: str | None) -> Converted:
+def convert(manifest: Manifest, policy: Policy, default_namespace: str | None) -> DryRunResult:
     """Translate the pod template of one object; other kinds pass through unchanged.
 
     A workload without a namespace, and its templates, get `--namespace` when given; with
@@ -147,7 +134,7 @@ def convert(manifest: Manifest, policy: Policy, default_namespace: str | None) -
     metadata = document.get("metadata") if isinstance(document, dict) else None
     metadata = metadata if isinstance(metadata, dict) else {}
     kind = str(document.get("kind", "")) if isinstance(document, dict) else ""
-    result = Converted(
+    result = DryRunResult(
         api_version=str(document.get("apiVersion", "")) if isinstance(document, dict) else "",
         kind=kind or "<no kind>",
         namespace=str(metadata.get("namespace") or default_namespace or ""),
@@ -162,9 +149,10 @@ def convert(manifest: Manifest, policy: Policy, default_namespace: str | None) -
     namespace = metadata.get("namespace") or default_namespace
     translation = translate_pod(pod, policy, str(namespace) if namespace else None)
     result.outcome = translation.outcome
-    result.message = translation.message
     result.warnings = translation.warnings
-    if translation.outcome == "converted":
+    if isinstance(translation, Refusal):
+        result.message = translation.message
+    if isinstance(translation, Converted):
         result.patch = (
             patch.rebase(translation.patch, patch.pointer(*path)) if path else translation.patch
         )
@@ -178,7 +166,7 @@ def convert(manifest: Manifest, policy: Policy, default_namespace: str | None) -
     return result
 
 
-def render(results: list[Converted], output: str) -> str:
+def render(results: list[DryRunResult], output: str) -> str:
     if output == "json":
         return json.dumps({"items": [r.as_json() for r in results]}, indent=2) + "\n"
     if output == "patch":

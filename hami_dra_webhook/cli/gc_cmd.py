@@ -42,9 +42,9 @@ def add_parser(commands: Any) -> None:
 
 
 def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
-    from hami_dra_webhook.api import ApiError
-    from hami_dra_webhook.gc import collect_garbage
-    from hami_dra_webhook.kube import ClusterAccessError, connect
+    from hami_dra_webhook.cluster.gc import collect_garbage
+    from hami_dra_webhook.kube.client import ClusterAccessError, connect
+    from hami_dra_webhook.kube.port import ApiError
 
     try:
         api = connect(args.kubeconfig, args.context)

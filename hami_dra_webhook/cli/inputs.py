@@ -1,9 +1,13 @@
-"""Manifest inputs as kubectl takes them: positional paths and `-f/--filename` (repeatable),
-`-` for stdin."""
+"""What every command reads: manifest inputs as kubectl takes them (positional paths and
+`-f/--filename`, repeatable, `-` for stdin) and the device-config policy."""
 
 from __future__ import annotations
 
 import argparse
+from typing import TextIO
+
+from hami_dra_webhook.core.policy import Policy
+from hami_dra_webhook.files.policy_file import read_policy
 
 EXIT_CODES = (
     "Exit codes: 0 done, 1 needs attention, 2 something would be refused, 3 unreadable input,"
@@ -27,3 +31,11 @@ def add_inputs(parser: argparse.ArgumentParser, what: str) -> None:
 def inputs(args: argparse.Namespace) -> list[str]:
     """Every path named, positional first, in order."""
     return [*args.paths, *args.filenames]
+
+
+def load_policy(path: str | None, stderr: TextIO) -> Policy:
+    """The policy for a command; its file's warning goes to stderr."""
+    loaded = read_policy(path)
+    if loaded.warning:
+        stderr.write(f"warning: {path}: {loaded.warning}\n")
+    return loaded.policy

@@ -42,9 +42,9 @@ def add_parser(commands: Any) -> None:
 
 
 def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
-    from hami_dra_webhook.cli.dry_run import load_policy
+    from hami_dra_webhook.cli.inputs import load_policy
     from hami_dra_webhook.core.policy import PolicyError, policy_from_yaml
-    from hami_dra_webhook.manifests import ManifestError, read_manifests
+    from hami_dra_webhook.files.manifests import ManifestError, read_manifests
     from hami_dra_webhook.migrate import render
     from hami_dra_webhook.migrate.report import assess, uses_legacy
     from hami_dra_webhook.migrate.sources import from_manifests
@@ -109,10 +109,10 @@ def _cluster_workloads(
 ) -> tuple[list[Any], Any]:
     from rich.progress import Progress
 
-    from hami_dra_webhook.api import ApiError
-    from hami_dra_webhook.cluster import device_memory_sizes
+    from hami_dra_webhook.cluster.state import device_memory_sizes
     from hami_dra_webhook.core.policy import Policy
-    from hami_dra_webhook.kube import ClusterAccessError, connect
+    from hami_dra_webhook.kube.client import ClusterAccessError, connect
+    from hami_dra_webhook.kube.port import ApiError
     from hami_dra_webhook.migrate.sources import from_cluster
 
     try:

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from hami_dra_webhook.cli import exit_codes
-from hami_dra_webhook.cli.dry_run import load_policy
 from hami_dra_webhook.core.policy import PolicyError
+from hami_dra_webhook.files.policy_file import read_policy
 
 log = logging.getLogger("hami_dra_webhook.serve")
 FLAGS = (
@@ -85,10 +85,13 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
         return exit_codes.UNREADABLE
     configure(settings.log_level, settings.log_format == "json")
     try:
-        policy = load_policy(str(settings.config) if settings.config else None, stderr)
+        loaded = read_policy(str(settings.config) if settings.config else None)
     except PolicyError as error:
         stderr.write(f"error: {error}\n")
         return exit_codes.UNREADABLE
+    if loaded.warning:
+        log.warning("%s: %s", settings.config, loaded.warning)
+    policy = loaded.policy
     try:
         with asyncio.Runner(loop_factory=_loop_factory()) as runner:
             return runner.run(_serve(settings, policy))
@@ -135,11 +138,11 @@ async def _serve(settings: Any, policy: Any) -> int:
 async def _serve_with(settings: Any, policy: Any, metrics: Any, cleanup: list[Path]) -> int:
     import uvicorn
 
-    from hami_dra_webhook.admit import Admitter
-    from hami_dra_webhook.certs import issue, write
+    from hami_dra_webhook.admission.mutator import PodMutator
+    from hami_dra_webhook.certs.pki import issue, write
+    from hami_dra_webhook.cluster.template_store import OfflineTemplateStore
     from hami_dra_webhook.server.app import Parts, create_app
     from hami_dra_webhook.server.tls import ReloadingTLS
-    from hami_dra_webhook.templates import OfflineTemplateStore
 
     api, cluster, store = _cluster_parts(settings, metrics)
     background = []
@@ -169,7 +172,7 @@ async def _serve_with(settings: Any, policy: Any, metrics: Any, cleanup: list[Pa
         raise StartupError(
             f"cannot load the certificate {cert_file} / {key_file}: {error}"
         ) from error
-    admitter = Admitter(
+    mutator = PodMutator(
         policy=policy,
         store=store if store is not None else OfflineTemplateStore(),
         cluster=cluster,
@@ -178,7 +181,7 @@ async def _serve_with(settings: Any, policy: Any, metrics: Any, cleanup: list[Pa
     if api is None:
         log.warning("no cluster configured: running offline, templates are logged, not created")
     parts = Parts(
-        settings=settings, admitter=admitter, metrics=metrics, tls=tls, api=api, cluster=cluster
+        settings=settings, mutator=mutator, metrics=metrics, tls=tls, api=api, cluster=cluster
     )
     app = create_app(parts)
     config = uvicorn.Config(
@@ -211,8 +214,8 @@ async def _serve_with(settings: Any, policy: Any, metrics: Any, cleanup: list[Pa
 
 async def _self_managed(api: Any, settings: Any) -> tuple[Path, Path, Any]:
     """Certificate from the Secret (issued if needed), files written, caBundle published."""
-    from hami_dra_webhook.certs import write
-    from hami_dra_webhook.selfcerts import (
+    from hami_dra_webhook.certs.pki import write
+    from hami_dra_webhook.certs.self_managed import (
         CertificateSetupError,
         Target,
         ensure_certificates,
@@ -253,13 +256,13 @@ async def _self_managed(api: Any, settings: Any) -> tuple[Path, Path, Any]:
 
 def _cluster_parts(settings: Any, metrics: Any) -> tuple[Any, Any, Any]:
     if settings.kubeconfig is None:
-        from hami_dra_webhook.kube import in_cluster
+        from hami_dra_webhook.kube.client import in_cluster
 
         if not in_cluster():
             return None, None, None
-    from hami_dra_webhook.cluster import ClusterState
-    from hami_dra_webhook.kube import KubernetesApi, load_configuration
-    from hami_dra_webhook.templates import ApiTemplateStore
+    from hami_dra_webhook.cluster.state import ClusterState
+    from hami_dra_webhook.cluster.template_store import ApiTemplateStore
+    from hami_dra_webhook.kube.client import KubernetesApi, load_configuration
 
     try:
         configuration = load_configuration(

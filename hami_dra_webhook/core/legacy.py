@@ -35,6 +35,11 @@ class GpuShare:
     percentage: int | None  # memory as a percentage of each device's total (0 < p < 100)
     cores: int
 
+    @property
+    def is_whole(self) -> bool:
+        """Every device whole: all its memory and all its cores."""
+        return self.memory_mib is None and self.percentage is None and self.cores == 100
+
 
 def resource_maps(container: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     """The container's limits and requests, tolerating absent or malformed parts."""

@@ -109,17 +109,22 @@ def _build_filter(annotations: dict[str, Any], policy: Policy) -> DeviceFilter:
 
 
 def _unsupported(annotations: dict[str, Any]) -> list[str]:
-    warnings = []
     mode = annotations.get(VGPU_MODE)
-    if mode is not None:
-        if not isinstance(mode, str) or HAMI_CORE_MODE not in mode:
-            raise Refused(
-                f"annotation {VGPU_MODE}={mode!s} asks for a GPU mode this DRA driver does not"
-                f" offer (only {HAMI_CORE_MODE}); add {HAMI_CORE_MODE} or remove the annotation",
-                code=422,
-            )
-        warnings.append(f"annotation {VGPU_MODE}: DRA offers only {HAMI_CORE_MODE} devices")
+    if mode is not None and (not isinstance(mode, str) or HAMI_CORE_MODE not in mode):
+        raise Refused(
+            f"annotation {VGPU_MODE}={mode!s} asks for a GPU mode this DRA driver does not"
+            f" offer (only {HAMI_CORE_MODE}); add {HAMI_CORE_MODE} or remove the annotation",
+            code=422,
+        )
+    return unsupported_annotations(annotations)
+
+
+def unsupported_annotations(annotations: dict[str, Any]) -> list[str]:
+    """A note for each annotation DRA cannot honour (the pod converts without it)."""
+    notes = []
+    if annotations.get(VGPU_MODE) is not None:
+        notes.append(f"annotation {VGPU_MODE}: DRA offers only {HAMI_CORE_MODE} devices")
     for key, text in _NOT_HONOURED.items():
         if annotations.get(key) is not None:
-            warnings.append(f"annotation {key}: {text}")
-    return warnings
+            notes.append(f"annotation {key}: {text}")
+    return notes

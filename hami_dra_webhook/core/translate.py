@@ -1,12 +1,23 @@
-"""`translate_pod`: one pod dict in, a converted/unchanged/refused decision with its patch out."""
+"""`translate_pod`: one pod dict in, a `Decision` (converted, unchanged or refused) out."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Any
 
 from hami_dra_webhook.core import patch
 from hami_dra_webhook.core.claims import DRA_LABEL, claim_name, claim_template, legacy_record
+from hami_dra_webhook.core.decision import (
+    EXCLUSIVE_CORES_NOTE,
+    INIT_CLAIMS_HELD,
+    PRIORITY_NOTE,
+    ContainerPlan,
+    Converted,
+    Decision,
+    Refusal,
+    Unchanged,
+    describe,
+)
 from hami_dra_webhook.core.legacy import (
     GpuShare,
     LegacyRequest,
@@ -17,41 +28,14 @@ from hami_dra_webhook.core.legacy import (
 )
 from hami_dra_webhook.core.policy import Policy
 from hami_dra_webhook.core.selectors import device_filter
-from hami_dra_webhook.core.types import ContainerRef, JsonObject, Refused, short_warning
+from hami_dra_webhook.core.types import ContainerRef, JsonObject, Refused
 
-Outcome = Literal["unchanged", "converted", "refused"]
 OPT_OUT_LABEL = "hami.io/webhook"
 DEFAULT_SCHEDULERS = (None, "", "default-scheduler")
 TASK_PRIORITY_ENV = "CUDA_TASK_PRIORITY"
 CORE_POLICY_ENV = "GPU_CORE_UTILIZATION_POLICY"
 LOG_LEVEL_ENV = "LIBCUDA_LOG_LEVEL"
 VISIBLE_DEVICES_ENV = "NVIDIA_VISIBLE_DEVICES"
-# Legacy HAMi counts a pod's GPUs as its peak, max(sum of app containers, largest init
-# container); every claim a pod references is held for its whole life, so DRA reserves the sum.
-INIT_CLAIMS_HELD = (
-    "init and app containers hold their GPU claims together for the pod's life;"
-    " legacy HAMi counted only the peak"
-)
-
-
-@dataclass(frozen=True)
-class Translation:
-    """The decision for one pod; `patch` is relative to the pod's root."""
-
-    outcome: Outcome
-    patch: list[patch.PatchOp] = field(default_factory=list)
-    templates: list[JsonObject] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-    code: int | None = None
-    message: str | None = None
-    reason: str = ""
-    # The legacy resource names the pod used (for metrics and cluster warnings).
-    resources: list[str] = field(default_factory=list)
-
-    def apply(self, pod: JsonObject) -> JsonObject:
-        """The converted pod; the input is not modified."""
-        result: JsonObject = patch.apply(pod, self.patch)
-        return result
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,45 +47,59 @@ class _GpuContainer:
     is_gpu: bool
 
 
-def translate_pod(pod: Any, policy: Policy, namespace: str | None = None) -> Translation:
-    """Decide for a raw pod dict (or a pod template: metadata + spec) what legacy HAMi meant."""
+def translate_pod(pod: Any, policy: Policy, namespace: str | None = None) -> Decision:
+    """Decide for a raw pod dict (or a pod template: metadata + spec) what legacy HAMi meant.
+
+    Warnings come whole; the admission encoder cuts them to what kube-apiserver shows."""
     warnings: list[str] = []
+    understood: list[ContainerPlan] = []
     try:
-        result = _translate(pod, policy, namespace, warnings)
+        return _translate(pod, policy, namespace, warnings, understood)
     except Refused as refusal:
-        return Translation(
-            outcome="refused",
-            warnings=_cut(warnings),
+        return Refusal(
             code=refusal.code,
             message=refusal.message,
+            warnings=warnings,
             reason=refusal.reason,
+            plan=tuple(understood),
         )
-    return result
 
 
-def _translate(pod: Any, policy: Policy, namespace: str | None, warnings: list[str]) -> Translation:
+def _translate(
+    pod: Any,
+    policy: Policy,
+    namespace: str | None,
+    warnings: list[str],
+    understood: list[ContainerPlan],
+) -> Decision:
     spec = pod.get("spec") if isinstance(pod, dict) else None
     if not isinstance(spec, dict):
-        return Translation(outcome="unchanged")
+        return Unchanged(warnings=[])
     names = policy.legacy_resource_names
     every = _containers(spec)
     found = [(ref, container) for ref, container in every if has_legacy_keys(container, names)]
     if not found and not policy.nvidia.overwrite_env:
-        return Translation(outcome="unchanged")
+        return Unchanged(warnings=[])
     metadata = pod.get("metadata")
     if metadata is not None and not isinstance(metadata, dict):
         raise Refused("pod metadata is not a map", code=400)
     skip = _left_alone(metadata or {}, spec, policy)
     if skip:
-        return Translation(outcome="unchanged", warnings=_cut([skip]) if found else [])
+        return Unchanged(warnings=[skip], left_alone=skip) if found else Unchanged(warnings=[])
     if not found:
         hidden = _hide_ops(every, names, warnings)
-        outcome: Outcome = "converted" if hidden else "unchanged"
-        return Translation(outcome=outcome, patch=hidden, warnings=_cut(warnings))
+        if not hidden:
+            return Unchanged(warnings=warnings)
+        return Converted(patch=hidden, templates=[], plan=(), warnings=warnings, resources=[])
 
-    gpus = [_resolve(ref, container, policy, warnings) for ref, container in found]
+    gpus = []
+    for ref, container in found:
+        gpu = _resolve(ref, container, policy, warnings)
+        gpus.append(gpu)
+        understood.append(ContainerPlan(gpu.ref, gpu.request, gpu.share))
     _check_pod(spec, every, gpus, policy)
-    if _init_and_app_claims(gpus):
+    init_claims_held = _init_and_app_claims(gpus)
+    if init_claims_held:
         warnings.append(INIT_CLAIMS_HELD)
     annotations = (metadata or {}).get("annotations")
     annotations = annotations if isinstance(annotations, dict) else {}
@@ -114,30 +112,34 @@ def _translate(pod: Any, policy: Policy, namespace: str | None, warnings: list[s
     ops: list[patch.PatchOp] = []
     templates: dict[str, JsonObject] = {}
     pod_claims: list[JsonObject] = []
+    plan: list[ContainerPlan] = []
     taken = _existing_claim_names(spec)
     for gpu in gpus:
         ops += _strip_ops(gpu)
+        template_name = claim = None
         if gpu.share is not None:
             template = claim_template(
                 gpu.share, selectors, legacy_record(gpu.request, policy), gpu.ref, policy, namespace
             )
-            name = template["metadata"]["name"]
-            templates.setdefault(name, template)
+            template_name = template["metadata"]["name"]
+            templates.setdefault(template_name, template)
             claim = claim_name(gpu.ref.name, taken)
-            pod_claims.append({"name": claim, "resourceClaimTemplateName": name})
+            pod_claims.append({"name": claim, "resourceClaimTemplateName": template_name})
             ops.append(_container_claim_op(gpu, claim))
-            warnings.append(_summary(gpu.ref, gpu.share, name))
+            warnings.append(f"{gpu.ref.label}: {describe(gpu.share)} -> {template_name}")
+        plan.append(ContainerPlan(gpu.ref, gpu.request, gpu.share, template_name, claim))
         ops += _env_ops(gpu.ref, gpu.container, _gpu_env(gpu, policy), warnings)
     if policy.nvidia.overwrite_env:
         ops += _hide_ops(every, names, warnings)
     ops += _pod_ops(metadata, spec, pod_claims, any(g.is_gpu for g in gpus), policy, warnings)
     used = {key for gpu in gpus for key in (*gpu.request.in_limits, *gpu.request.in_requests)}
-    return Translation(
-        outcome="converted",
+    return Converted(
         patch=ops,
         templates=list(templates.values()),
-        warnings=_cut(warnings),
+        plan=tuple(plan),
+        warnings=warnings,
         resources=[name for name in names if name in used],
+        init_claims_held=init_claims_held,
     )
 
 
@@ -198,15 +200,12 @@ def _resolve(
     share = resolve_share(request, ref, policy, warnings)
     is_gpu = request.count is not None or share is not None
     if request.priority is not None:
-        warnings.append(
-            f"{ref.label}: {policy.nvidia.resource_priority_name} is set as {TASK_PRIORITY_ENV};"
-            " it has no feedback loop without legacy HAMi"
+        note = PRIORITY_NOTE.format(
+            name=policy.nvidia.resource_priority_name, env=TASK_PRIORITY_ENV
         )
+        warnings.append(f"{ref.label}: {note}")
     if share is not None and share.cores == 100 and (share.memory_mib or share.percentage):
-        warnings.append(
-            f"{ref.label}: cores 100 with part of the memory; under DRA another claim may still"
-            " share this GPU"
-        )
+        warnings.append(f"{ref.label}: {EXCLUSIVE_CORES_NOTE}")
     return _GpuContainer(ref, container, request, share, is_gpu)
 
 
@@ -348,17 +347,3 @@ def _pod_ops(
     if is_gpu_pod and runtime_class and not spec.get("runtimeClassName"):
         ops.append(patch.add("/spec/runtimeClassName", runtime_class))
     return ops
-
-
-def _summary(ref: ContainerRef, share: GpuShare, template: str) -> str:
-    if share.percentage is not None:
-        memory = f"{share.percentage}% memory"
-    elif share.memory_mib is not None:
-        memory = f"{share.memory_mib}Mi"
-    else:
-        memory = "all memory"
-    return f"{ref.label}: {share.count} GPU, {memory}, cores {share.cores} -> {template}"
-
-
-def _cut(warnings: list[str]) -> list[str]:
-    return [short_warning(w) for w in warnings]

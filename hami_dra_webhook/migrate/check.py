@@ -16,11 +16,11 @@ from typing import Literal
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
 
-from hami_dra_webhook.api import TEMPLATES_PATH, ApiError, KubeApi
-from hami_dra_webhook.cluster import capacity_kept, probe_template
+from hami_dra_webhook.cluster.state import capacity_kept, probe_template
 from hami_dra_webhook.core.policy import Policy
 from hami_dra_webhook.core.quantity import QuantityError, format_bytes, parse_byte_size
 from hami_dra_webhook.core.types import JsonObject
+from hami_dra_webhook.kube.port import TEMPLATES_PATH, ApiError, KubeApi
 
 Level = Literal["PASS", "WARN", "FAIL"]
 LEVELS: dict[str, int] = {"PASS": 0, "WARN": 1, "FAIL": 2}

@@ -19,10 +19,11 @@ import yaml
 from ruamel.yaml import YAML
 
 from hami_dra_webhook.core import patch
+from hami_dra_webhook.core.decision import Converted, Refusal
 from hami_dra_webhook.core.policy import Policy
 from hami_dra_webhook.core.translate import translate_pod
 from hami_dra_webhook.core.types import JsonObject
-from hami_dra_webhook.manifests import pod_template
+from hami_dra_webhook.files.manifests import pod_template
 from hami_dra_webhook.migrate.text_edit import NotEditable, edit_document
 
 # libyaml, when PyYAML has it: reading every document first is then cheap.
@@ -103,9 +104,9 @@ class _Changes:
         title = f"{document.get('kind')}/{metadata.get('name') or metadata.get('generateName')}"
         namespace = metadata.get("namespace") or default_namespace
         translation = translate_pod(pod, policy, str(namespace) if namespace else None)
-        if translation.outcome == "refused":
+        if isinstance(translation, Refusal):
             self.result.refused.append(f"{title}: {translation.message}")
-        if translation.outcome != "converted":
+        if not isinstance(translation, Converted):
             return []
         self.result.converted.append(title)
         for template in translation.templates:

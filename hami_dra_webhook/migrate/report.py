@@ -5,21 +5,27 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from hami_dra_webhook.core.legacy import has_legacy_keys, read_request, resolve_share, resource_maps
+from hami_dra_webhook.core.decision import (
+    EXCLUSIVE_CORES_NOTE,
+    INIT_CLAIMS_HELD,
+    PRIORITY_NOTE,
+    ContainerPlan,
+    Refusal,
+    Unchanged,
+    describe,
+)
+from hami_dra_webhook.core.legacy import has_legacy_keys, resource_maps
 from hami_dra_webhook.core.policy import Policy
 from hami_dra_webhook.core.selectors import (
-    GPU_SCHEDULER_POLICY,
-    NODE_SCHEDULER_POLICY,
     NOUSE_TYPE,
     NOUSE_UUID,
-    NUMA_BIND,
     USE_TYPE,
     USE_UUID,
-    VGPU_MODE,
     split_list,
+    unsupported_annotations,
 )
-from hami_dra_webhook.core.translate import INIT_CLAIMS_HELD, translate_pod
-from hami_dra_webhook.core.types import ContainerRef, JsonObject, Refused
+from hami_dra_webhook.core.translate import TASK_PRIORITY_ENV, translate_pod
+from hami_dra_webhook.core.types import ContainerRef, JsonObject
 
 Outcome = Literal["converts", "attention", "refused"]
 
@@ -60,41 +66,45 @@ def uses_legacy(pod: Any, policy: Policy) -> bool:
 
 
 def assess(kind: str, name: str, namespace: str, pod: JsonObject, policy: Policy) -> WorkloadReport:
-    """The report for a workload whose pod (template) uses legacy resources."""
-    translation = translate_pod(pod, policy, namespace)
-    annotations = (pod.get("metadata") or {}).get("annotations") or {}
+    """The report for a workload whose pod (template) uses legacy resources: the decision the
+    webhook, dry-run and convert give the same input, in words."""
+    decision = translate_pod(pod, policy, namespace)
+    metadata = pod.get("metadata")
+    annotations = metadata.get("annotations") if isinstance(metadata, dict) else None
+    annotations = annotations if isinstance(annotations, dict) else {}
+    plan = {} if isinstance(decision, Unchanged) else {p.ref: p for p in decision.plan}
     report = WorkloadReport(
         namespace=namespace,
         kind=kind,
         name=name,
         outcome="converts",
         selectors=_selectors_in_words(annotations),
-        containers=_containers(pod, policy),
-        attention=_annotation_attention(annotations),
+        containers=_containers(pod, policy, plan, decision),
+        attention=unsupported_annotations(annotations),
     )
     for container in report.containers:
         report.attention += [f"{container.name}: {note}" for note in container.notes]
-    if translation.outcome == "refused":
-        # The same verdict as dry-run, convert and the webhook give the same input.
+    if isinstance(decision, Refusal):
         report.outcome = "refused"
-        report.reason = translation.message or "refused"
-        if translation.reason == "no-memory-sizes":
+        report.reason = decision.message
+        if decision.reason == "no-memory-sizes":
             report.reason += " (scan --cluster reads them from the driver's ResourceSlices)"
         return report
-    left_alone = [w for w in translation.warnings if w.startswith("left unchanged")]
-    if left_alone:
-        report.attention += left_alone
-    if INIT_CLAIMS_HELD in translation.warnings:
-        report.attention.append(
-            "init and app containers hold separate GPU claims at once under DRA (legacy HAMi"
-            " counted only the peak): the pod may no longer fit where it did"
-        )
+    if isinstance(decision, Unchanged) and decision.left_alone:
+        report.attention.append(decision.left_alone)
+    elif not isinstance(decision, Unchanged) and decision.init_claims_held:
+        report.attention.append(INIT_CLAIMS_HELD)
     if report.attention:
         report.outcome = "attention"
     return report
 
 
-def _containers(pod: JsonObject, policy: Policy) -> list[ContainerReport]:
+def _containers(
+    pod: JsonObject,
+    policy: Policy,
+    plan: dict[ContainerRef, ContainerPlan],
+    decision: object,
+) -> list[ContainerReport]:
     spec = pod.get("spec") or {}
     names = policy.legacy_resource_names
     reports = []
@@ -110,45 +120,31 @@ def _containers(pod: JsonObject, policy: Policy) -> list[ContainerReport]:
                 for k in names
                 if k in limits or k in requests
             }
-            reports.append(_container(ref, container, legacy, policy))
+            label = ref.name if list_name == "containers" else f"{ref.name} (init)"
+            reports.append(_container(label, legacy, plan.get(ref), decision, policy))
     return reports
 
 
 def _container(
-    ref: ContainerRef, container: JsonObject, legacy: dict[str, str], policy: Policy
+    label: str,
+    legacy: dict[str, str],
+    planned: ContainerPlan | None,
+    decision: object,
+    policy: Policy,
 ) -> ContainerReport:
-    label = ref.name if ref.list_name == "containers" else f"{ref.name} (init)"
+    if planned is None:
+        words = "left unchanged" if isinstance(decision, Unchanged) else "not converted"
+        return ContainerReport(label, legacy, f"{words} (see the outcome)")
     notes: list[str] = []
-    try:
-        request = read_request(container, ref, policy)
-        share = resolve_share(request, ref, policy, [])
-    except Refused:
-        return ContainerReport(label, legacy, "not converted (see the outcome)")
-    if request.priority is not None:
-        notes.append("priority has a runtime effect only through legacy HAMi's node monitor")
+    if planned.request.priority is not None:
+        priority = policy.nvidia.resource_priority_name
+        notes.append(PRIORITY_NOTE.format(name=priority, env=TASK_PRIORITY_ENV))
+    share = planned.share
     if share is None:
         return ContainerReport(label, legacy, "no GPU (legacy keys removed)", notes)
     if share.cores == 100 and (share.memory_mib or share.percentage):
-        notes.append("cores 100 with part of the memory: DRA cannot keep the card exclusive")
-    return ContainerReport(
-        label, legacy, in_words(share.count, share.memory_mib, share.percentage, share.cores), notes
-    )
-
-
-def in_words(count: int, memory_mib: int | None, percentage: int | None, cores: int) -> str:
-    gpus = "1 GPU" if count == 1 else f"{count} different GPUs"
-    if percentage is not None:
-        memory = f"{percentage}% of each card's memory"
-    elif memory_mib is not None:
-        memory = f"{memory_mib} MiB"
-    else:
-        memory = "the whole memory"
-    compute = (
-        "all SMs (exclusive)"
-        if cores == 100
-        else ("no SM limit" if cores == 0 else f"{cores}% of SMs")
-    )
-    return f"{gpus}, {memory}, {compute}"
+        notes.append(EXCLUSIVE_CORES_NOTE)
+    return ContainerReport(label, legacy, describe(share), notes)
 
 
 def _selectors_in_words(annotations: JsonObject) -> str:
@@ -164,20 +160,3 @@ def _selectors_in_words(annotations: JsonObject) -> str:
         if items:
             parts.append(f"{words} {' or '.join(items)}")
     return "; ".join(parts)
-
-
-def _annotation_attention(annotations: JsonObject) -> list[str]:
-    found = []
-    mode = annotations.get(VGPU_MODE)
-    if isinstance(mode, str):
-        found.append(f"{VGPU_MODE}={mode}: DRA offers only hami-core devices")
-    policy = annotations.get(GPU_SCHEDULER_POLICY)
-    if isinstance(policy, str):
-        if "mutex" in split_list(policy):
-            found.append(f"{GPU_SCHEDULER_POLICY}=mutex (idle cards only) has no DRA equivalent")
-        else:
-            found.append(f"{GPU_SCHEDULER_POLICY}={policy} (card placement) has no DRA equivalent")
-    for key in (NUMA_BIND, NODE_SCHEDULER_POLICY):
-        if key in annotations:
-            found.append(f"{key}={annotations[key]} has no DRA equivalent")
-    return found

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from hami_dra_webhook.api import WORKLOAD_PATHS, KubeApi
 from hami_dra_webhook.core.types import JsonObject
-from hami_dra_webhook.manifests import Manifest, pod_template
+from hami_dra_webhook.files.manifests import Manifest, pod_template
+from hami_dra_webhook.kube.port import WORKLOAD_PATHS, KubeApi
 
 # A controller's pods are reported with their controller, not on their own.
 OWNED_BY = {"ReplicaSet": "Deployment", "Job": "CronJob"}

@@ -16,11 +16,11 @@ from fastapi import FastAPI, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.routing import Route
 
-from hami_dra_webhook.admit import Admission, Admitter
-from hami_dra_webhook.api import KubeApi
-from hami_dra_webhook.cluster import ClusterState
-from hami_dra_webhook.core import admission
-from hami_dra_webhook.gc import collect_garbage
+from hami_dra_webhook.admission.mutator import MutationRecord, PodMutator, internal_error
+from hami_dra_webhook.cluster.gc import collect_garbage
+from hami_dra_webhook.cluster.state import ClusterState
+from hami_dra_webhook.core import review
+from hami_dra_webhook.kube.port import KubeApi
 from hami_dra_webhook.server.endpoint import BodyEndpoint, message
 from hami_dra_webhook.server.logs import AdmissionLog
 from hami_dra_webhook.server.metrics import Metrics
@@ -36,7 +36,7 @@ class Parts:
     """Everything the app uses, built by the `serve` command (or by a test)."""
 
     settings: Settings
-    admitter: Admitter
+    mutator: PodMutator
     metrics: Metrics
     tls: ReloadingTLS | None = None
     api: KubeApi | None = None
@@ -80,27 +80,17 @@ def create_app(parts: Parts) -> FastAPI:
     async def mutate(body: bytes) -> tuple[int, bytes]:
         started = time.perf_counter()
         try:
-            review = admission.parse_review(body)
-        except admission.MalformedReview as error:
+            request = review.parse_review(body).request
+        except review.MalformedReview as error:
             metrics.admissions.labels("unknown", "malformed").inc()
             return message(400, str(error))
         try:
-            result = await parts.admitter.admit(review)
+            result = await parts.mutator.mutate(request)
         except Exception:
-            log.exception("admission %s failed unexpectedly", review.request.uid)
-            result = Admission(
-                body=admission.response(
-                    review.request.uid,
-                    allowed=False,
-                    code=500,
-                    message="internal error in hami-dra-webhook; see its log",
-                ),
-                operation=review.request.operation,
-                outcome="error",
-                namespace=review.request.namespace or "",
-            )
+            log.exception("admission %s failed unexpectedly", request.uid)
+            result = internal_error(request)
         _record(metrics, admission_log, result, time.perf_counter() - started)
-        return 200, orjson.dumps(result.body)
+        return 200, orjson.dumps(result.answer)
 
     def rejected() -> None:
         metrics.admissions.labels("unknown", "malformed").inc()
@@ -138,7 +128,7 @@ def create_app(parts: Parts) -> FastAPI:
     return app
 
 
-def _record(metrics: Metrics, log_: AdmissionLog, result: Admission, elapsed: float) -> None:
+def _record(metrics: Metrics, log_: AdmissionLog, result: MutationRecord, elapsed: float) -> None:
     metrics.admitted(result.operation, result.outcome, elapsed, result.resources)
     if result.operation in ("CREATE", "UPDATE"):
         log_.write(
@@ -177,7 +167,7 @@ def _jobs(parts: Parts) -> list[Callable[[], Coroutine[Any, Any, None]]]:
         jobs.append(lambda: tls.watch(settings.cert_reload_interval))
     api, cluster = parts.api, parts.cluster
     if api is not None and cluster is not None:
-        policy = parts.admitter.policy
+        policy = parts.mutator.policy
 
         async def check_cluster() -> None:
             while True:

@@ -14,7 +14,7 @@ import os
 import ssl
 from pathlib import Path
 
-from hami_dra_webhook.certs import not_after
+from hami_dra_webhook.certs.pki import not_after
 
 # TLS 1.2 cipher suites with forward secrecy and AEAD only; TLS 1.3 suites are all strong.
 TLS12_CIPHERS = "ECDHE+AESGCM:ECDHE+CHACHA20"

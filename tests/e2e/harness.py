@@ -16,12 +16,12 @@ from typing import Any, TypeVar
 
 import yaml
 
-from hami_dra_webhook.kube import KubernetesApi, load_configuration
-from tests.chart_tools import CHART
+from hami_dra_webhook.kube.client import KubernetesApi, load_configuration
 from tests.controlplane.cluster import ControlPlane, free_port
 from tests.controlplane.gpu_node import GpuNode
-from tests.tools import tool
-from tests.webhook_process import Webhook
+from tests.support.chart_tools import CHART
+from tests.support.tools import tool
+from tests.support.webhook_process import Webhook
 
 T = TypeVar("T")
 RELEASE_NAMESPACE = "hami-system"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import yaml
 
-from hami_dra_webhook.certs import issue, write
+from hami_dra_webhook.certs.pki import issue, write
 from tests.e2e.harness import RELEASE_NAMESPACE, Cluster, Release, wait_for
 from tests.e2e.manifests import gpu_pod
 

@@ -1,0 +1,1 @@
+"""The admission use case: an AdmissionReview in, its answer out."""

@@ -1,0 +1,166 @@
+"""The admission use case: one AdmissionReview request in, its answer out.
+
+The core decides; this layer adds what needs the cluster (its memory sizes, whether capacity
+survives, the templates created before the answer) and may turn the decision into a refusal.
+Every answer is encoded once, by `review.encode`.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from hami_dra_webhook.cluster.state import ClusterState
+from hami_dra_webhook.cluster.template_store import TemplateStore, TemplateUnavailable
+from hami_dra_webhook.core import review
+from hami_dra_webhook.core.decision import Converted, Decision, Refusal, Unchanged
+from hami_dra_webhook.core.policy import Policy
+from hami_dra_webhook.core.reapply import strip_reapplied
+from hami_dra_webhook.core.translate import translate_pod
+from hami_dra_webhook.core.types import JsonObject
+
+CAPACITY_HELP = (
+    "kube-apiserver drops DRA consumable capacity here, so this shared GPU request would get"
+    " whole GPUs; enable the DRAConsumableCapacity feature gate (default on from 1.36)"
+)
+REAPPLIED = "legacy GPU resources re-applied to a converted pod were dropped"
+INTERNAL_ERROR = "internal error in hami-dra-webhook; see its log"
+
+
+@dataclass
+class MutationRecord:
+    """The encoded answer plus what the shell logs and counts."""
+
+    answer: review.ReviewAnswer
+    operation: str
+    outcome: str  # converted | unchanged | refused | error
+    namespace: str = ""
+    name: str = ""
+    templates: list[str] = field(default_factory=list)
+    resources: list[str] = field(default_factory=list)
+
+
+def internal_error(request: review.AdmissionRequest) -> MutationRecord:
+    """The answer when the use case itself failed (the shell logs the traceback)."""
+    refusal = Refusal(code=500, message=INTERNAL_ERROR, warnings=[])
+    return MutationRecord(
+        answer=review.encode(request.uid, refusal),
+        operation=request.operation,
+        outcome="error",
+        namespace=request.namespace or "",
+    )
+
+
+@dataclass
+class PodMutator:
+    policy: Policy
+    store: TemplateStore
+    cluster: ClusterState | None = None
+    budget: float = 5.0
+    _with_sizes: dict[tuple[int, ...], Policy] = field(default_factory=dict, repr=False)
+
+    async def mutate(self, request: review.AdmissionRequest) -> MutationRecord:
+        pod = request.object or {}
+        metadata = pod.get("metadata")
+        metadata = metadata if isinstance(metadata, dict) else {}
+        namespace = _namespace(request, metadata)
+        record = MutationRecord(
+            answer=review.encode(request.uid, Unchanged(warnings=[])),
+            operation=request.operation,
+            outcome="unchanged",
+            namespace=namespace,
+            name=request.name or str(metadata.get("generateName") or ""),
+        )
+        if not request.is_pod or request.operation not in ("CREATE", "UPDATE"):
+            return record
+        if request.operation == "UPDATE":
+            ops = strip_reapplied(pod, request.old_object, self.policy)
+            if ops:
+                reapplied = Converted(
+                    patch=ops, templates=[], plan=(), warnings=[REAPPLIED], resources=[]
+                )
+                record.answer = review.encode(request.uid, reapplied)
+            return record
+        decision = translate_pod(pod, self._effective_policy(), namespace)
+        record.outcome = decision.outcome
+        if isinstance(decision, Converted):
+            record.resources = decision.resources
+            record.templates = [t["metadata"]["name"] for t in decision.templates]
+            decision, warnings = await self._cluster_side(request, namespace, decision)
+            record.outcome = decision.outcome
+            audit = (
+                {"outcome": "converted", "templates": ",".join(record.templates) or "none"}
+                if isinstance(decision, Converted)
+                else None
+            )
+            record.answer = review.encode(request.uid, decision, warnings=warnings, audit=audit)
+        elif isinstance(decision, Refusal):
+            record.answer = review.encode(request.uid, decision, audit={"outcome": "refused"})
+        else:
+            record.answer = review.encode(request.uid, decision)
+        return record
+
+    async def _cluster_side(
+        self, request: review.AdmissionRequest, namespace: str, decision: Converted
+    ) -> tuple[Decision, list[str]]:
+        """What the cluster adds to a conversion: warnings, or a refusal when capacity is
+        dropped or a template cannot be confirmed."""
+        warnings = self._cluster_warnings(decision.resources)
+        if self._capacity_dropped() and decision.shares_a_gpu:
+            if not self.policy.webhook.allow_sharing_without_capacity:
+                refusal = Refusal(
+                    code=422,
+                    message=CAPACITY_HELP,
+                    warnings=decision.warnings,
+                    reason="capacity-dropped",
+                    plan=decision.plan,
+                )
+                return refusal, warnings
+            warnings.append("consumable capacity is off: this pod may get whole GPUs")
+        deadline = time.monotonic() + self.budget
+        try:
+            warnings += await self.store.ensure(
+                namespace, decision.templates, dry_run=request.dry_run, deadline=deadline
+            )
+        except TemplateUnavailable as error:
+            refusal = Refusal(
+                code=error.code,
+                message=error.message,
+                warnings=decision.warnings,
+                reason="template-unavailable",
+                plan=decision.plan,
+            )
+            return refusal, warnings
+        return decision, warnings
+
+    def _effective_policy(self) -> Policy:
+        """The policy, with the GPU memory sizes the cluster's ResourceSlices publish when a
+        cluster is reachable (configured sizes are the fallback)."""
+        sizes = self.cluster.memory_sizes if self.cluster is not None else ()
+        if not sizes or sizes == self.policy.webhook.device_memory_sizes:
+            return self.policy
+        cached = self._with_sizes.get(sizes)
+        if cached is None:
+            webhook = self.policy.webhook.model_copy(update={"device_memory_sizes": sizes})
+            cached = Policy(nvidia=self.policy.nvidia, webhook=webhook)
+            self._with_sizes = {sizes: cached}  # only the current sizes are kept
+        return cached
+
+    def _capacity_dropped(self) -> bool:
+        return self.cluster is not None and self.cluster.capacity == "dropped"
+
+    def _cluster_warnings(self, resources: list[str]) -> list[str]:
+        if self.cluster is None:
+            return []
+        return [
+            f"DeviceClass {self.cluster.extended_resources[r]} also claims {r}"
+            " (extendedResourceName); legacy requests may get whole GPUs from it"
+            for r in resources
+            if r in self.cluster.extended_resources
+        ]
+
+
+def _namespace(request: review.AdmissionRequest, metadata: JsonObject) -> str:
+    """The pod's namespace, resolved once: the request's, else the object's, else default."""
+    declared = metadata.get("namespace")
+    return request.namespace or (declared if isinstance(declared, str) else "") or "default"

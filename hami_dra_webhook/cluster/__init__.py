@@ -1,0 +1,1 @@
+"""Cluster-side services over the API port: cluster state, the template store, template GC."""

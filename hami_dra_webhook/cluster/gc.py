@@ -1,0 +1,106 @@
+"""Garbage collection of managed ResourceClaimTemplates that no pod uses any more.
+
+Templates are shared by content and not owned by pods, so nothing else deletes them. A template
+is deleted only when (1) no pod in its namespace references it, (2) it was created and last
+confirmed (`hami.io/last-used`) more than `grace` seconds ago, and (3) it has not changed since it
+was read (the delete carries a resourceVersion precondition).
+
+Why an admitted pod can never reference a deleted template: an admission uses a template only
+after confirming it (create, or stamping last-used) or from a cache entry younger than the cache
+TTL. A confirmation that happens before this pass reads the template makes it too recent to
+delete (TTL plus clock skew is far below the grace period); one that happens after the read
+writes a new stamp, which changes resourceVersion, so the precondition fails the delete. (A stamp
+equal to the one stored, within the same second, is a no-op for kube-apiserver and keeps the
+resourceVersion; but such a template was stamped a second ago and is far from old enough.)
+Several replicas may run this at once: each delete is conditional, a lost race is a 409 or 404.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from hami_dra_webhook.cluster.template_store import LAST_USED_ANNOTATION
+from hami_dra_webhook.core.claims import MANAGED_BY, MANAGED_BY_LABEL
+from hami_dra_webhook.core.types import JsonObject
+from hami_dra_webhook.kube.port import ApiError, KubeApi
+
+MANAGED_SELECTOR = f"{MANAGED_BY_LABEL}={MANAGED_BY}"
+DEFAULT_GRACE = 3600.0
+log = logging.getLogger("hami_dra_webhook.gc")
+
+
+@dataclass
+class GcReport:
+    deleted: list[str] = field(default_factory=list)
+    in_use: list[str] = field(default_factory=list)
+    recent: list[str] = field(default_factory=list)
+    raced: list[str] = field(default_factory=list)
+
+    def summary(self) -> str:
+        return (
+            f"deleted {len(self.deleted)}, in use {len(self.in_use)},"
+            f" used within the grace period {len(self.recent)}, changed meanwhile {len(self.raced)}"
+        )
+
+
+def referenced_templates(pods: list[JsonObject]) -> set[str]:
+    names = set()
+    for pod in pods:
+        for claim in (pod.get("spec") or {}).get("resourceClaims") or []:
+            if isinstance(claim, dict) and claim.get("resourceClaimTemplateName"):
+                names.add(str(claim["resourceClaimTemplateName"]))
+    return names
+
+
+def _seconds(stamp: object) -> float:
+    if not isinstance(stamp, str) or not stamp:
+        return 0.0
+    try:
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return 0.0
+
+
+def last_used(template: JsonObject) -> float:
+    metadata = template.get("metadata") or {}
+    annotations = metadata.get("annotations") or {}
+    return max(
+        _seconds(annotations.get(LAST_USED_ANNOTATION)), _seconds(metadata.get("creationTimestamp"))
+    )
+
+
+async def collect_garbage(
+    api: KubeApi, *, now: float, grace: float, dry_run: bool = False, timeout: float = 30.0
+) -> GcReport:
+    """One pass over every namespace; `now` is wall-clock seconds."""
+    report = GcReport()
+    by_namespace: dict[str, list[JsonObject]] = {}
+    for template in await api.list_templates(MANAGED_SELECTOR, timeout=timeout):
+        namespace = (template.get("metadata") or {}).get("namespace", "")
+        by_namespace.setdefault(namespace, []).append(template)
+    for namespace, templates in sorted(by_namespace.items()):
+        used = referenced_templates(await api.list_pods(namespace, timeout=timeout))
+        for template in templates:
+            metadata = template["metadata"]
+            name, where = metadata["name"], f"{namespace}/{metadata['name']}"
+            if name in used:
+                report.in_use.append(where)
+            elif last_used(template) > now - grace:
+                report.recent.append(where)
+            elif dry_run:
+                report.deleted.append(where)
+            else:
+                try:
+                    await api.delete_template(
+                        namespace, name, str(metadata.get("resourceVersion", "")), timeout=timeout
+                    )
+                except ApiError as error:
+                    if error.status not in (404, 409):
+                        raise
+                    report.raced.append(where)
+                else:
+                    report.deleted.append(where)
+                    log.info("deleted unused ResourceClaimTemplate %s", where)
+    return report

@@ -1,0 +1,123 @@
+"""What the webhook must know about the cluster: is consumable capacity effective, and do
+DeviceClasses map legacy resource names (DRAExtendedResource)?
+
+On 1.34 and 1.35 the DRAConsumableCapacity gate is off by default, and kube-apiserver then drops
+`capacity` from claims without an error: a converted pod would silently get whole GPUs. A
+server-side dry-run create of a probe template tells: does `capacity` survive?
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Literal
+
+from hami_dra_webhook.core.claims import API_VERSION, KIND
+from hami_dra_webhook.core.policy import Policy
+from hami_dra_webhook.core.quantity import QuantityError, parse_byte_size
+from hami_dra_webhook.core.types import JsonObject
+from hami_dra_webhook.kube.port import ApiError, KubeApi
+
+Capacity = Literal["unknown", "effective", "dropped"]
+PROBE_NAME = "hami-dra-webhook-capacity-probe"
+log = logging.getLogger("hami_dra_webhook.cluster")
+
+
+def probe_template(policy: Policy, namespace: str) -> JsonObject:
+    web = policy.webhook
+    return {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "metadata": {"name": PROBE_NAME, "namespace": namespace},
+        "spec": {
+            "spec": {
+                "devices": {
+                    "requests": [
+                        {
+                            "name": "probe",
+                            "exactly": {
+                                "deviceClassName": web.device_class_name,
+                                "count": 1,
+                                "capacity": {"requests": {web.capacity_keys.cores: "1"}},
+                            },
+                        }
+                    ]
+                }
+            }
+        },
+    }
+
+
+def capacity_kept(answer: JsonObject) -> bool:
+    try:
+        request = answer["spec"]["spec"]["devices"]["requests"][0]
+        return bool(request["exactly"]["capacity"]["requests"])
+    except (KeyError, IndexError, TypeError):
+        return False
+
+
+def device_memory_sizes(slices: list[JsonObject], policy: Policy) -> tuple[int, ...]:
+    """The distinct memory sizes (bytes) of the driver's GPUs, largest first."""
+    web = policy.webhook
+    sizes: set[int] = set()
+    for resource_slice in slices:
+        spec = resource_slice.get("spec") or {}
+        if spec.get("driver") != web.driver_name:
+            continue
+        for device in spec.get("devices") or []:
+            attributes = device.get("attributes") or {}
+            kind = (attributes.get(web.attributes.type) or {}).get("string")
+            memory = ((device.get("capacity") or {}).get(web.capacity_keys.memory) or {}).get(
+                "value"
+            )
+            if kind != web.device_type or memory is None:
+                continue
+            try:
+                sizes.add(parse_byte_size(str(memory)))
+            except QuantityError:
+                log.warning(
+                    "device %s publishes an unreadable memory size %r", device.get("name"), memory
+                )
+    return tuple(sorted(sizes, reverse=True))
+
+
+@dataclass
+class ClusterState:
+    capacity: Capacity = "unknown"
+    api_answered: bool = False
+    # legacy resource name -> DeviceClass whose extendedResourceName claims it
+    extended_resources: dict[str, str] = field(default_factory=dict)
+    last_error: str = ""
+    failed_checks: list[int] = field(default_factory=list)  # HTTP status of each failure, 0: none
+    # GPU memory sizes the driver publishes, for gpumem-percentage; empty: none seen (yet).
+    memory_sizes: tuple[int, ...] = ()
+
+    async def refresh(self, api: KubeApi, policy: Policy, namespace: str, timeout: float) -> None:
+        try:
+            await api.version(timeout=timeout)
+            self.api_answered = True
+            answer = await api.create_template(
+                namespace, probe_template(policy, namespace), dry_run=True, timeout=timeout
+            )
+            before = self.capacity
+            self.capacity = "effective" if capacity_kept(answer) else "dropped"
+            if self.capacity != before and self.capacity == "dropped":
+                log.warning(
+                    "kube-apiserver drops consumable capacity from claims: enable the"
+                    " DRAConsumableCapacity feature gate (kube-apiserver, kube-scheduler,"
+                    " kube-controller-manager, kubelet)"
+                )
+            legacy = set(policy.legacy_resource_names)
+            self.extended_resources = {
+                str(spec["extendedResourceName"]): str(c["metadata"]["name"])
+                for c in await api.list_device_classes(timeout=timeout)
+                if isinstance(spec := c.get("spec"), dict)
+                and spec.get("extendedResourceName") in legacy
+            }
+            slices = await api.list_resource_slices(policy.webhook.driver_name, timeout=timeout)
+            self.memory_sizes = device_memory_sizes(slices, policy)
+            self.last_error = ""
+        except ApiError as error:
+            self.last_error = str(error)
+            self.failed_checks.append(error.status)
+            log.warning("cluster check failed: %s", error)

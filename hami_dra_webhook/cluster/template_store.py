@@ -1,0 +1,244 @@
+"""Making sure the ResourceClaimTemplates a pod references exist before the pod is admitted.
+
+A pod that references a missing template stays Pending for up to ~17 minutes of controller
+backoff, so templates are created before the admission answers, and failures refuse the pod.
+Templates known to exist are cached for `cache_ttl` seconds, so the hot path makes no API call;
+each confirmation also stamps `hami.io/last-used`, which the garbage collector respects (its
+grace period must be far longer than the cache TTL: see gc.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Protocol
+
+from hami_dra_webhook.core.types import JsonObject
+from hami_dra_webhook.kube.port import ApiError, KubeApi
+
+LAST_USED_ANNOTATION = "hami.io/last-used"
+log = logging.getLogger("hami_dra_webhook.templates")
+
+
+class TemplateUnavailable(Exception):
+    """A template could not be confirmed; the pod must be refused with `message`."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+class StoreEvents(Protocol):
+    def cache_hit(self) -> None: ...
+    def cache_miss(self) -> None: ...
+    def template_created(self) -> None: ...
+    def api_error(self, status: int) -> None: ...
+
+
+class NoEvents:
+    def cache_hit(self) -> None: ...
+    def cache_miss(self) -> None: ...
+    def template_created(self) -> None: ...
+    def api_error(self, status: int) -> None: ...
+
+
+class TemplateStore(Protocol):
+    async def ensure(
+        self, namespace: str, templates: list[JsonObject], *, dry_run: bool, deadline: float
+    ) -> list[str]:
+        """Make the templates exist (or validate them on dry-run); returns warnings."""
+        ...
+
+
+def rfc3339(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass(frozen=True)
+class Clocks:
+    monotonic: Callable[[], float] = time.monotonic
+    wall: Callable[[], float] = time.time
+
+
+class ApiTemplateStore:
+    """Templates through the API: cached, one in-flight confirmation per template, deadlines."""
+
+    def __init__(
+        self,
+        api: KubeApi,
+        cache_ttl: float = 300.0,
+        events: StoreEvents | None = None,
+        clocks: Clocks | None = None,
+    ) -> None:
+        self._api = api
+        self._ttl = cache_ttl
+        self._events = events or NoEvents()
+        self._clocks = clocks or Clocks()
+        self._known: dict[tuple[str, str], float] = {}
+        self._in_flight: dict[tuple[str, str], asyncio.Future[None]] = {}
+
+    def forget(self) -> None:
+        self._known.clear()
+
+    async def ensure(
+        self, namespace: str, templates: list[JsonObject], *, dry_run: bool, deadline: float
+    ) -> list[str]:
+        now = self._clocks.monotonic()
+        missing = []
+        for template in templates:
+            expires = self._known.get((namespace, template["metadata"]["name"]))
+            if expires is not None and expires > now:
+                self._events.cache_hit()
+            else:
+                self._events.cache_miss()
+                missing.append(template)
+        if missing:
+            # The deadline holds even when something awaited here hangs; cache hits need no timer.
+            try:
+                async with asyncio.timeout_at(self._loop_deadline(deadline)):
+                    await asyncio.gather(
+                        *(
+                            self._ensure_one(namespace, t, dry_run=dry_run, deadline=deadline)
+                            for t in missing
+                        )
+                    )
+            except TimeoutError as error:
+                names = ", ".join(t["metadata"]["name"] for t in missing)
+                raise TemplateUnavailable(
+                    504,
+                    f"the Kubernetes API did not confirm ResourceClaimTemplates {names}"
+                    " in time; retry",
+                ) from error
+        return []
+
+    def _loop_deadline(self, deadline: float) -> float:
+        loop = asyncio.get_running_loop()
+        return loop.time() + (deadline - self._clocks.monotonic())
+
+    async def _ensure_one(
+        self, namespace: str, template: JsonObject, *, dry_run: bool, deadline: float
+    ) -> None:
+        name = template["metadata"]["name"]
+        if dry_run:
+            # sideEffects NoneOnDryRun: validate with a server-side dry run, create nothing.
+            body = {**template, "metadata": {**template["metadata"], "namespace": namespace}}
+            await self._create(namespace, body, dry_run=True, deadline=deadline)
+            return
+        key = (namespace, name)
+        running = self._in_flight.get(key)
+        if running is None:
+            running = asyncio.get_running_loop().create_future()
+            self._in_flight[key] = running
+            try:
+                await self._confirm(namespace, template, deadline)
+            except asyncio.CancelledError:
+                # The leader ran out of time; admissions waiting on it get a refusal to retry.
+                running.set_exception(
+                    TemplateUnavailable(504, f"timed out confirming ResourceClaimTemplate {name}")
+                )
+                running.exception()  # retrieved here, so an unawaited future logs nothing
+                raise
+            except Exception as error:
+                running.set_exception(error)
+                running.exception()
+                raise
+            else:
+                running.set_result(None)
+            finally:
+                del self._in_flight[key]
+            return
+        await asyncio.shield(running)
+
+    async def _confirm(self, namespace: str, template: JsonObject, deadline: float) -> None:
+        """Create it, or stamp last-used on the existing one; then cache it."""
+        name = template["metadata"]["name"]
+        stamp = {LAST_USED_ANNOTATION: rfc3339(self._clocks.wall())}
+        body = {
+            **template,
+            "metadata": {
+                **template["metadata"],
+                "namespace": namespace,
+                "annotations": {**template["metadata"].get("annotations", {}), **stamp},
+            },
+        }
+        confirmed_at = self._clocks.monotonic()
+        for _ in range(2):
+            if await self._create(namespace, body, dry_run=False, deadline=deadline):
+                break
+            try:
+                await self._api.annotate_template(
+                    namespace, name, stamp, timeout=self._left(deadline, name)
+                )
+                break
+            except ApiError as error:
+                if error.status != 404:  # deleted since the 409: create it again
+                    raise self._unavailable(error, namespace, name) from error
+        else:
+            raise TemplateUnavailable(
+                503, f"ResourceClaimTemplate {namespace}/{name} keeps disappearing; retry"
+            )
+        self._known[(namespace, name)] = confirmed_at + self._ttl
+
+    async def _create(
+        self, namespace: str, template: JsonObject, *, dry_run: bool, deadline: float
+    ) -> bool:
+        """True when created (or validated); False when it already exists."""
+        name = template["metadata"]["name"]
+        try:
+            await self._api.create_template(
+                namespace, template, dry_run=dry_run, timeout=self._left(deadline, name)
+            )
+        except ApiError as error:
+            if error.status == 409:
+                return False
+            raise self._unavailable(error, namespace, name) from error
+        if not dry_run:
+            self._events.template_created()
+            log.info("created ResourceClaimTemplate %s/%s", namespace, name)
+        return True
+
+    def _left(self, deadline: float, name: str) -> float:
+        left = deadline - self._clocks.monotonic()
+        if left <= 0:
+            raise TemplateUnavailable(
+                504, f"no time left to create ResourceClaimTemplate {name}; retry the pod"
+            )
+        return left
+
+    def _unavailable(self, error: ApiError, namespace: str, name: str) -> TemplateUnavailable:
+        self._events.api_error(error.status)
+        what = f"ResourceClaimTemplate {namespace}/{name}"
+        if error.status in (401, 403):
+            return TemplateUnavailable(
+                500,
+                f"the webhook may not create {what} ({error.status} {error.reason}:"
+                f" {error.message}); check its RBAC",
+            )
+        if error.status in {400, 422}:
+            return TemplateUnavailable(422, f"the API server rejected {what}: {error.message}")
+        if error.status == 0:
+            return TemplateUnavailable(
+                503, f"the Kubernetes API did not answer while creating {what} ({error}); retry"
+            )
+        return TemplateUnavailable(
+            503, f"the Kubernetes API failed to create {what} ({error}); retry"
+        )
+
+
+class OfflineTemplateStore:
+    """No cluster configured: create nothing, say what would have been created."""
+
+    async def ensure(
+        self, namespace: str, templates: list[JsonObject], *, dry_run: bool, deadline: float
+    ) -> list[str]:
+        warnings = []
+        for template in templates:
+            name = template["metadata"]["name"]
+            log.debug("offline: would create ResourceClaimTemplate %s/%s", namespace, name)
+            warnings.append(f"offline webhook: ResourceClaimTemplate {name} was not created")
+        return warnings

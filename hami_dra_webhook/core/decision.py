@@ -1,0 +1,108 @@
+"""What the core decides for one pod: a tagged union of three shapes, each with only its fields.
+
+`Converted` carries the patch, the templates and the plan (what each GPU container gets);
+`Unchanged` says why nothing changes where that is worth saying; `Refusal` carries the HTTP code
+and the message. Every shell (webhook, dry-run, convert, scan) reads these and derives nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar, Literal
+
+from hami_dra_webhook.core import patch
+from hami_dra_webhook.core.legacy import GpuShare, LegacyRequest
+from hami_dra_webhook.core.types import ContainerRef, JsonObject
+
+Outcome = Literal["unchanged", "converted", "refused"]
+
+# Notes about one container, worded once for every shell (the webhook prefixes the container).
+PRIORITY_NOTE = "{name} is set as {env}; it has no feedback loop without legacy HAMi"
+EXCLUSIVE_CORES_NOTE = (
+    "cores 100 with part of the memory; under DRA another claim may still share this GPU"
+)
+INIT_CLAIMS_HELD = (
+    "init and app containers hold their GPU claims together for the pod's life;"
+    " legacy HAMi counted only the peak"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerPlan:
+    """One container with legacy keys: what it asked for and what it gets under DRA."""
+
+    ref: ContainerRef
+    request: LegacyRequest
+    share: GpuShare | None  # None: no device (count 0, or defaultGPUNum 0); keys still removed
+    template: str | None = None  # the ResourceClaimTemplate's name, when it gets a device
+    claim: str | None = None  # the name of its entry in spec.resourceClaims
+
+    @property
+    def shares_a_gpu(self) -> bool:
+        """Less than a whole device: needs DRA consumable capacity to be placed as asked."""
+        return self.share is not None and not self.share.is_whole
+
+
+def describe(share: GpuShare) -> str:
+    """A share in words, as `dry-run`, `scan` and the webhook's warnings say it."""
+    gpus = "1 GPU" if share.count == 1 else f"{share.count} different GPUs"
+    if share.percentage is not None:
+        memory = f"{share.percentage}% of each card's memory"
+    elif share.memory_mib is not None:
+        memory = f"{share.memory_mib} MiB"
+    else:
+        memory = "the whole memory"
+    if share.cores == 100:
+        compute = "all SMs"
+    elif share.cores == 0:
+        compute = "no SM limit"
+    else:
+        compute = f"{share.cores}% of SMs"
+    return f"{gpus}, {memory}, {compute}"
+
+
+@dataclass(frozen=True, slots=True)
+class Converted:
+    """The pod changes: `patch` (relative to the pod's root) and the templates it references."""
+
+    patch: list[patch.PatchOp]
+    templates: list[JsonObject]
+    plan: tuple[ContainerPlan, ...]
+    warnings: list[str]
+    resources: list[str]  # the legacy resource names the pod used (metrics, cluster warnings)
+    init_claims_held: bool = False  # init and app containers both hold claims (INIT_CLAIMS_HELD)
+    outcome: ClassVar[Literal["converted"]] = "converted"
+
+    @property
+    def shares_a_gpu(self) -> bool:
+        return any(container.shares_a_gpu for container in self.plan)
+
+    def apply(self, pod: JsonObject) -> JsonObject:
+        """The converted pod; the input is not modified."""
+        result: JsonObject = patch.apply(pod, self.patch)
+        return result
+
+
+@dataclass(frozen=True, slots=True)
+class Unchanged:
+    """The pod stays as it is; `left_alone` says why when it uses legacy keys all the same."""
+
+    warnings: list[str]
+    left_alone: str | None = None
+    outcome: ClassVar[Literal["unchanged"]] = "unchanged"
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """The pod cannot be converted exactly. `code` is a 4xx HTTP status, `reason` a stable tag
+    for tooling; `plan` holds the containers understood before the refusal (for reports)."""
+
+    code: int
+    message: str
+    warnings: list[str]
+    reason: str = ""
+    plan: tuple[ContainerPlan, ...] = ()
+    outcome: ClassVar[Literal["refused"]] = "refused"
+
+
+Decision = Converted | Unchanged | Refusal

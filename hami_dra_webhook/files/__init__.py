@@ -1,0 +1,1 @@
+"""Local files: manifests and the HAMi device-config policy."""

@@ -1,0 +1,388 @@
+"""The Helm chart, with the real helm binary: lint, render, schemas, CEL, RBAC, golden file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.support import k8s_schema
+from tests.support.cel_k8s import _ENV
+from tests.support.chart_tools import CHART, find, render, render_text, run_helm
+
+pytestmark = [
+    pytest.mark.skipif(not k8s_schema.available(), reason=k8s_schema.SKIP_REASON),
+]
+MODES = {
+    "selfManaged": [],
+    "certManager": ["certificates.mode=certManager"],
+    "certManager-own-issuer": [
+        "certificates.mode=certManager",
+        "certificates.certManager.issuerRef.name=corp-ca",
+        "certificates.certManager.issuerRef.kind=ClusterIssuer",
+    ],
+    "custom": [
+        "certificates.mode=custom",
+        "certificates.custom.secretName=my-tls",
+        "certificates.custom.caBundle=Y2E=",
+    ],
+}
+CUSTOM_RESOURCES = {
+    ("cert-manager.io/v1", "Issuer"),
+    ("cert-manager.io/v1", "Certificate"),
+    ("monitoring.coreos.com/v1", "ServiceMonitor"),
+}
+GOLDEN = Path(__file__).parents[1] / "golden" / "chart-default.yaml"
+
+
+@pytest.mark.parametrize("mode", sorted(MODES))
+def test_lint_and_every_object_validates(mode: str) -> None:
+    sets = [*MODES[mode], "serviceMonitor.enabled=true"]
+    lint = run_helm("lint", "--strict", str(CHART), *[a for s in sets for a in ("--set", s)])
+    assert lint.returncode == 0, lint.stdout + lint.stderr
+    documents = render(*sets)
+    unchecked = set()
+    for document in documents:
+        key = (document["apiVersion"], document["kind"])
+        if key in CUSTOM_RESOURCES:
+            unchecked.add(key)
+            continue
+        assert k8s_schema.knows(*key), f"{key} is in no Kubernetes schema"
+        assert k8s_schema.object_errors(document) == [], document["metadata"]["name"]
+    expected = {("monitoring.coreos.com/v1", "ServiceMonitor")}
+    if mode.startswith("certManager"):
+        expected.add(("cert-manager.io/v1", "Certificate"))
+    if mode == "certManager":
+        expected.add(("cert-manager.io/v1", "Issuer"))
+    assert unchecked == expected
+
+
+def test_values_outside_the_schema_are_refused() -> None:
+    for bad in (
+        "admission.failurePolicy=Maybe",
+        "webhook.replicas=0",
+        "webhook.typo=1",
+        "certificates.mode=vault",
+        "admission.timeoutSeconds=31",
+    ):
+        result = run_helm("lint", str(CHART), "--set", bad)
+        assert result.returncode != 0, bad
+
+
+@pytest.mark.parametrize(
+    ("sets", "fragment"),
+    [
+        (["--set", "webhook.gc.grace=100"], "webhook.gc.grace (100) must be at least 4 x"),
+        (["--set", "webhook.admissionBudget=12"], "must be below admission.timeoutSeconds (10)"),
+        (["--set-string", "deviceConfig=garbage"], "deviceConfig is not a YAML map"),
+        (["--set-string", "deviceConfig=nvidia: [1]"], "deviceConfig: nvidia must be a map"),
+    ],
+)
+def test_values_the_webhook_would_refuse_fail_the_render(sets: list[str], fragment: str) -> None:
+    result = run_helm("template", "x", str(CHART), *sets)
+    assert result.returncode != 0
+    assert fragment in result.stderr
+
+
+def test_schema_describes_every_value() -> None:
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+
+    def walk(value: Any, node: dict[str, Any], path: str) -> None:
+        assert node.get("type") is not None, f"{path} has no type"
+        if isinstance(value, dict) and "properties" in node:
+            for key, child in value.items():
+                assert key in node["properties"], f"{path}.{key} is not in values.schema.json"
+                walk(child, node["properties"][key], f"{path}.{key}")
+
+    walk(values, schema, "values")
+
+
+def test_default_render_matches_the_golden_file(update_golden: bool) -> None:
+    text = render_text()
+    if update_golden:
+        GOLDEN.parent.mkdir(exist_ok=True)
+        GOLDEN.write_text(text)
+    assert text == GOLDEN.read_text(), "run pytest --update-golden and review the diff"
+
+
+def test_webhook_configuration() -> None:
+    documents = render("admission.excludeNamespaces={monitoring}", "admission.failurePolicy=Ignore")
+    config = find(documents, "MutatingWebhookConfiguration")
+    (hook,) = config["webhooks"]
+    assert hook["rules"] == [
+        {
+            "operations": ["CREATE", "UPDATE"],
+            "apiGroups": [""],
+            "apiVersions": ["v1"],
+            "resources": ["pods"],
+            "scope": "Namespaced",
+        }
+    ]
+    assert (
+        hook["sideEffects"],
+        hook["reinvocationPolicy"],
+        hook["timeoutSeconds"],
+        hook["failurePolicy"],
+    ) == ("NoneOnDryRun", "IfNeeded", 10, "Ignore")
+    assert hook["namespaceSelector"]["matchExpressions"][0]["values"] == [
+        "kube-system",
+        "hami-system",
+        "monitoring",
+    ]
+    assert hook["objectSelector"] == {
+        "matchExpressions": [{"key": "hami.io/webhook", "operator": "NotIn", "values": ["ignore"]}]
+    }
+    assert hook["clientConfig"]["service"] == {
+        "name": "hami-dra-webhook",
+        "namespace": "hami-system",
+        "path": "/mutate",
+        "port": 443,
+    }
+    assert "caBundle" not in hook["clientConfig"]  # selfManaged: the webhook sets it
+    cert_manager = find(render(*MODES["certManager"]), "MutatingWebhookConfiguration")
+    assert cert_manager["metadata"]["annotations"] == {
+        "cert-manager.io/inject-ca-from": "hami-system/hami-dra-webhook"
+    }
+    custom = find(render(*MODES["custom"]), "MutatingWebhookConfiguration")
+    assert custom["webhooks"][0]["clientConfig"]["caBundle"] == "Y2E="
+
+
+def _match(expression: str, pod: dict[str, Any]) -> bool:
+    import celpy
+
+    program = _ENV.program(_ENV.compile(expression))
+    return bool(
+        program.evaluate(
+            {
+                "object": celpy.json_to_cel(pod),
+                "request": celpy.json_to_cel({"operation": "CREATE"}),
+            }
+        )
+    )
+
+
+def _pod(
+    containers: list[dict[str, Any]], init: list[dict[str, Any]] | None = None
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {"containers": containers}
+    if init is not None:
+        spec["initContainers"] = init
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": spec}
+
+
+@pytest.mark.parametrize(
+    ("pod", "sent"),
+    [
+        (_pod([{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]), True),
+        (_pod([{"name": "c", "resources": {"requests": {"nvidia.com/gpumem": "1000"}}}]), True),
+        (
+            _pod(
+                [
+                    {"name": "a"},
+                    {"name": "b", "resources": {"limits": {"nvidia.com/gpucores": "30"}}},
+                ]
+            ),
+            True,
+        ),
+        (
+            _pod(
+                [{"name": "c"}],
+                init=[
+                    {"name": "i", "resources": {"limits": {"nvidia.com/gpumem-percentage": "50"}}}
+                ],
+            ),
+            True,
+        ),
+        (_pod([{"name": "c", "resources": {"limits": {"nvidia.com/priority": "1"}}}]), True),
+        (
+            _pod(
+                [
+                    {
+                        "name": "c",
+                        "resources": {"limits": {"cpu": "1"}, "requests": {"memory": "1Gi"}},
+                    }
+                ]
+            ),
+            False,
+        ),
+        (_pod([{"name": "c"}]), False),
+        (_pod([{"name": "c", "resources": {}}]), False),
+        (_pod([{"name": "c", "resources": {"claims": [{"name": "x"}]}}], init=[]), False),
+        (
+            _pod(
+                [{"name": "c", "resources": {"limits": {"example.com/gpu": "1"}}}],
+                init=[{"name": "i"}],
+            ),
+            False,
+        ),
+    ],
+    ids=[
+        "gpu-limit",
+        "gpumem-request",
+        "second-container",
+        "init-only",
+        "priority",
+        "cpu-only",
+        "no-resources",
+        "empty-resources",
+        "dra-claims",
+        "other-vendor",
+    ],
+)
+def test_match_conditions_are_valid_cel_and_select_gpu_pods(
+    pod: dict[str, Any], sent: bool
+) -> None:
+    config = find(render(), "MutatingWebhookConfiguration")
+    (condition,) = config["webhooks"][0]["matchConditions"]
+    assert _match(condition["expression"], pod) is sent
+
+
+def _webhook_with(device_config: str) -> dict[str, Any]:
+    """The MutatingWebhookConfiguration rendered with this deviceConfig."""
+    result = run_helm("template", "x", str(CHART), "--set-string", f"deviceConfig={device_config}")
+    assert result.returncode == 0, result.stderr
+    return find([d for d in yaml.safe_load_all(result.stdout) if d], "MutatingWebhookConfiguration")
+
+
+def test_match_conditions_follow_renamed_resources() -> None:
+    config = _webhook_with("nvidia:\n  resourceCountName: example.com/vgpu\n")
+    expression = config["webhooks"][0]["matchConditions"][0]["expression"]
+    assert _match(
+        expression, _pod([{"name": "c", "resources": {"limits": {"example.com/vgpu": "1"}}}])
+    )
+    assert not _match(
+        expression, _pod([{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1"}}}])
+    )
+
+
+def test_match_conditions_leave_out_a_resource_named_empty() -> None:
+    """`resourceMemoryName: ""` means no memory resource (legacy HAMi): gpumem alone does not
+    send a pod, and "" itself is no name to look for; the other defaults stay."""
+    config = _webhook_with('nvidia:\n  resourceMemoryName: ""\n')
+    expression = config["webhooks"][0]["matchConditions"][0]["expression"]
+    assert "''" not in expression
+    assert not _match(
+        expression, _pod([{"name": "c", "resources": {"limits": {"nvidia.com/gpumem": "1"}}}])
+    )
+    assert _match(
+        expression,
+        _pod([{"name": "c", "resources": {"limits": {"nvidia.com/gpumem-percentage": "5"}}}]),
+    )
+
+
+def test_overwrite_env_sends_every_pod_and_says_so() -> None:
+    config_text = "nvidia:\n  overwriteEnv: true\n"
+    assert "matchConditions" not in _webhook_with(config_text)["webhooks"][0]
+    notes = run_helm(
+        "install",
+        "x",
+        str(CHART),
+        "--dry-run=client",
+        "--set-string",
+        f"deviceConfig={config_text}",
+    )
+    assert "EVERY pod of the selected namespaces goes through the webhook" in notes.stdout
+    assert "blocks every pod creation" in notes.stdout
+
+
+def test_rbac_is_least_privilege() -> None:
+    documents = render()
+    text = yaml.safe_dump(documents)
+    assert "'*'" not in text and '"*"' not in text
+    webhook = find(documents, "ClusterRole", "hami-dra-webhook")
+    assert webhook["rules"] == [
+        {
+            "apiGroups": ["resource.k8s.io"],
+            "resources": ["resourceclaimtemplates"],
+            "verbs": ["create", "get", "list", "patch", "delete"],
+        },
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
+        {
+            "apiGroups": ["resource.k8s.io"],
+            "resources": ["deviceclasses", "resourceslices"],
+            "verbs": ["get", "list"],
+        },
+        {
+            "apiGroups": ["admissionregistration.k8s.io"],
+            "resources": ["mutatingwebhookconfigurations"],
+            "resourceNames": ["hami-dra-webhook"],
+            "verbs": ["get", "patch"],
+        },
+    ]
+    role = find(documents, "Role", "hami-dra-webhook-certificates")
+    assert role["rules"] == [
+        {
+            "apiGroups": [""],
+            "resources": ["secrets"],
+            "resourceNames": ["hami-dra-webhook-tls"],
+            "verbs": ["get", "update"],
+        }
+    ]
+    custom = render(*MODES["custom"])
+    assert not [d for d in custom if d["kind"] == "Role"]
+    assert all(
+        "mutatingwebhookconfigurations" not in r["resources"]
+        for r in find(custom, "ClusterRole", "hami-dra-webhook")["rules"]
+    )
+
+
+def test_webhook_deployment_is_restricted_and_rolls_on_config_change() -> None:
+    deployment = find(render(), "Deployment")
+    spec = deployment["spec"]["template"]["spec"]
+    (container,) = spec["containers"]
+    assert deployment["spec"]["replicas"] == 2
+    assert spec["securityContext"]["runAsNonRoot"] is True and spec["securityContext"][
+        "seccompProfile"
+    ] == {"type": "RuntimeDefault"}
+    assert container["securityContext"] == {
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "runAsNonRoot": True,
+        "capabilities": {"drop": ["ALL"]},
+    }
+    assert (
+        container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+        and container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    )
+    assert spec["topologySpreadConstraints"][0]["topologyKey"] == "kubernetes.io/hostname"
+    assert "--self-managed-certs" in container["args"]
+    assert find(render(), "PodDisruptionBudget")["spec"]["minAvailable"] == 1
+    before = deployment["spec"]["template"]["metadata"]["annotations"]["checksum/device-config"]
+    after = find(render("deviceConfig=nvidia: {defaultCores: 10}"), "Deployment")["spec"][
+        "template"
+    ]["metadata"]["annotations"]["checksum/device-config"]
+    assert before != after
+
+
+def test_the_policy_configmap_loads_as_the_webhook_reads_it() -> None:
+    from hami_dra_webhook.core.policy import policy_from_yaml
+
+    config_map = find(render(), "ConfigMap")
+    loaded = policy_from_yaml(config_map["data"]["device-config.yaml"])
+    assert loaded.ignored_keys == () and loaded.policy.nvidia.default_gpu_num == 1
+
+
+def test_driver_daemonset_and_device_class() -> None:
+    documents = render()
+    daemonset = find(documents, "DaemonSet")
+    spec = daemonset["spec"]["template"]["spec"]
+    assert spec["containers"][0]["image"] == "docker.io/projecthami/k8s-dra-driver:v0.1.0"
+    paths = {v["hostPath"]["path"] for v in spec["volumes"]}
+    assert {
+        "/var/lib/kubelet/plugins_registry",
+        "/var/lib/kubelet/plugins",
+        "/var/run/cdi",
+        "/usr/local/vgpu",
+        "/tmp",
+    } <= paths
+    assert spec["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
+    device_class = find(documents, "DeviceClass")
+    assert device_class["metadata"]["name"] == "hami-core-gpu.project-hami.io"
+    off = render("driver.enabled=false", "deviceClass.create=false")
+    assert not [d for d in off if d["kind"] in ("DaemonSet", "DeviceClass")]
+    custom_tag = find(render("driver.image.tag=v0.2.0"), "DaemonSet")
+    assert custom_tag["spec"]["template"]["spec"]["containers"][0]["image"].endswith(":v0.2.0")

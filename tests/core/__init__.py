@@ -1,0 +1,1 @@
+"""The translation core: rule cases, legacy rules, decision, encoder, properties."""

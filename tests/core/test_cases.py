@@ -1,0 +1,61 @@
+"""One directory per translation rule: tests/cases/<rule>/{input.yaml, config.yaml?, expected.yaml}.
+
+`pytest --update-golden` rewrites expected.yaml from the current code; review the diff.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import jsonpatch
+import pytest
+import yaml
+
+from hami_dra_webhook.core.policy import DEFAULT_POLICY, Policy, policy_from_yaml
+from hami_dra_webhook.core.translate import translate_pod
+
+CASES = Path(__file__).parents[1] / "cases"
+CASE_NAMES = sorted(p.name for p in CASES.iterdir() if (p / "input.yaml").is_file())
+
+
+def load_case(name: str) -> tuple[dict[str, Any], Policy]:
+    folder = CASES / name
+    pod = yaml.safe_load((folder / "input.yaml").read_text())
+    config = folder / "config.yaml"
+    policy = policy_from_yaml(config.read_text()).policy if config.exists() else DEFAULT_POLICY
+    return pod, policy
+
+
+def actual(name: str) -> dict[str, Any]:
+    pod, policy = load_case(name)
+    original = copy.deepcopy(pod)
+    result = translate_pod(pod, policy, pod["metadata"].get("namespace", "default"))
+    assert pod == original, "translation modified its input"
+    report: dict[str, Any] = {"outcome": result.outcome}
+    if result.outcome == "refused":
+        report |= {"code": result.code, "message": result.message}
+    report["warnings"] = result.warnings
+    if result.outcome == "converted":
+        patched = jsonpatch.apply_patch(pod, result.patch)
+        assert patched == result.apply(pod), "the patch and the applied plan disagree"
+        report["object"] = patched
+        report["templates"] = result.templates
+    return report
+
+
+def test_every_case_has_expected_output() -> None:
+    assert len(CASE_NAMES) >= 50
+    missing = [n for n in CASE_NAMES if not (CASES / n / "expected.yaml").exists()]
+    assert missing == [], "run pytest --update-golden and review: " + ", ".join(missing)
+
+
+@pytest.mark.parametrize("name", CASE_NAMES)
+def test_case(name: str, update_golden: bool) -> None:
+    report = actual(name)
+    expected_file = CASES / name / "expected.yaml"
+    if update_golden:
+        expected_file.write_text(yaml.safe_dump(report, sort_keys=False, width=1 << 16))
+    assert expected_file.exists(), f"{expected_file} is missing; run pytest --update-golden"
+    assert report == yaml.safe_load(expected_file.read_text())

@@ -1,0 +1,181 @@
+"""Legacy HAMi v2.10 resolution rules (REFERENCE.md section 1), as hand-computed expectations.
+
+Each row: the container's limits, the `nvidia:` config, and what the claim must ask for per
+device: (count, memory capacity or None for the whole device, cores). None as a whole = no claim.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from hami_dra_webhook.core.policy import policy_from_mapping
+from hami_dra_webhook.core.review import encode
+from hami_dra_webhook.core.translate import translate_pod
+
+G, M, P, C = (
+    "nvidia.com/gpu",
+    "nvidia.com/gpumem",
+    "nvidia.com/gpumem-percentage",
+    "nvidia.com/gpucores",
+)
+SIZES_80 = {"deviceMemorySizes": ["80Gi"]}
+
+ROWS: list[
+    tuple[str, dict[str, str], dict[str, Any], dict[str, Any], tuple[int, str | None, str] | None]
+] = [
+    ("bare count is exclusive", {G: "1"}, {}, {}, (1, None, "100")),
+    (
+        "defaultMemory does not undo exclusivity",
+        {G: "1"},
+        {"defaultMemory": 3000},
+        {},
+        (1, "3000Mi", "100"),
+    ),
+    (
+        "gpumem shares, cores from defaultCores",
+        {G: "1", M: "3000"},
+        {"defaultCores": 10},
+        {},
+        (1, "3000Mi", "10"),
+    ),
+    ("gpumem 0 still non-exclusive", {G: "1", M: "0"}, {}, {}, (1, None, "0")),
+    (
+        "gpumem 0 falls back to defaultMemory",
+        {G: "1", M: "0"},
+        {"defaultMemory": 2000},
+        {},
+        (1, "2000Mi", "0"),
+    ),
+    (
+        "memoryFactor multiplies gpumem",
+        {G: "1", M: "3"},
+        {"memoryFactor": 1024},
+        {},
+        (1, "3072Mi", "0"),
+    ),
+    (
+        "memoryFactor leaves defaultMemory alone",
+        {G: "1", C: "20"},
+        {"memoryFactor": 1024, "defaultMemory": 5},
+        {},
+        (1, "5Mi", "20"),
+    ),
+    ("gpucores given wins", {G: "1", C: "0"}, {}, {}, (1, None, "0")),
+    ("gpucores over 100 clamps", {G: "1", C: "101"}, {}, {}, (1, None, "100")),
+    ("percentage 100 is exclusive", {G: "1", P: "100"}, {}, {}, (1, None, "100")),
+    (
+        "percentage 50 is shared",
+        {G: "1", P: "50"},
+        {"defaultCores": 5},
+        SIZES_80,
+        (1, "40960Mi", "5"),
+    ),
+    # v2.10: gpumem-percentage 0 is present, like gpumem 0: not exclusive, memory falls through.
+    ("percentage 0 is not exclusive", {G: "1", P: "0"}, {}, {}, (1, None, "0")),
+    ("percentage 0 takes defaultCores", {G: "1", P: "0"}, {"defaultCores": 7}, {}, (1, None, "7")),
+    (
+        "percentage 0 takes defaultMemory",
+        {G: "1", P: "0"},
+        {"defaultMemory": 2000},
+        {},
+        (1, "2000Mi", "0"),
+    ),
+    ("percentage 0 alone defaults the count", {P: "0"}, {}, {}, (1, None, "0")),
+    ("percentage 0 keeps gpucores", {G: "1", P: "0", C: "40"}, {}, {}, (1, None, "40")),
+    (
+        "percentage floors per MiB",
+        {G: "1", P: "1"},
+        {},
+        {"deviceMemorySizes": ["15109Mi"]},
+        (1, "151Mi", "0"),
+    ),
+    ("gpumem beats percentage", {G: "1", M: "100", P: "50"}, {}, SIZES_80, (1, "100Mi", "0")),
+    ("percentage and gpucores", {G: "1", P: "25", C: "30"}, {}, SIZES_80, (1, "20480Mi", "30")),
+    ("count defaults from gpumem", {M: "1000"}, {}, {}, (1, "1000Mi", "0")),
+    ("count defaults from gpucores", {C: "50"}, {"defaultGPUNum": 3}, {}, (3, None, "50")),
+    ("count defaults from percentage", {P: "100"}, {}, {}, (1, None, "100")),
+    ("defaultGPUNum 0 means no GPU", {M: "1000"}, {"defaultGPUNum": 0}, {}, None),
+    ("count 0 means no GPU", {G: "0", M: "1000"}, {}, {}, None),
+    ("count 2", {G: "2", M: "1000"}, {}, {}, (2, "1000Mi", "0")),
+]
+
+
+def claim_of(limits: dict[str, str], nvidia: dict[str, Any], webhook: dict[str, Any]) -> Any:
+    policy = policy_from_mapping({"nvidia": nvidia, "hamiDraWebhook": webhook}).policy
+    pod = {"spec": {"containers": [{"name": "c", "resources": {"limits": limits}}]}}
+    result = translate_pod(pod, policy, "ns")
+    assert result.outcome == "converted", result.message
+    if not result.templates:
+        return None
+    requests = result.templates[0]["spec"]["spec"]["devices"]["requests"]
+    exact = requests[0]["exactly"]
+    capacity = exact["capacity"]["requests"]
+    assert all(r["exactly"]["capacity"]["requests"] == capacity for r in requests)
+    assert all(r["exactly"]["count"] == 1 for r in requests)
+    return (len(requests), capacity.get("memory"), capacity["cores"])
+
+
+@pytest.mark.parametrize(
+    ("why", "limits", "nvidia", "webhook", "expected"), ROWS, ids=[r[0] for r in ROWS]
+)
+def test_legacy_resolution(
+    why: str, limits: dict[str, str], nvidia: dict[str, Any], webhook: dict[str, Any], expected: Any
+) -> None:
+    assert claim_of(limits, nvidia, webhook) == expected, why
+
+
+@pytest.mark.parametrize(
+    ("limits", "fragment"),
+    [
+        ({G: "1", M: "16Gi"}, "gpumem is in MiB"),
+        ({G: "1", M: "1.5"}, "not a whole number"),
+        ({G: "-1"}, "negative"),
+        ({G: "1e3"}, "at most 32"),
+        ({G: "1", M: "3Gi"}, "binary unit suffix"),
+        ({G: "1", C: "x"}, "not a Kubernetes quantity"),
+        ({G: "1", P: "101"}, "above 100"),
+        ({G: "33"}, "at most 32"),
+        ({G: "1", "nvidia.com/priority": "0.5"}, "not a whole number"),
+    ],
+)
+def test_refusals_name_container_resource_and_value(limits: dict[str, str], fragment: str) -> None:
+    policy = policy_from_mapping({}).policy
+    pod = {"spec": {"containers": [{"name": "trainer", "resources": {"limits": limits}}]}}
+    result = translate_pod(pod, policy)
+    assert result.outcome == "refused"
+    assert result.code is not None and 400 <= result.code < 500
+    assert result.message is not None
+    assert '"trainer"' in result.message
+    assert fragment in result.message
+    bad = [k for k, v in limits.items() if k in result.message]
+    assert bad, f"the message names no resource: {result.message}"
+
+
+def test_request_only_values_are_read_from_requests() -> None:
+    pod = {"spec": {"containers": [{"name": "c", "resources": {"requests": {G: "2", M: "700"}}}]}}
+    result = translate_pod(pod, policy_from_mapping({}).policy)
+    requests = result.templates[0]["spec"]["spec"]["devices"]["requests"]
+    assert [r["exactly"]["capacity"]["requests"]["memory"] for r in requests] == ["700Mi", "700Mi"]
+    assert any("only in requests" in w for w in result.warnings)
+
+
+def test_warnings_are_whole_in_the_decision_and_cut_to_120_characters_on_the_wire() -> None:
+    pod = {
+        "metadata": {"annotations": {"hami.io/gpu-scheduler-policy": "x" * 500}},
+        "spec": {
+            "containers": [{"name": "n" * 63, "resources": {"limits": {G: "1", C: "999", M: "9"}}}]
+        },
+    }
+    result = translate_pod(pod, policy_from_mapping({}).policy)
+    assert any(len(w) > 120 for w in result.warnings), "the decision keeps whole warnings"
+    sent = encode("uid", result)["response"]["warnings"]
+    assert len(sent) == len(result.warnings)
+    assert all(len(w) <= 120 for w in sent)
+    assert [w[:117] for w in sent] == [w[:117] for w in result.warnings]
+    assert all(
+        w.endswith("...")
+        for w, whole in zip(sent, result.warnings, strict=True)
+        if len(whole) > 120
+    )

@@ -1,0 +1,1 @@
+"""Migration tooling and the CLI: dry-run, scan, convert, check."""

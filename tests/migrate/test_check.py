@@ -1,0 +1,425 @@
+"""`check`: every PASS, WARN and FAIL line, against the real kube-apiserver.
+
+Each case makes one thing untrue in the shared control plane (a legacy DaemonSet, a quota, a
+webhook configuration without caBundle, a slice of another driver, ...), runs `check`, and
+takes it away again. Cases about the driver or DeviceClass point `check` at other names with
+`--config` instead of breaking the cluster's own. A cluster with the gate off is the e2e suite's
+(tests/e2e/test_operations.py).
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from hami_dra_webhook.certs.pki import issue, service_names
+from hami_dra_webhook.cli.main import main
+from tests.controlplane.cluster import free_port
+from tests.controlplane.for_pytest import start_plane
+from tests.e2e.harness import Cluster
+
+DRIVER = "hami-core-gpu.project-hami.io"
+
+
+@dataclass
+class Setup:
+    """The healthy installation a case starts from, and what the case added."""
+
+    kube: Cluster
+    namespace: str
+    folder: Path
+    args: list[str] = field(default_factory=list)
+    created: list[tuple[str, str]] = field(default_factory=list)  # (kind, name)
+
+    @property
+    def release(self) -> str:
+        return f"{self.namespace}-hami"
+
+    def create(self, document: dict[str, Any]) -> None:
+        """Create an object; it is deleted after the test."""
+        self.kube.apply(document, namespace=self.namespace)
+        self.created.append((document["kind"].lower(), document["metadata"]["name"]))
+
+    def config(self, **webhook: str) -> None:
+        path = self.folder / "device-config.yaml"
+        path.write_text(yaml.safe_dump({"hamiDraWebhook": webhook}))
+        self.args += ["--config", str(path)]
+
+    def webhook_configuration(self, ca_bundle: str | None, name: str | None = None) -> None:
+        client: dict[str, Any] = {
+            "service": {"name": self.release, "namespace": self.namespace, "path": "/mutate"}
+        }
+        if ca_bundle:
+            client["caBundle"] = ca_bundle
+        self.kube.kubectl(
+            "delete", "mutatingwebhookconfiguration", name or self.release, "--ignore-not-found"
+        )
+        self.create(
+            {
+                "apiVersion": "admissionregistration.k8s.io/v1",
+                "kind": "MutatingWebhookConfiguration",
+                "metadata": {"name": name or self.release},
+                "webhooks": [
+                    {
+                        "name": "hami-dra-webhook.project-hami.io",
+                        "clientConfig": client,
+                        "admissionReviewVersions": ["v1"],
+                        "sideEffects": "NoneOnDryRun",
+                    }
+                ],
+            }
+        )
+
+
+def _device_class(name: str, expression: str, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceClass",
+        "metadata": {"name": name},
+        "spec": {"selectors": [{"cel": {"expression": expression}}], **spec},
+    }
+
+
+def _install(setup: Setup, days: int = 365) -> None:
+    """What the chart and a running webhook leave behind, for this test's release name."""
+    bundle = issue(service_names(setup.release, setup.namespace), days=days)
+    setup.webhook_configuration(bundle.ca_bundle)
+    setup.create(
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": f"{setup.release}-tls"},
+            "data": {"tls.crt": base64.b64encode(bundle.cert_pem).decode()},
+        }
+    )
+    setup.create(
+        {
+            "apiVersion": "discovery.k8s.io/v1",
+            "kind": "EndpointSlice",
+            "metadata": {
+                "name": setup.release,
+                "labels": {"kubernetes.io/service-name": setup.release},
+            },
+            "addressType": "IPv4",
+            "endpoints": [
+                {"addresses": ["10.1.0.1"], "conditions": {"ready": True}},
+                {"addresses": ["10.1.0.2"], "conditions": {"ready": True}},
+            ],
+            "ports": [{"name": "https", "port": 8443, "protocol": "TCP"}],
+        }
+    )
+
+
+@pytest.fixture
+def setup(kube: Cluster, tmp_path: Path) -> Iterator[Setup]:
+    if kube.kubectl("get", "deviceclass", DRIVER, check=False).returncode != 0:
+        kube.apply(
+            _device_class(DRIVER, f'device.driver == "{DRIVER}"'), namespace="default"
+        )  # the chart's, shared by every test of this cluster
+    made = Setup(kube, kube.create_namespace("check"), tmp_path)
+    _install(made)
+    yield made
+    # Deleted one by one and waited for: nothing a case made may reach the next case's `check`
+    # (a namespace's deletion takes the namespace controller several seconds).
+    for kind, name in reversed(made.created):
+        kube.kubectl("delete", kind, name, "-n", made.namespace, "--ignore-not-found")
+    kube.kubectl("delete", "namespace", made.namespace, "--wait=false")
+
+
+def check(setup: Setup, *extra: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    kubeconfig = str(setup.kube.plane.admin_kubeconfig)
+    where = ["--webhook-namespace", setup.namespace, "--release", setup.release]
+    code = main(
+        ["check", "--kubeconfig", kubeconfig, *where, *setup.args, *extra], stdout=out, stderr=err
+    )
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_a_healthy_cluster_passes(setup: Setup) -> None:
+    code, out, _ = check(setup)
+    assert code == 0, out
+    lines = [line for line in out.splitlines() if line[:4] in ("PASS", "WARN", "FAIL")]
+    assert len(lines) == 10 and all(line.startswith("PASS") for line in lines), out
+    assert "3 shareable GPUs on 1 nodes" in out
+    assert "gpu-node-1                         3  yes        24Gi, 80Gi" in out
+    assert "2 ready endpoint(s)" in out
+
+
+def _slice(setup: Setup, driver: str, drop: Callable[[dict[str, Any]], None]) -> None:
+    resource_slice = setup.kube.node.resource_slice()
+    resource_slice["metadata"]["name"] = f"{setup.namespace}-{driver}"
+    resource_slice["spec"]["driver"] = driver
+    resource_slice["spec"]["pool"]["name"] = f"{setup.namespace}-pool"
+    for device in resource_slice["spec"]["devices"]:
+        drop(device)
+    setup.create(resource_slice)
+    setup.config(driverName=driver)
+
+
+def _not_shareable(device: dict[str, Any]) -> None:
+    # kube-apiserver refuses a requestPolicy on a device that is not multi-allocatable.
+    device.pop("allowMultipleAllocations")
+    for capacity in device["capacity"].values():
+        capacity.pop("requestPolicy")
+
+
+def _other_driver_not_shareable(setup: Setup) -> None:
+    _slice(setup, f"{setup.namespace}.example.com", _not_shareable)
+
+
+def _other_driver_without_cores(setup: Setup) -> None:
+    _slice(setup, f"{setup.namespace}.example.com", lambda d: d["capacity"].pop("cores"))
+
+
+def _legacy_workload(kind: str, name: str, image: str) -> Callable[[Setup], None]:
+    def create(setup: Setup) -> None:
+        labels = {"app": name}
+        spec: dict[str, Any] = {
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {"containers": [{"name": "c", "image": image}]},
+            },
+        }
+        if kind == "Deployment":
+            spec["replicas"] = 0
+        else:
+            spec["template"]["spec"]["nodeSelector"] = {"no-such-node": "true"}
+        setup.create(
+            {"apiVersion": "apps/v1", "kind": kind, "metadata": {"name": name}, "spec": spec}
+        )
+
+    return create
+
+
+def _legacy_quota(setup: Setup) -> None:
+    setup.create(
+        {
+            "apiVersion": "v1",
+            "kind": "ResourceQuota",
+            "metadata": {"name": "gpus"},
+            "spec": {"hard": {"requests.nvidia.com/gpu": "8", "limits.nvidia.com/gpumem": "64000"}},
+        }
+    )
+
+
+def _legacy_webhook(setup: Setup) -> None:
+    name = f"{setup.namespace}-legacy"
+    setup.create(
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "MutatingWebhookConfiguration",
+            "metadata": {"name": name},
+            "webhooks": [
+                {
+                    "name": "vgpu.hami.io",
+                    "clientConfig": {"url": "https://legacy.invalid/webhook"},
+                    "admissionReviewVersions": ["v1"],
+                    "sideEffects": "None",
+                }
+            ],
+        }
+    )
+
+
+def _extended_resource(setup: Setup) -> None:
+    setup.create(
+        _device_class(
+            f"{setup.namespace}.nvidia.com", "true", extendedResourceName="nvidia.com/gpu"
+        )
+    )
+
+
+BROKEN: dict[str, tuple[Callable[[Setup], None], str, str]] = {
+    "no-device-class": (
+        lambda s: s.config(deviceClassName=f"{s.namespace}.example.com"),
+        "does not exist",
+        "deviceClass.create=true",
+    ),
+    "wrong-device-class": (
+        lambda s: (
+            s.create(_device_class(f"{s.namespace}.example.com", "true")),
+            s.config(deviceClassName=f"{s.namespace}.example.com"),
+        ),
+        "does not select",
+        "CEL selector",
+    ),
+    "no-slices": (
+        lambda s: s.config(driverName=f"{s.namespace}.example.com"),
+        "FAIL  driver: no ResourceSlices",
+        "DaemonSet",
+    ),
+    "not-shareable": (
+        _other_driver_not_shareable,
+        "FAIL  driver: devices not multi-allocatable on gpu-node-1",
+        "DRAConsumableCapacity",
+    ),
+    "missing-capacity": (
+        _other_driver_without_cores,
+        "FAIL  driver: devices without memory/cores capacity on gpu-node-1",
+        "v0.1.0",
+    ),
+    "legacy-device-plugin": (
+        _legacy_workload("DaemonSet", "hami-device-plugin", "projecthami/hami:v2.10.0"),
+        "FAIL  legacy HAMi: still running: device plugin DaemonSet {ns}/hami-device-plugin",
+        "uninstall legacy HAMi",
+    ),
+    "legacy-scheduler": (
+        _legacy_workload("Deployment", "hami-scheduler", "projecthami/hami:v2.10.0"),
+        "FAIL  legacy HAMi: still running: scheduler Deployment {ns}/hami-scheduler",
+        "uninstall legacy HAMi",
+    ),
+    "legacy-webhook": (
+        _legacy_webhook,
+        "FAIL  legacy HAMi: still running: webhook {ns}-legacy",
+        "must not share",
+    ),
+    "no-ca-bundle": (
+        lambda s: s.webhook_configuration(None),
+        "FAIL  webhook certificate: the webhook configuration has no caBundle yet",
+        "restart",
+    ),
+    "wrong-ca": (
+        lambda s: s.webhook_configuration(issue(["x"]).ca_bundle),
+        "FAIL  webhook certificate: the caBundle does not verify",
+        "restart",
+    ),
+    "extended-resource": (
+        _extended_resource,
+        "WARN  extended resources: DeviceClasses claim legacy names: {ns}.nvidia.com (nvidia.com/gpu)",
+        "remove extendedResourceName",
+    ),
+    "legacy-quota": (
+        _legacy_quota,
+        "WARN  quotas: ResourceQuotas count legacy resources",
+        "deviceclass.resource.k8s.io/devices",
+    ),
+    "no-webhook": (
+        lambda s: s.kube.kubectl("delete", "mutatingwebhookconfiguration", s.release),
+        "FAIL  webhook: MutatingWebhookConfiguration {ns}-hami does not exist",
+        "helm install",
+    ),
+    "no-endpoints": (
+        lambda s: s.kube.kubectl("delete", "endpointslice", s.release, "-n", s.namespace),
+        "FAIL  webhook service: no ready endpoint",
+        "failurePolicy",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BROKEN))
+def test_each_problem_has_its_line_and_fix(setup: Setup, case: str) -> None:
+    breaking, line, fix = BROKEN[case]
+    breaking(setup)
+    code, out, _ = check(setup)
+    assert line.format(ns=setup.namespace) in out, out
+    assert "fix: " in out and fix in out
+    assert code == (1 if line.startswith("WARN") else 2)
+
+
+def test_expiring_certificate_fails(setup: Setup) -> None:
+    setup.kube.kubectl("delete", "secret", f"{setup.release}-tls", "-n", setup.namespace)
+    _install(setup, days=10)
+    code, out, _ = check(setup)
+    assert code == 2 and "the serving certificate expires in 9 days" in out
+
+
+def test_json_output(setup: Setup) -> None:
+    _legacy_quota(setup)
+    code, out, _ = check(setup, "-o", "json")
+    report = json.loads(out)
+    assert code == 1 and report["worst"] == "WARN"
+    assert {c["check"]: c["level"] for c in report["checks"]}["quotas"] == "WARN"
+    assert [n["node"] for n in report["nodes"]] == ["gpu-node-1"]
+
+
+def check_alone(folder: Path, minor: str, *apiserver_args: str) -> tuple[int, str]:
+    """`check` against a kube-apiserver of its own (no controllers), started for one test."""
+    plane = start_plane(
+        minor, folder, capacity=True, controllers=False, apiserver_args=apiserver_args
+    )
+    try:
+        out = io.StringIO()
+        kubeconfig = str(plane.admin_kubeconfig)
+        code = main(["check", "--kubeconfig", kubeconfig], stdout=out, stderr=io.StringIO())
+    finally:
+        plane.stop()
+    return code, out.getvalue()
+
+
+def test_kubernetes_1_34_is_warned_about(tmp_path: Path) -> None:
+    """kube-apiserver 1.34 (gate on): the version line warns that GPU sharing needs 1.35+."""
+    _, out = check_alone(tmp_path, "1.34")
+    assert "WARN  Kubernetes: v1.34.4: kube-scheduler 1.34 does not place shared GPUs" in out
+    assert "share GPUs on Kubernetes 1.35 or later" in out
+
+
+def test_an_unreachable_cluster_exits_3(setup: Setup, tmp_path: Path) -> None:
+    unreachable = setup.kube.plane.kubeconfig("nobody-listens")
+    text = unreachable.read_text().replace(
+        setup.kube.plane.server, f"https://127.0.0.1:{free_port()}"
+    )
+    unreachable.write_text(text)
+    out, err = io.StringIO(), io.StringIO()
+    assert main(["check", "--kubeconfig", str(unreachable)], stdout=out, stderr=err) == 3
+    assert "did not answer" in err.getvalue()
+
+
+def test_a_cluster_without_the_dra_api(tmp_path: Path) -> None:
+    """kube-apiserver with resource.k8s.io switched off (--runtime-config) says so."""
+    code, out = check_alone(tmp_path, "1.36", "--runtime-config=resource.k8s.io/v1=false")
+    assert code == 2
+    assert "FAIL  resource.k8s.io/v1: not served" in out
+    assert "use Kubernetes 1.34 or later" in out
+
+
+def test_cluster_access_is_found_as_kubectl_finds_it(
+    setup: Setup, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """$KUBECONFIG, then ~/.kube/config, and --context: check, gc and scan --cluster alike."""
+    plane = setup.kube.plane
+    config = json.loads(plane.admin_kubeconfig.read_text())
+    broken = json.loads(json.dumps(config["clusters"][0]))
+    broken["name"] = "nowhere"
+    broken["cluster"]["server"] = f"https://127.0.0.1:{free_port()}"
+    config["clusters"].append(broken)
+    config["contexts"].append(
+        {"name": "nowhere", "context": {"cluster": "nowhere", "user": "admin"}}
+    )
+    good_context = config["current-context"]
+    config["current-context"] = "nowhere"
+    home = tmp_path / "home"
+    (home / ".kube").mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    for where in ("env", "home"):
+        if where == "env":
+            path = tmp_path / "kubeconfig"
+            monkeypatch.setenv("KUBECONFIG", str(path))
+        else:
+            path = home / ".kube" / "config"
+            monkeypatch.delenv("KUBECONFIG")
+        path.write_text(json.dumps(config))
+        out, err = io.StringIO(), io.StringIO()
+        assert main(["check"], stdout=out, stderr=err) == 3, where  # the current context
+        assert "did not answer" in err.getvalue()
+        out, err = io.StringIO(), io.StringIO()
+        main(["check", "--context", good_context], stdout=out, stderr=err)
+        assert "PASS  resource.k8s.io/v1" in out.getvalue(), (where, err.getvalue())
+        gc = ["gc", "--context", good_context, "--dry-run"]
+        assert main(gc, stdout=io.StringIO(), stderr=io.StringIO()) == 0
+        scan = ["scan", "--cluster", "-n", setup.namespace, "--context", good_context]
+        assert main(scan, stdin=io.StringIO(), stdout=io.StringIO(), stderr=io.StringIO()) == 0
+    path.unlink()
+    err = io.StringIO()
+    assert main(["check"], stdout=io.StringIO(), stderr=err) == 3
+    assert "no --kubeconfig, $KUBECONFIG or ~/.kube/config" in err.getvalue()

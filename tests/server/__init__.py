@@ -1,0 +1,1 @@
+"""The HTTPS server: endpoints, hardening, fuzzing, certificates, the serve shell."""

@@ -1,0 +1,286 @@
+"""Fuzzing the real HTTPS endpoint with generated AdmissionReviews.
+
+Runs HAMI_FUZZ_EXAMPLES examples (2,000 by default, as in CI; set 100000 for a long run).
+Whatever arrives: no unhandled exception, only the documented HTTP statuses (200, 400, 413),
+every refusal has a message, every patch applies, no admitted pod keeps a legacy GPU resource
+(except the documented cases: another scheduler, the opt-out label), and every converted pod
+that was a valid pod stays valid for Kubernetes 1.34-1.36.
+"""
+
+from __future__ import annotations
+
+import base64
+import http.client
+import json
+import os
+import string
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import jsonpatch
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.support import k8s_schema
+from tests.support.reviews import gpu_pod, review
+from tests.support.strategies import LEGACY, pods
+from tests.support.webhook_process import Webhook
+
+EXAMPLES = int(os.environ.get("HAMI_FUZZ_EXAMPLES", "2000"))
+LEFT_ALONE = "left unchanged:"
+
+json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=20),
+    lambda children: (
+        st.lists(children, max_size=5) | st.dictionaries(st.text(max_size=10), children, max_size=5)
+    ),
+    max_leaves=30,
+)
+quantities = st.one_of(
+    st.integers(-(2**70), 2**70),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.from_regex(
+        r"\A[+-]?[0-9]{0,25}(\.[0-9]{0,5})?([eE][+-]?[0-9]{1,3}|Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E|u|n)?\Z"
+    ),
+    st.sampled_from(
+        ["", " 1", "1 ", "\uff11", "\u0663", "0x10", "1_000", "NaN", "inf", "1e400", "--1"]
+    ),
+    st.text(max_size=8),
+)
+hostile_text = st.one_of(
+    st.text(alphabet=st.characters(codec="utf-8"), max_size=40),
+    st.sampled_from(
+        [
+            '"] || true || ["',
+            '\\" || true || \\"',
+            "') || true || ('",
+            "\x00",
+            "\u202e",
+            "a" * 5000,
+            ",,,",
+            " , A100 ,",
+        ]
+    ),
+)
+PATHS = [
+    (),
+    ("request",),
+    ("request", "uid"),
+    ("request", "kind"),
+    ("request", "operation"),
+    ("request", "object"),
+    ("request", "object", "metadata"),
+    ("request", "object", "metadata", "annotations"),
+    ("request", "object", "metadata", "labels"),
+    ("request", "object", "spec"),
+    ("request", "object", "spec", "containers"),
+    ("request", "object", "spec", "containers", 0),
+    ("request", "object", "spec", "containers", 0, "resources"),
+    ("request", "object", "spec", "containers", 0, "resources", "limits"),
+    ("request", "object", "spec", "containers", 0, "env"),
+    ("request", "object", "spec", "containers", 0, "name"),
+    ("request", "object", "spec", "resourceClaims"),
+    ("request", "object", "spec", "schedulerName"),
+    ("request", "dryRun"),
+    ("request", "oldObject"),
+    ("request", "namespace"),
+    ("apiVersion",),
+    ("kind",),
+]
+
+
+def _set(document: Any, path: tuple[Any, ...], value: Any) -> Any:
+    if not path:
+        return value
+    node = document
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    return document
+
+
+@st.composite
+def wrong_types(draw: st.DrawFn) -> tuple[str, Any]:
+    document = review(gpu_pod())
+    return "wrong-type", _set(document, draw(st.sampled_from(PATHS)), draw(json_values))
+
+
+@st.composite
+def generated_pods(draw: st.DrawFn) -> tuple[str, Any]:
+    pod = draw(pods())
+    annotations = draw(
+        st.dictionaries(
+            st.sampled_from(
+                [
+                    "nvidia.com/use-gputype",
+                    "nvidia.com/nouse-gputype",
+                    "nvidia.com/use-gpuuuid",
+                    "nvidia.com/nouse-gpuuuid",
+                    "hami.io/gpu-scheduler-policy",
+                ]
+            ),
+            hostile_text,
+            max_size=3,
+        )
+    )
+    if annotations and "metadata" in pod:
+        pod["metadata"]["annotations"] = annotations
+    operation = draw(st.sampled_from(["CREATE", "CREATE", "CREATE", "UPDATE", "DELETE"]))
+    return "pod", review(
+        pod,
+        operation=operation,
+        old=pod if operation != "CREATE" else None,
+        dry_run=draw(st.booleans()),
+    )
+
+
+@st.composite
+def odd_quantities(draw: st.DrawFn) -> tuple[str, Any]:
+    limits = {
+        key: draw(quantities)
+        for key in draw(st.lists(st.sampled_from(LEGACY), min_size=1, unique=True))
+    }
+    return "quantities", review(gpu_pod(limits))
+
+
+@st.composite
+def many_containers(draw: st.DrawFn) -> tuple[str, Any]:
+    count = draw(st.integers(1, 100))
+    names = draw(
+        st.lists(st.sampled_from(["a", "b", "c", "cuda", "x" * 63]), min_size=count, max_size=count)
+    )  # duplicates on purpose
+    pod = gpu_pod()
+    pod["spec"]["containers"] = [
+        {
+            "name": name,
+            "image": "i",
+            "resources": {
+                "limits": {
+                    "nvidia.com/gpu": draw(st.sampled_from(["0", "1", "2"])),
+                    "nvidia.com/gpumem": "100",
+                }
+            },
+        }
+        for name in names
+    ]
+    return "many", review(pod)
+
+
+@st.composite
+def random_shapes(draw: st.DrawFn) -> tuple[str, Any]:
+    return "shape", draw(json_values)
+
+
+REVIEWS = st.one_of(
+    generated_pods(), wrong_types(), odd_quantities(), many_containers(), random_shapes()
+)
+
+
+@pytest.fixture(scope="module")
+def endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Webhook]:
+    process = Webhook(
+        tmp_path_factory.mktemp("fuzz"),
+        "--log-level",
+        "warning",
+        "--config",
+        str(_config(tmp_path_factory.mktemp("cfg"))),
+    )
+    yield process
+    log = process.log()
+    process.stop()
+    assert "failed unexpectedly" not in log and "Traceback" not in log, log
+
+
+def _config(folder: Path) -> Path:
+    path = folder / "config.yaml"
+    path.write_text("hamiDraWebhook:\n  deviceMemorySizes: [80Gi, 40Gi]\n")
+    return path
+
+
+def _legacy_keys_left(pod: Any) -> list[str]:
+    left = []
+    spec = pod.get("spec") if isinstance(pod, dict) else None
+    for list_name in ("initContainers", "containers"):
+        items = spec.get(list_name) if isinstance(spec, dict) else None
+        for container in items if isinstance(items, list) else []:
+            resources = container.get("resources") if isinstance(container, dict) else None
+            for map_name in ("limits", "requests"):
+                values = resources.get(map_name) if isinstance(resources, dict) else None
+                if isinstance(values, dict):
+                    left += [k for k in LEGACY if k in values]
+    return left
+
+
+class Client:
+    def __init__(self, webhook: Webhook) -> None:
+        self.webhook = webhook
+        self.connection: http.client.HTTPSConnection | None = None
+
+    def post(self, body: bytes) -> tuple[int, Any]:
+        if self.connection is None:
+            self.connection = self.webhook.connection()
+        try:
+            return self.webhook.post(body, self.connection)
+        except (http.client.HTTPException, OSError):
+            self.connection.close()
+            self.connection = None
+            raise
+
+
+@pytest.fixture(scope="module")
+def client(endpoint: Webhook) -> Iterator[Client]:
+    client = Client(endpoint)
+    yield client
+    if client.connection is not None:
+        client.connection.close()
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
+@given(case=REVIEWS)
+def test_fuzzed_reviews(client: Client, case: tuple[str, Any]) -> None:
+    category, document = case
+    body = json.dumps(document).encode()
+    status, answer = client.post(body)
+    assert status in (200, 400, 413), (status, answer)
+    if status != 200:
+        assert isinstance(answer, dict) and answer.get("message"), answer
+        return
+    response = answer["response"]
+    request = document["request"]
+    assert response["uid"] == request["uid"]
+    if not response["allowed"]:
+        assert response["status"]["message"] and 400 <= response["status"]["code"] < 500, response
+        return
+    assert all(isinstance(w, str) and len(w) <= 120 for w in response.get("warnings", []))
+    pod = request.get("object")
+    if "patch" in response:
+        ops = json.loads(base64.b64decode(response["patch"]))
+        pod = jsonpatch.apply_patch(pod, ops)
+    is_pod_create = (
+        request["kind"].get("kind") == "Pod"
+        and request["kind"].get("group") == ""
+        and request["operation"] == "CREATE"
+    )
+    if is_pod_create and _legacy_keys_left(pod):
+        assert any(w.startswith(LEFT_ALONE) for w in response.get("warnings", [])), (
+            response,
+            _legacy_keys_left(pod),
+        )
+    if category == "pod" and "patch" in response and is_pod_create and k8s_schema.available():
+        assert k8s_schema.errors(pod, "Pod") == []
+
+
+def test_printable_text_is_not_a_crash(client: Client) -> None:
+    """A hand-picked example the generator rarely finds: every printable ASCII character."""
+    document = review(gpu_pod())
+    document["request"]["object"]["metadata"]["annotations"] = {
+        "nvidia.com/use-gputype": string.printable
+    }
+    status, answer = client.post(json.dumps(document).encode())
+    assert status == 200 and answer["response"]["allowed"] is True

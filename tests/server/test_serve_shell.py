@@ -1,0 +1,153 @@
+"""The shells around the server: settings and flags, unexpected errors, the gc command."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import uvicorn
+
+from hami_dra_webhook.admission.mutator import PodMutator
+from hami_dra_webhook.certs.pki import issue, write
+from hami_dra_webhook.cli.main import main
+from hami_dra_webhook.cluster.template_store import ApiTemplateStore
+from hami_dra_webhook.core.policy import DEFAULT_POLICY
+from hami_dra_webhook.kube.client import KubernetesApi
+from hami_dra_webhook.server.app import Parts, create_app
+from hami_dra_webhook.server.metrics import Metrics
+from hami_dra_webhook.server.settings import Settings
+from hami_dra_webhook.server.tls import ReloadingTLS
+from tests.cluster.test_templates_store import templates
+from tests.e2e.harness import Cluster
+from tests.support.reviews import gpu_pod, review
+from tests.support.webhook_process import free_port
+
+
+class BrokenStore:
+    async def ensure(
+        self, namespace: str, templates: list[Any], *, dry_run: bool, deadline: float
+    ) -> list[str]:
+        raise RuntimeError("a bug")
+
+
+@pytest.fixture
+def broken_server(tmp_path: Path) -> Iterator[tuple[int, Path]]:
+    """create_app() served by uvicorn in a thread, with a store that raises."""
+    ca, cert, key = write(issue(["localhost"]), tmp_path)
+    tls = ReloadingTLS(cert, key)
+    parts = Parts(
+        settings=Settings(),
+        mutator=PodMutator(DEFAULT_POLICY, BrokenStore()),
+        metrics=Metrics(),
+        tls=tls,
+    )
+    port = free_port()
+    config = uvicorn.Config(
+        create_app(parts),
+        host="127.0.0.1",
+        port=port,
+        ssl_context_factory=lambda c, d: tls.context,
+        log_config=None,
+        lifespan="on",
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=lambda: asyncio.run(server.serve()))
+    thread.start()
+    while not server.started:
+        time.sleep(0.05)
+    yield port, ca
+    server.should_exit = True
+    thread.join()
+
+
+def test_an_unexpected_error_is_a_500_refusal_with_a_logged_traceback(
+    broken_server: tuple[int, Path], caplog: pytest.LogCaptureFixture
+) -> None:
+    import http.client
+    import ssl
+
+    port, ca = broken_server
+    connection = http.client.HTTPSConnection(
+        "localhost", port, context=ssl.create_default_context(cafile=str(ca))
+    )
+    document = review(gpu_pod())
+    connection.request("POST", "/mutate", body=json.dumps(document))
+    answer = connection.getresponse()
+    body = json.loads(answer.read())
+    connection.request("GET", "/nowhere")
+    missing = connection.getresponse()
+    missing_type = missing.getheader("Content-Type")
+    missing.read()
+    connection.close()
+    assert answer.status == 200
+    assert body["response"]["uid"] == document["request"]["uid"]
+    assert body["response"]["allowed"] is False and body["response"]["status"]["code"] == 500
+    assert "internal error" in body["response"]["status"]["message"]
+    assert any(r.exc_info and "a bug" in str(r.exc_info[1]) for r in caplog.records)
+    assert missing.status == 404 and missing_type == "application/json"
+
+
+def test_settings_come_from_env_and_flags_win(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HAMI_DRA_PORT", "9443")
+    monkeypatch.setenv("HAMI_DRA_TLS_MIN_VERSION", "1.2")
+    assert Settings().port == 9443 and Settings().tls_min_version == "1.2"
+    assert Settings(port=10443).port == 10443
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["--port", "0"], "port"),
+        (["--tls-min-version", "1.1"], "tls_min_version"),
+        (["--cert-file", "/x.crt"], "both --cert-file and --key-file"),
+        (
+            ["--cert-file", "/missing.crt", "--key-file", "/missing.key"],
+            "cannot load the certificate",
+        ),
+        (["--config", "/missing.yaml"], "cannot read"),
+        (["--kubeconfig", "/missing-kubeconfig"], "cannot load cluster access"),
+    ],
+)
+def test_serve_refuses_bad_settings_with_a_message(args: list[str], fragment: str) -> None:
+    err = io.StringIO()
+    code = main(["serve", "--log-format", "text", *args], stdout=io.StringIO(), stderr=err)
+    assert code == 3 and fragment in err.getvalue() and "Traceback" not in err.getvalue()
+
+
+def test_gc_command_one_pass(kube: Cluster, real_api: KubernetesApi) -> None:
+    namespace = kube.create_namespace("gc-command")
+    store = ApiTemplateStore(real_api)
+    items = templates("1000", namespace)
+    asyncio.run(store.ensure(namespace, items, dry_run=False, deadline=time.monotonic() + 5))
+    name = f"{namespace}/{items[0]['metadata']['name']}"
+    time.sleep(1.1)  # stamps have whole seconds; the grace below is one second
+    kubeconfig = str(kube.plane.admin_kubeconfig)
+    gc = ["gc", "--kubeconfig", kubeconfig, "--grace", "1"]
+    out, err = io.StringIO(), io.StringIO()
+    assert main([*gc, "--dry-run"], stdout=out, stderr=err) == 0, err.getvalue()
+    assert f"would delete {name}\n" in out.getvalue()
+    assert kube.get("resourceclaimtemplates", "-n", namespace)["items"]
+    out = io.StringIO()
+    assert main(gc, stdout=out, stderr=err) == 0
+    assert f"deleted {name}\n" in out.getvalue()
+    assert kube.get("resourceclaimtemplates", "-n", namespace)["items"] == []
+    kube.kubectl("create", "serviceaccount", "powerless", "-n", namespace)
+    powerless = str(kube.service_account_kubeconfig(namespace, "powerless"))
+    err = io.StringIO()
+    assert main(["gc", "--kubeconfig", powerless], stdout=io.StringIO(), stderr=err) == 3
+    assert "403 Forbidden" in err.getvalue()
+
+
+@pytest.mark.parametrize("grace", ["0", "-5", "inf", "soon"])
+def test_gc_grace_must_be_a_positive_number(grace: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as raised:
+        main(["gc", "--grace", grace, "--dry-run"])
+    assert raised.value.code == 64
+    assert "--grace" in capsys.readouterr().err

@@ -1,0 +1,1 @@
+"""Helpers the tests share: review builders, tools, stand-ins, schema checks."""

@@ -1,0 +1,79 @@
+"""The mutation score per core module, from the results `mutmut run` left in mutants/.
+
+    python -m tests.support.mutation_report            (scripts/mutation runs mutmut first)
+
+A mutant is killed when a core test fails on it (or it hangs: a timeout). Surviving mutants
+listed in tests/support/mutation_equivalent.txt, each with why it cannot be told apart from the real
+code, are left out of the score; every other survivor is a test to write.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+EQUIVALENT = Path(__file__).with_name("mutation_equivalent.txt")
+KILLED = {1, 24, -24, 36, -9}  # tests failed, or the mutant ran into the timeout
+TARGET = 0.95
+
+
+def equivalent() -> dict[str, str]:
+    """mutant name -> why it is equivalent, from `name  # reason` lines."""
+    found = {}
+    for line in EQUIVALENT.read_text().splitlines():
+        name, _, reason = line.partition("#")
+        if name.strip():
+            found[name.strip()] = reason.strip()
+    return found
+
+
+def main() -> int:
+    explained = equivalent()
+    rows = []
+    survivors: list[str] = []
+    stale = set(explained)
+    for meta in sorted((ROOT / "mutants").rglob("*.py.meta")):
+        results: dict[str, int] = json.loads(meta.read_text())["exit_code_by_key"]
+        counts: Counter[str] = Counter()
+        for name, code in results.items():
+            stale.discard(name)
+            if code in KILLED:
+                counts["killed"] += 1
+            elif name in explained:
+                counts["equivalent"] += 1
+            else:
+                counts["alive"] += 1
+                survivors.append(name)
+        module = meta.name.removesuffix(".py.meta")
+        rows.append((module, counts))
+    if not rows:
+        print("no results in mutants/: run scripts/mutation", file=sys.stderr)
+        return 2
+    total: Counter[str] = Counter()
+    print(f"{'module':<12}{'mutants':>9}{'killed':>8}{'equiv.':>8}{'alive':>7}{'score':>8}")
+    for module, counts in rows:
+        total.update(counts)
+        print(_row(module, counts))
+    print(_row("core", total))
+    for name in survivors:
+        print(f"alive: {name}")
+    for name in sorted(stale):
+        print(f"listed as equivalent but no longer a mutant: {name}")
+    score = total["killed"] / max(1, total["killed"] + total["alive"])
+    return 0 if score >= TARGET else 1
+
+
+def _row(module: str, counts: Counter[str]) -> str:
+    mutants = counts["killed"] + counts["equivalent"] + counts["alive"]
+    score = counts["killed"] / max(1, counts["killed"] + counts["alive"])
+    return (
+        f"{module:<12}{mutants:>9}{counts['killed']:>8}{counts['equivalent']:>8}"
+        f"{counts['alive']:>7}{score:>8.1%}"
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())

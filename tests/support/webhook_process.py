@@ -1,0 +1,138 @@
+"""Running the real webhook (`python -m hami_dra_webhook serve`) in a subprocess, over real TLS."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from hami_dra_webhook.certs.pki import issue, write
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class Webhook:
+    def __init__(
+        self,
+        folder: Path,
+        *extra: str,
+        env: dict[str, str] | None = None,
+        own_certs: bool = True,
+        port: int | None = None,
+        host: str = "localhost",
+    ) -> None:
+        """`own_certs`: serve a certificate made here; else the command line must bring one
+        (and `ca_file` is to be pointed at its CA); `host` is the name clients connect to."""
+        self.folder = folder
+        folder.mkdir(parents=True, exist_ok=True)
+        self.ca_file, self.cert_file, self.key_file = write(
+            issue(["localhost", "127.0.0.1"]), folder / "certs"
+        )
+        self.port = port or free_port()
+        self.host = host
+        self.log_path = folder / "webhook.log"
+        certificate = ["--cert-file", str(self.cert_file), "--key-file", str(self.key_file)]
+        command = [
+            *(sys.executable, "-m", "hami_dra_webhook", "serve"),
+            *("--host", "127.0.0.1", "--port", str(self.port)),
+            *(certificate if own_certs else []),
+            *extra,
+        ]
+        self._log = self.log_path.open("wb")
+        environment = {
+            **os.environ,
+            "HAMI_DRA_CERT_RELOAD_INTERVAL": "0.1",
+            "HAMI_DRA_GRACEFUL_SHUTDOWN": "5",
+            **(env or {}),
+        }
+        environment.pop("KUBERNETES_SERVICE_HOST", None)
+        self.process = subprocess.Popen(
+            command, stdout=self._log, stderr=subprocess.STDOUT, env=environment
+        )
+        self.wait_ready()
+
+    def context(self, ca_files: list[Path] | None = None) -> ssl.SSLContext:
+        context = ssl.create_default_context()
+        for ca in ca_files or [self.ca_file]:
+            context.load_verify_locations(ca)
+        return context
+
+    def connection(
+        self, context: ssl.SSLContext | None = None, timeout: float = 10
+    ) -> http.client.HTTPSConnection:
+        return http.client.HTTPSConnection(
+            self.host, self.port, context=context or self.context(), timeout=timeout
+        )
+
+    def wait_ready(self, timeout: float = 20) -> None:
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"the webhook exited: {self.log()}")
+            unverified = ssl.create_default_context()
+            unverified.check_hostname, unverified.verify_mode = False, ssl.CERT_NONE
+            try:
+                status, _ = self.get("/readyz", unverified)
+                if status == 200:
+                    return
+            except OSError:
+                pass
+            time.sleep(0.1)
+        raise RuntimeError(f"the webhook did not get ready: {self.log()}")
+
+    def get(self, path: str, context: ssl.SSLContext | None = None) -> tuple[int, bytes]:
+        connection = self.connection(context, timeout=2)
+        try:
+            connection.request("GET", path)
+            answer = connection.getresponse()
+            return answer.status, answer.read()
+        finally:
+            connection.close()
+
+    def post(
+        self, body: bytes | dict[str, Any], connection: http.client.HTTPSConnection | None = None
+    ) -> tuple[int, Any]:
+        own = connection is None
+        connection = connection or self.connection()
+        data = body if isinstance(body, bytes) else json.dumps(body).encode()
+        try:
+            connection.request(
+                "POST", "/mutate", body=data, headers={"Content-Type": "application/json"}
+            )
+            answer = connection.getresponse()
+            raw = answer.read()
+            content_type = answer.getheader("Content-Type", "")
+            return answer.status, json.loads(raw) if content_type.startswith(
+                "application/json"
+            ) else raw
+        finally:
+            if own:
+                connection.close()
+
+    def log(self) -> str:
+        if not self._log.closed:
+            self._log.flush()
+        return self.log_path.read_text(errors="replace")[-4000:]
+
+    def stop(self, sig: int = signal.SIGTERM) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(sig)
+            try:
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self._log.close()
+        return self.process.returncode
