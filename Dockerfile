@@ -1,17 +1,24 @@
 # hami-dra-webhook: the admission webhook image. Two stages: the first builds a virtual
 # environment from wheels, the second copies only that environment onto a slim Python.
-# No compilers or build tools reach the final image.
+# No compilers or build tools reach the final image. Reproducible inputs: the base image by
+# digest (a tag can be re-pushed, a digest cannot) and every dependency from
+# requirements.lock, pinned with its hashes (pip refuses anything else).
 
-FROM python:3.11.11-slim-bookworm AS build
+ARG BASE=python:3.11.11-slim-bookworm@sha256:081075da77b2b55c23c088251026fb69a7b2bf92471e491ff5fd75c192fd38e5
+
+FROM ${BASE} AS build
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /src
+COPY requirements.lock ./
+RUN python -m venv /opt/hami-dra-webhook \
+ && /opt/hami-dra-webhook/bin/pip install --no-compile --require-hashes --only-binary=:all: \
+      -r requirements.lock
 COPY pyproject.toml README.md ./
 COPY hami_dra_webhook ./hami_dra_webhook
-RUN python -m venv /opt/hami-dra-webhook \
- && /opt/hami-dra-webhook/bin/pip install --no-compile . \
+RUN /opt/hami-dra-webhook/bin/pip install --no-compile --no-deps --no-build-isolation . \
  && /opt/hami-dra-webhook/bin/python -m compileall -q /opt/hami-dra-webhook
 
-FROM python:3.11.11-slim-bookworm
+FROM ${BASE}
 ARG VERSION=0.1.0
 LABEL org.opencontainers.image.title="hami-dra-webhook" \
       org.opencontainers.image.description="Runs HAMi legacy GPU-sharing manifests unchanged on Kubernetes DRA" \

@@ -31,12 +31,13 @@ def standin():  # type: ignore[no-untyped-def]
 def standin_api(standin, tmp_path):  # type: ignore[no-untyped-def]
     """The real adapter (hami_dra_webhook.kube.client, official client) pointed at the fault stand-in."""
     from hami_dra_webhook.kube.client import KubernetesApi, load_configuration
+    from tests.support.loop import run
 
-    configuration = load_configuration(str(standin.kubeconfig(tmp_path)))
+    configuration = run(load_configuration(str(standin.kubeconfig(tmp_path))))
     assert configuration is not None
     api = KubernetesApi(configuration)
     yield api
-    api.close()
+    run(api.close())
 
 
 @pytest.fixture(scope="session")
@@ -60,10 +61,11 @@ def kube(tmp_path_factory):  # type: ignore[no-untyped-def]
 def real_api(kube):  # type: ignore[no-untyped-def]
     """The real adapter (hami_dra_webhook.kube.client, official client) on the real kube-apiserver."""
     from tests.e2e.harness import api_for
+    from tests.support.loop import run
 
     api = api_for(kube.plane.admin_kubeconfig)
     yield api
-    api.close()
+    run(api.close())
 
 
 @pytest.fixture(autouse=True)

@@ -44,11 +44,6 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
     except PolicyError as error:
         stderr.write(f"error: {error}\n")
         return exit_codes.UNREADABLE
-    try:
-        api = connect(args.kubeconfig, args.context)
-    except ClusterAccessError as error:
-        stderr.write(f"error: {error}\n")
-        return exit_codes.UNREADABLE
     target = Target(
         namespace=args.webhook_namespace,
         webhook_configuration=args.release,
@@ -57,16 +52,21 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
     )
 
     async def checks() -> Any:
-        await api.version(timeout=10)  # unreachable: no point in a line per check
-        return await run_checks(api, policy, target)
+        api = await connect(args.kubeconfig, args.context)
+        try:
+            await api.version(timeout=10)  # unreachable: no point in a line per check
+            return await run_checks(api, policy, target)
+        finally:
+            await api.close()
 
     try:
         report = asyncio.run(checks())
+    except ClusterAccessError as error:
+        stderr.write(f"error: {error}\n")
+        return exit_codes.UNREADABLE
     except ApiError as error:
         stderr.write(f"error: the cluster did not answer: {error}\n")
         return exit_codes.UNREADABLE
-    finally:
-        api.close()
     if args.output == "json":
         stdout.write(json.dumps(report.as_json(), indent=2) + "\n")
     else:

@@ -46,20 +46,23 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
     from hami_dra_webhook.kube.client import ClusterAccessError, connect
     from hami_dra_webhook.kube.port import ApiError
 
+    async def collect() -> Any:
+        api = await connect(args.kubeconfig, args.context)
+        try:
+            return await collect_garbage(
+                api, now=time.time(), grace=args.grace, dry_run=args.dry_run
+            )
+        finally:
+            await api.close()
+
     try:
-        api = connect(args.kubeconfig, args.context)
+        report = asyncio.run(collect())
     except ClusterAccessError as error:
         stderr.write(f"error: {error}\n")
         return exit_codes.UNREADABLE
-    try:
-        report = asyncio.run(
-            collect_garbage(api, now=time.time(), grace=args.grace, dry_run=args.dry_run)
-        )
     except ApiError as error:
         stderr.write(f"error: {error}\n")
         return exit_codes.UNREADABLE
-    finally:
-        api.close()
     verb = "would delete" if args.dry_run else "deleted"
     for where in report.deleted:
         stdout.write(f"{verb} {where}\n")

@@ -107,44 +107,58 @@ class ClusterUnavailable(RuntimeError):
 def _cluster_workloads(
     args: argparse.Namespace, policy: Any, stderr: TextIO
 ) -> tuple[list[Any], Any]:
-    from rich.progress import Progress
-
     from hami_dra_webhook.cluster.state import device_memory_sizes
     from hami_dra_webhook.core.policy import Policy
     from hami_dra_webhook.kube.client import ClusterAccessError, connect
     from hami_dra_webhook.kube.port import ApiError
     from hami_dra_webhook.migrate.sources import from_cluster
 
-    try:
-        api = connect(args.kubeconfig, args.context)
-    except ClusterAccessError as error:
-        raise ClusterUnavailable(str(error)) from error
     namespace = None if args.all_namespaces else (args.namespace or "default")
-    with Progress(
-        console=_console(stderr), transient=True, disable=not stderr.isatty()
-    ) as progress:
-        task = progress.add_task("listing workloads", total=7)
+    progress = _Progress(stderr, total=7)
+    with progress:
 
         def step(kind: str) -> None:
-            progress.update(task, advance=1, description=f"listing {kind}s")
+            progress.advance(f"listing {kind}s")
 
         async def collect() -> tuple[list[Any], tuple[int, ...]]:
-            slices = await api.list_resource_slices(policy.webhook.driver_name, timeout=30)
-            return await from_cluster(api, namespace, step), device_memory_sizes(slices, policy)
+            api = await connect(args.kubeconfig, args.context)
+            try:
+                slices = await api.list_resource_slices(policy.webhook.driver_name, timeout=30)
+                workloads = await from_cluster(api, namespace, step)
+                return workloads, device_memory_sizes(slices, policy)
+            finally:
+                await api.close()
 
         try:
             workloads, sizes = asyncio.run(collect())
+        except ClusterAccessError as error:
+            raise ClusterUnavailable(str(error)) from error
         except ApiError as error:
             raise ClusterUnavailable(f"the Kubernetes API failed: {error}") from error
-        finally:
-            api.close()
     if sizes:
         webhook = policy.webhook.model_copy(update={"device_memory_sizes": sizes})
         policy = Policy(nvidia=policy.nvidia, webhook=webhook)
     return workloads, policy
 
 
-def _console(stderr: TextIO) -> Any:
-    from rich.console import Console
+class _Progress:
+    """One line on a terminal, rewritten as the listing goes on, erased at the end; nothing
+    when stderr is not a terminal (a pipe or a CI log gets the report only)."""
 
-    return Console(file=stderr)
+    def __init__(self, stream: TextIO, total: int) -> None:
+        self.stream, self.total, self.done = stream, total, 0
+        self.shown = stream.isatty()
+
+    def __enter__(self) -> _Progress:
+        return self
+
+    def advance(self, what: str) -> None:
+        self.done += 1
+        if self.shown:
+            self.stream.write(f"\r\x1b[K{what} ({self.done}/{self.total})")
+            self.stream.flush()
+
+    def __exit__(self, *_: object) -> None:
+        if self.shown:
+            self.stream.write("\r\x1b[K")
+            self.stream.flush()

@@ -144,7 +144,7 @@ async def _serve_with(settings: Any, policy: Any, metrics: Any, cleanup: list[Pa
     from hami_dra_webhook.server.app import Parts, create_app
     from hami_dra_webhook.server.tls import ReloadingTLS
 
-    api, cluster, store = _cluster_parts(settings, metrics)
+    api, cluster, store = await _cluster_parts(settings, metrics)
     background = []
     cert_file, key_file = settings.cert_file, settings.key_file
     if settings.self_managed_certs:
@@ -208,7 +208,7 @@ async def _serve_with(settings: Any, policy: Any, metrics: Any, cleanup: list[Pa
         await server.serve()
     finally:
         if api is not None:
-            api.close()
+            await api.close()
     return exit_codes.OK if server.started else exit_codes.UNREADABLE
 
 
@@ -254,7 +254,7 @@ async def _self_managed(api: Any, settings: Any) -> tuple[Path, Path, Any]:
     return cert_file, key_file, keep_fresh
 
 
-def _cluster_parts(settings: Any, metrics: Any) -> tuple[Any, Any, Any]:
+async def _cluster_parts(settings: Any, metrics: Any) -> tuple[Any, Any, Any]:
     if settings.kubeconfig is None:
         from hami_dra_webhook.kube.client import in_cluster
 
@@ -265,7 +265,7 @@ def _cluster_parts(settings: Any, metrics: Any) -> tuple[Any, Any, Any]:
     from hami_dra_webhook.kube.client import KubernetesApi, load_configuration
 
     try:
-        configuration = load_configuration(
+        configuration = await load_configuration(
             str(settings.kubeconfig) if settings.kubeconfig else None
         )
     except Exception as error:  # the client raises many kinds for a bad kubeconfig

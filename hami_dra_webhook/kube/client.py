@@ -1,8 +1,10 @@
-"""The one module that talks to the Kubernetes API (through the official `kubernetes` client).
+"""The one module that talks to the Kubernetes API, through the official client's asyncio
+flavour (`kubernetes.aio`, on aiohttp).
 
 Objects stay raw JSON dicts: the client's models would drop fields they do not know and cost
-0.4 ms each to build. Blocking calls run in a small thread pool, never on the event loop, with
-the client's own retries off so that the caller's deadline holds.
+0.4 ms each to build. Calls run on the event loop (no thread pool that a slow API could fill),
+each with its own deadline, with the client's retries off so that the caller's deadline holds.
+One `KubernetesApi` serves one event loop (aiohttp sessions belong to the loop they start on).
 """
 
 from __future__ import annotations
@@ -10,40 +12,39 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
-import kubernetes.client
-import kubernetes.config
-from kubernetes.client.exceptions import ApiException
+import aiohttp
+import kubernetes.aio.client
+import kubernetes.aio.config
+from kubernetes.aio.client.exceptions import ApiException
 
 from hami_dra_webhook.core.types import JsonObject
-from hami_dra_webhook.kube.port import TEMPLATES_PATH, WORKLOAD_PATHS, ApiError
+from hami_dra_webhook.kube.port import ApiError, paths
 
 MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
-WEBHOOKS_PATH = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"
 FIELD_MANAGER = "hami-dra-webhook"
+Configuration = kubernetes.aio.client.Configuration
 
 
 def in_cluster() -> bool:
     return bool(os.environ.get("KUBERNETES_SERVICE_HOST"))
 
 
-def load_configuration(kubeconfig: str | None) -> kubernetes.client.Configuration | None:
+async def load_configuration(kubeconfig: str | None) -> Configuration | None:
     """From --kubeconfig, else the in-cluster service account, else None (offline)."""
-    configuration = kubernetes.client.Configuration()
+    configuration = Configuration()
     if kubeconfig:
-        kubernetes.config.load_kube_config(
-            config_file=kubeconfig, client_configuration=configuration
+        await kubernetes.aio.config.load_kube_config(
+            config_file=kubeconfig, client_configuration=configuration, persist_config=False
         )
     elif in_cluster():
-        kubernetes.config.load_incluster_config(client_configuration=configuration)
+        kubernetes.aio.config.load_incluster_config(client_configuration=configuration)
     else:
         return None
-    configuration.retries = 0
+    configuration.retries = None
     return configuration
 
 
@@ -60,18 +61,21 @@ def _default_kubeconfig() -> str | None:
     return str(home) if home.is_file() else None
 
 
-def connect(kubeconfig: str | None, context: str | None = None) -> KubernetesApi:
+async def connect(kubeconfig: str | None, context: str | None = None) -> KubernetesApi:
     """The API for a command-line tool, found as kubectl finds it: --kubeconfig, else
     $KUBECONFIG, else ~/.kube/config, else the in-cluster service account."""
-    configuration = kubernetes.client.Configuration()
+    configuration = Configuration()
     source = kubeconfig or _default_kubeconfig()
     try:
         if source is not None:
-            kubernetes.config.load_kube_config(
-                config_file=source, context=context, client_configuration=configuration
+            await kubernetes.aio.config.load_kube_config(
+                config_file=source,
+                context=context,
+                client_configuration=configuration,
+                persist_config=False,
             )
         elif in_cluster():
-            kubernetes.config.load_incluster_config(client_configuration=configuration)
+            kubernetes.aio.config.load_incluster_config(client_configuration=configuration)
         else:
             raise ClusterAccessError(
                 "no cluster: no --kubeconfig, $KUBECONFIG or ~/.kube/config, and not in a pod"
@@ -80,55 +84,60 @@ def connect(kubeconfig: str | None, context: str | None = None) -> KubernetesApi
         raise
     except Exception as error:  # the client raises many kinds for a bad kubeconfig
         raise ClusterAccessError(f"cannot load cluster access from {source}: {error}") from error
-    configuration.retries = 0
+    configuration.retries = None
     return KubernetesApi(configuration)
 
 
 class KubernetesApi:
     """`KubeApi` over HTTP with the `kubernetes` client's configuration, auth and TLS."""
 
-    def __init__(self, configuration: kubernetes.client.Configuration, workers: int = 8) -> None:
-        self._client = kubernetes.client.ApiClient(configuration)
-        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kube-api")
+    def __init__(self, configuration: Configuration) -> None:
+        self._configuration = configuration
+        self._client: Any = None
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     @property
     def host(self) -> str:
-        return str(self._client.configuration.host)
+        return str(self._configuration.host)
 
-    def close(self) -> None:
-        self._pool.shutdown(wait=False, cancel_futures=True)
-        self._client.close()
+    async def close(self) -> None:
+        if self._client is not None:
+            await self._client.close()
+            self._client = None
+
+    def _api_client(self) -> Any:
+        loop = asyncio.get_running_loop()
+        if self._client is None:
+            self._client = kubernetes.aio.client.ApiClient(self._configuration)
+            self._loop = loop
+        elif loop is not self._loop:
+            raise RuntimeError("a KubernetesApi serves the one event loop it started on")
+        return self._client
 
     async def create_template(
         self, namespace: str, template: JsonObject, *, dry_run: bool, timeout: float
     ) -> JsonObject:
         query = [("fieldManager", FIELD_MANAGER)] + ([("dryRun", "All")] if dry_run else [])
-        path = f"{TEMPLATES_PATH}/namespaces/{quote(namespace)}/resourceclaimtemplates"
-        return await self._call("POST", path, query, template, timeout)
+        return await self._call("POST", paths.templates(namespace), query, template, timeout)
 
     async def annotate_template(
         self, namespace: str, name: str, annotations: dict[str, str], *, timeout: float
     ) -> JsonObject:
-        path = (
-            f"{TEMPLATES_PATH}/namespaces/{quote(namespace)}/resourceclaimtemplates/{quote(name)}"
-        )
+        path = paths.template(namespace, name)
         body = {"metadata": {"annotations": annotations}}
         query = [("fieldManager", FIELD_MANAGER)]
         return await self._call("PATCH", path, query, body, timeout, content_type=MERGE_PATCH)
 
     async def list_templates(self, label_selector: str, *, timeout: float) -> list[JsonObject]:
-        path = f"{TEMPLATES_PATH}/resourceclaimtemplates"
-        return await self._list(path, [("labelSelector", label_selector)], timeout)
+        return await self._list(paths.ALL_TEMPLATES, [("labelSelector", label_selector)], timeout)
 
     async def list_pods(self, namespace: str, *, timeout: float) -> list[JsonObject]:
-        return await self._list(f"/api/v1/namespaces/{quote(namespace)}/pods", [], timeout)
+        return await self._list(paths.pods(namespace), [], timeout)
 
     async def delete_template(
         self, namespace: str, name: str, resource_version: str, *, timeout: float
     ) -> None:
-        path = (
-            f"{TEMPLATES_PATH}/namespaces/{quote(namespace)}/resourceclaimtemplates/{quote(name)}"
-        )
+        path = paths.template(namespace, name)
         # The precondition makes the delete fail (409) when anyone touched it since we read it.
         body = {
             "apiVersion": "v1",
@@ -138,11 +147,11 @@ class KubernetesApi:
         await self._call("DELETE", path, [], body, timeout)
 
     async def list_device_classes(self, *, timeout: float) -> list[JsonObject]:
-        return await self._list(f"{TEMPLATES_PATH}/deviceclasses", [], timeout)
+        return await self._list(paths.DEVICE_CLASSES, [], timeout)
 
     async def list_resource_slices(self, driver: str, *, timeout: float) -> list[JsonObject]:
         query = [("fieldSelector", f"spec.driver={driver}")]
-        return await self._list(f"{TEMPLATES_PATH}/resourceslices", query, timeout)
+        return await self._list(paths.RESOURCE_SLICES, query, timeout)
 
     async def get_path(self, path: str, *, timeout: float) -> JsonObject:
         return await self._call("GET", path, [], None, timeout)
@@ -155,31 +164,27 @@ class KubernetesApi:
     async def list_workloads(
         self, kind: str, namespace: str | None, *, timeout: float
     ) -> list[JsonObject]:
-        prefix, resource = WORKLOAD_PATHS[kind]
-        scope = f"/namespaces/{quote(namespace)}" if namespace else ""
-        return await self._list(f"{prefix}{scope}/{resource}", [], timeout)
+        return await self._list(paths.workloads(kind, namespace), [], timeout)
 
     async def version(self, *, timeout: float) -> JsonObject:
-        return await self._call("GET", "/version", [], None, timeout)
+        return await self._call("GET", paths.VERSION, [], None, timeout)
 
     async def get_secret(self, namespace: str, name: str, *, timeout: float) -> JsonObject:
-        path = f"/api/v1/namespaces/{quote(namespace)}/secrets/{quote(name)}"
-        return await self._call("GET", path, [], None, timeout)
+        return await self._call("GET", paths.secret(namespace, name), [], None, timeout)
 
     async def replace_secret(self, secret: JsonObject, *, timeout: float) -> JsonObject:
         metadata = secret["metadata"]
-        path = (
-            f"/api/v1/namespaces/{quote(metadata['namespace'])}/secrets/{quote(metadata['name'])}"
-        )
+        path = paths.secret(metadata["namespace"], metadata["name"])
         return await self._call("PUT", path, [("fieldManager", FIELD_MANAGER)], secret, timeout)
 
     async def get_webhook_configuration(self, name: str, *, timeout: float) -> JsonObject:
-        return await self._call("GET", f"{WEBHOOKS_PATH}/{quote(name)}", [], None, timeout)
+        path = paths.webhook_configuration(name)
+        return await self._call("GET", path, [], None, timeout)
 
     async def patch_webhook_configuration(
         self, name: str, operations: list[JsonObject], *, timeout: float
     ) -> JsonObject:
-        path = f"{WEBHOOKS_PATH}/{quote(name)}"
+        path = paths.webhook_configuration(name)
         query = [("fieldManager", FIELD_MANAGER)]
         return await self._call("PATCH", path, query, operations, timeout, content_type=JSON_PATCH)
 
@@ -203,25 +208,13 @@ class KubernetesApi:
         timeout: float,
         content_type: str = "application/json",
     ) -> JsonObject:
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(
-            self._pool, self._blocking_call, method, path, query, body, timeout, content_type
-        )
-
-    def _blocking_call(
-        self,
-        method: str,
-        path: str,
-        query: list[tuple[str, str]],
-        body: Any,
-        timeout: float,
-        content_type: str,
-    ) -> JsonObject:
+        client = self._api_client()
         headers = {"Accept": "application/json"}
         if body is not None:
             headers["Content-Type"] = content_type
+        deadline = aiohttp.ClientTimeout(total=max(timeout, 0.001))
         try:
-            params = self._client.param_serialize(
+            params = await client.param_serialize(
                 method=method,
                 resource_path=path,
                 query_params=query,
@@ -229,11 +222,13 @@ class KubernetesApi:
                 body=body,
                 auth_settings=["BearerToken"],
             )
-            response = self._client.call_api(*params, _request_timeout=max(timeout, 0.001))
-            data = response.read()
+            response = await client.call_api(*params, _request_timeout=deadline)
+            data = await response.read()
         except ApiException as error:
             raise ApiError(error.status or 0, "Unreachable", str(error.reason)) from error
-        except Exception as error:  # urllib3: timeouts, refused and reset connections
+        except TimeoutError as error:
+            raise ApiError(0, "Timeout", f"no answer within {timeout:g}s") from error
+        except Exception as error:  # aiohttp: refused and reset connections, TLS, DNS
             raise ApiError(0, type(error).__name__, str(error)[:300]) from error
         try:
             document = json.loads(data) if data else {}

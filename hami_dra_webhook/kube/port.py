@@ -1,8 +1,10 @@
-"""What the webhook needs from the Kubernetes API, as a Protocol; `kube.py` implements it."""
+"""What the webhook needs from the Kubernetes API, as a Protocol (`client.py` implements it),
+and every API path it uses, built in one place with each name quoted."""
 
 from __future__ import annotations
 
 from typing import Any, Protocol
+from urllib.parse import quote
 
 from hami_dra_webhook.core.types import JsonObject
 
@@ -17,6 +19,58 @@ WORKLOAD_PATHS = {
     "CronJob": ("/apis/batch/v1", "cronjobs"),
     "Pod": ("/api/v1", "pods"),
 }
+
+
+def _name(value: str) -> str:
+    return quote(value, safe="")
+
+
+class paths:  # noqa: N801 (a namespace of functions, read as paths.template(...))
+    """Every API path the project uses; names and namespaces are quoted (no `..`, `/`, `?`
+    reaches the URL as such)."""
+
+    DRA_GROUP = TEMPLATES_PATH
+    WEBHOOKS = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"
+    RESOURCE_QUOTAS = "/api/v1/resourcequotas"
+    DEVICE_CLASSES = f"{TEMPLATES_PATH}/deviceclasses"
+    RESOURCE_SLICES = f"{TEMPLATES_PATH}/resourceslices"
+    ALL_TEMPLATES = f"{TEMPLATES_PATH}/resourceclaimtemplates"
+    VERSION = "/version"
+
+    @staticmethod
+    def templates(namespace: str) -> str:
+        return f"{TEMPLATES_PATH}/namespaces/{_name(namespace)}/resourceclaimtemplates"
+
+    @staticmethod
+    def template(namespace: str, name: str) -> str:
+        return f"{paths.templates(namespace)}/{_name(name)}"
+
+    @staticmethod
+    def device_class(name: str) -> str:
+        return f"{paths.DEVICE_CLASSES}/{_name(name)}"
+
+    @staticmethod
+    def pods(namespace: str) -> str:
+        return f"/api/v1/namespaces/{_name(namespace)}/pods"
+
+    @staticmethod
+    def secret(namespace: str, name: str) -> str:
+        return f"/api/v1/namespaces/{_name(namespace)}/secrets/{_name(name)}"
+
+    @staticmethod
+    def webhook_configuration(name: str) -> str:
+        return f"{paths.WEBHOOKS}/{_name(name)}"
+
+    @staticmethod
+    def endpoint_slices(namespace: str) -> str:
+        return f"/apis/discovery.k8s.io/v1/namespaces/{_name(namespace)}/endpointslices"
+
+    @staticmethod
+    def workloads(kind: str, namespace: str | None) -> str:
+        """A workload kind's collection (WORKLOAD_PATHS), in one namespace or all of them."""
+        prefix, resource = WORKLOAD_PATHS[kind]
+        scope = f"/namespaces/{_name(namespace)}" if namespace else ""
+        return f"{prefix}{scope}/{resource}"
 
 
 class ApiError(Exception):

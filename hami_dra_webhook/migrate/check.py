@@ -20,7 +20,7 @@ from hami_dra_webhook.cluster.state import capacity_kept, probe_template
 from hami_dra_webhook.core.policy import Policy
 from hami_dra_webhook.core.quantity import QuantityError, format_bytes, parse_byte_size
 from hami_dra_webhook.core.types import JsonObject
-from hami_dra_webhook.kube.port import TEMPLATES_PATH, ApiError, KubeApi
+from hami_dra_webhook.kube.port import ApiError, KubeApi, paths
 
 Level = Literal["PASS", "WARN", "FAIL"]
 LEVELS: dict[str, int] = {"PASS": 0, "WARN": 1, "FAIL": 2}
@@ -136,7 +136,7 @@ async def _api_served(
     api: KubeApi, policy: Policy, target: Target, report: Report, timeout: float
 ) -> None:
     try:
-        discovery = await api.get_path(TEMPLATES_PATH, timeout=timeout)
+        discovery = await api.get_path(paths.DRA_GROUP, timeout=timeout)
     except ApiError as error:
         if error.status == 404:
             report.add("FAIL", "resource.k8s.io/v1", "not served", "use Kubernetes 1.34 or later")
@@ -178,7 +178,7 @@ async def _device_class(
     web = policy.webhook
     try:
         device_class = await api.get_path(
-            f"{TEMPLATES_PATH}/deviceclasses/{web.device_class_name}", timeout=timeout
+            paths.device_class(web.device_class_name), timeout=timeout
         )
     except ApiError as error:
         if error.status == 404:
@@ -269,9 +269,7 @@ async def _legacy_hami(
     for item in await api.list_workloads("Deployment", None, timeout=timeout):
         if _looks_legacy(item, ("hami-scheduler", "vgpu-scheduler")):
             found.append(f"scheduler Deployment {_where(item)}")
-    for config in await api.list_path(
-        "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations", [], timeout=timeout
-    ):
+    for config in await api.list_path(paths.WEBHOOKS, [], timeout=timeout):
         if any("vgpu.hami.io" in str(w.get("name")) for w in config.get("webhooks") or []):
             found.append(f"webhook {config['metadata']['name']}")
     if found:
@@ -340,7 +338,7 @@ async def _quotas(
         for k in LEGACY_QUOTA_KEYS
     }
     found = []
-    for quota in await api.list_path("/api/v1/resourcequotas", [], timeout=timeout):
+    for quota in await api.list_path(paths.RESOURCE_QUOTAS, [], timeout=timeout):
         counted = sorted(k for k in ((quota.get("spec") or {}).get("hard") or {}) if k in keys)
         if counted:
             found.append(f"{_where(quota)} ({', '.join(counted)})")
@@ -396,7 +394,7 @@ async def _webhook(
         await asyncio.to_thread(_webhook_url, str(url), bundle, report, timeout)
         return
     slices = await api.list_path(
-        f"/apis/discovery.k8s.io/v1/namespaces/{target.namespace}/endpointslices",
+        paths.endpoint_slices(target.namespace),
         [("labelSelector", f"kubernetes.io/service-name={target.service}")],
         timeout=timeout,
     )

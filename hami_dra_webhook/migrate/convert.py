@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+import jsonpatch
 import yaml
 from ruamel.yaml import YAML
 
@@ -133,7 +134,9 @@ def _convert_json(text: str, policy: Policy, default_namespace: str | None) -> F
     top = json.loads(text)
     changes = _Changes(FileResult(text=text, changed=False), _existing_templates(_workloads(top)))
     for document in _workloads(top):
-        apply_in_place(document, changes.workload(document, policy, default_namespace))
+        jsonpatch.apply_patch(
+            document, changes.workload(document, policy, default_namespace), in_place=True
+        )
     result = changes.result
     if not result.converted and not changes.new_templates:
         return result
@@ -192,7 +195,8 @@ def _convert_yaml(text: str, policy: Policy, default_namespace: str | None) -> F
         loaded = [d for d in round_trip.load_all(segment) if d is not None]
         for document, per_workload in zip(loaded, edits[index], strict=True):
             for workload, ops in zip(_workloads(document), per_workload, strict=True):
-                apply_in_place(workload, ops)
+                # In place: the round-trip maps and lists keep their comments and order.
+                jsonpatch.apply_patch(workload, ops, in_place=True)
         dumped = io.StringIO()
         round_trip.explicit_start = segment.lstrip().startswith("---")
         round_trip.dump_all(loaded, dumped)
@@ -224,23 +228,3 @@ def _edited_text(
         return edit_document(segment, ops, patch.apply(present[0], ops), indent)
     except NotEditable:
         return None
-
-
-def apply_in_place(document: Any, ops: list[patch.PatchOp]) -> None:
-    """Apply the translation's add/remove operations to a round-trip document, in place, so that
-    everything the operations do not touch (comments included) stays as it was."""
-    for op in ops:
-        tokens = [t.replace("~1", "/").replace("~0", "~") for t in op["path"].split("/")[1:]]
-        node = document
-        for token in tokens[:-1]:
-            node = node[int(token)] if isinstance(node, list) else node[token]
-        last = tokens[-1]
-        if op["op"] == "remove":
-            del node[int(last) if isinstance(node, list) else last]
-        elif isinstance(node, list):
-            if last == "-":
-                node.append(op["value"])
-            else:
-                node.insert(int(last), op["value"])
-        else:
-            node[last] = op["value"]

@@ -1,4 +1,6 @@
-"""Scan reports as a readable table (rich) with a per-namespace summary, or as JSON."""
+"""Scan reports as plain columns (as kubectl prints them) with a per-namespace summary, or as
+JSON. No console library: the columns are padded text, one line per container, the reasons and
+notes of a workload indented under it."""
 
 from __future__ import annotations
 
@@ -6,12 +8,10 @@ import json
 from collections import Counter
 from typing import TextIO
 
-from rich.console import Console
-from rich.table import Table
+from hami_dra_webhook.migrate.report import ContainerReport, WorkloadReport
 
-from hami_dra_webhook.migrate.report import WorkloadReport
-
-STYLE = {"converts": "green", "attention": "yellow", "refused": "red"}
+HEADERS = ("NAMESPACE", "WORKLOAD", "CONTAINER", "LEGACY REQUEST", "UNDER DRA", "OUTCOME")
+GAP = "   "
 
 
 def summary(reports: list[WorkloadReport]) -> dict[str, dict[str, int]]:
@@ -36,53 +36,68 @@ def as_json(
     return json.dumps(document, indent=2) + "\n"
 
 
+def columns(rows: list[tuple[str, ...]]) -> list[str]:
+    """Rows padded to aligned columns (the last column is not padded)."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+    return [
+        GAP.join([*(cell.ljust(w) for cell, w in zip(row, widths, strict=False)), row[-1]])
+        for row in rows
+    ]
+
+
 def as_table(
     reports: list[WorkloadReport],
     notes: list[str],
     out: TextIO,
     unreadable: list[str] | None = None,
-    width: int = 160,
 ) -> None:
-    console = Console(file=out, width=width, soft_wrap=False, highlight=False)
     if not reports:
-        console.print("No workload asks for legacy HAMi GPU resources.")
-    table = Table(title="Workloads with legacy HAMi GPU requests", show_lines=True)
-    for column in ("namespace", "workload", "container", "legacy request", "under DRA", "outcome"):
-        table.add_column(column, overflow="fold")
-    for report in reports:
-        outcome = f"[{STYLE[report.outcome]}]{report.outcome}[/]"
-        details = [report.reason] if report.reason else []
-        details += report.attention
-        if details:
-            outcome += "\n" + "\n".join(f"- {d}" for d in details)
-        legacy = "\n".join(
-            ", ".join(f"{k.split('/')[-1]}={v}" for k, v in c.legacy.items())
-            for c in report.containers
-        )
-        dra = "\n".join(c.dra for c in report.containers)
-        if report.selectors:
-            dra += f"\n({report.selectors})"
-        table.add_row(
-            report.namespace,
-            f"{report.kind}/{report.name}",
-            "\n".join(c.name for c in report.containers),
-            legacy,
-            dra,
-            outcome,
-        )
-    if reports:
-        console.print(table)
-        totals = Table(title="Per namespace")
-        for column in ("namespace", "converts", "needs attention", "refused"):
-            totals.add_column(column)
-        for namespace, counts in summary(reports).items():
-            totals.add_row(
-                namespace, str(counts["converts"]), str(counts["attention"]), str(counts["refused"])
-            )
-        console.print(totals)
+        out.write("No workload asks for legacy HAMi GPU resources.\n")
+    else:
+        _workloads(reports, out)
+        out.write("\nPer namespace\n")
+        rows: list[tuple[str, ...]] = [("NAMESPACE", "CONVERTS", "NEEDS ATTENTION", "REFUSED")]
+        rows += [
+            (namespace, str(c["converts"]), str(c["attention"]), str(c["refused"]))
+            for namespace, c in summary(reports).items()
+        ]
+        out.writelines(line + "\n" for line in columns(rows))
     for problem in unreadable or []:
-        console.print(f"[red]unreadable[/]: {problem}", markup=True)
+        out.write(f"unreadable: {problem}\n")
     if unreadable:
-        console.print(f"{len(unreadable)} file(s) could not be read; the report covers the rest.")
+        out.write(f"{len(unreadable)} file(s) could not be read; the report covers the rest.\n")
     for note in notes:
-        console.print(f"note: {note}")
+        out.write(f"note: {note}\n")
+
+
+def _workloads(reports: list[WorkloadReport], out: TextIO) -> None:
+    rows: list[tuple[str, ...]] = [HEADERS]
+    details: dict[int, list[str]] = {}  # row index -> lines under it
+    for report in reports:
+        containers: list[ContainerReport | None] = [*report.containers] or [None]
+        for index, container in enumerate(containers):
+            legacy = (
+                ", ".join(f"{k.split('/')[-1]}={v}" for k, v in container.legacy.items())
+                if container
+                else ""
+            )
+            first = index == 0
+            rows.append(
+                (
+                    report.namespace if first else "",
+                    f"{report.kind}/{report.name}" if first else "",
+                    container.name if container else "",
+                    legacy,
+                    container.dra if container else "",
+                    report.outcome if first else "",
+                )
+            )
+        lines = [f"selectors: {report.selectors}"] if report.selectors else []
+        lines += [report.reason] if report.reason else []
+        lines += report.attention
+        if lines:
+            details[len(rows) - 1] = lines
+    for number, line in enumerate(columns(rows)):
+        out.write(line.rstrip() + "\n")
+        for detail in details.get(number, []):
+            out.write(f"    - {detail}\n")

@@ -29,10 +29,41 @@ def test_hadolint_is_clean() -> None:
 def test_image_shape() -> None:
     text = DOCKERFILE.read_text()
     bases = re.findall(r"^FROM (\S+)", text, re.MULTILINE)
-    assert len(bases) == 2 and all(re.fullmatch(r"python:\d+\.\d+\.\d+-slim-\w+", b) for b in bases)
+    assert bases == ["${BASE}", "${BASE}"]
+    base = re.search(r"^ARG BASE=(\S+)$", text, re.MULTILINE)
+    assert base and re.fullmatch(r"python:\d+\.\d+\.\d+-slim-\w+@sha256:[0-9a-f]{64}", base[1])
+    build = text.split("\nFROM ")[1]
+    assert "--require-hashes" in build and "-r requirements.lock" in build
+    assert "--no-deps" in build  # the project itself adds nothing the lock does not pin
     final = text.split("\nFROM ")[-1]
     assert "USER 65532:65532" in final
     assert 'ENTRYPOINT ["hami-dra-webhook"]' in final and 'CMD ["serve"]' in final
     assert "COPY --from=build /opt/hami-dra-webhook" in final
     assert "pip install" not in final and "apt-get" not in final  # nothing built in the final stage
     assert "org.opencontainers.image.source" in final
+
+
+def test_the_lock_pins_every_runtime_dependency_with_hashes() -> None:
+    """requirements.lock (pip-compile --generate-hashes pyproject.toml) is what the image
+    installs: every dependency of pyproject.toml is in it, at a version its specifier allows."""
+    from packaging.requirements import Requirement
+
+    root = DOCKERFILE.parent
+    lock = (root / "requirements.lock").read_text()
+    pinned: dict[str, str] = {}
+    for block in re.split(r"\n(?=[a-z0-9])", lock):
+        first = block.split("\\")[0].strip()
+        if "==" not in first or first.startswith("#"):
+            continue
+        name, version = first.split(";")[0].strip().split("==")
+        pinned[name.lower().replace("_", "-").replace(".", "-")] = version
+        assert "--hash=sha256:" in block, f"{name} has no hash"
+    with open(root / "pyproject.toml", "rb") as handle:
+        import tomllib
+
+        declared = tomllib.load(handle)["project"]["dependencies"]
+    for line in declared:
+        requirement = Requirement(line)
+        key = requirement.name.lower().replace("_", "-").replace(".", "-")
+        assert key in pinned, f"{requirement.name} is not in requirements.lock: run pip-compile"
+        assert requirement.specifier.contains(pinned[key]), (requirement, pinned[key])

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import copy
 import json
@@ -23,11 +22,12 @@ from tests.controlplane.gpu_node import Gpu, GpuNode
 from tests.e2e.harness import Cluster, api_for
 from tests.support.api_calls import CallsThrough
 from tests.support.apiserver_standin import StandIn
+from tests.support.loop import run
 from tests.support.reviews import gpu_pod, review
 
 
 def admit(mutator: PodMutator, document: dict[str, Any]) -> MutationRecord:
-    return asyncio.run(mutator.mutate(parse_review(json.dumps(document).encode()).request))
+    return run(mutator.mutate(parse_review(json.dumps(document).encode()).request))
 
 
 def patched(document: dict[str, Any], answer: dict[str, Any]) -> dict[str, Any]:
@@ -159,13 +159,13 @@ def gate_off(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubernetesApi
     assert status == 201
     api = api_for(plane.admin_kubeconfig)
     yield api
-    api.close()
+    run(api.close())
     plane.stop()
 
 
 def test_capacity_dropped_refuses_sharing_but_not_whole_gpus(gate_off: KubernetesApi) -> None:
     cluster = ClusterState()
-    asyncio.run(cluster.refresh(gate_off, DEFAULT_POLICY, "team-a", timeout=5))
+    run(cluster.refresh(gate_off, DEFAULT_POLICY, "team-a", timeout=5))
     assert cluster.capacity == "dropped" and cluster.api_answered
     mutator = PodMutator(policy=DEFAULT_POLICY, store=ApiTemplateStore(gate_off), cluster=cluster)
     shared = admit(mutator, review(gpu_pod())).answer["response"]
@@ -182,7 +182,7 @@ def test_capacity_dropped_refuses_sharing_but_not_whole_gpus(gate_off: Kubernete
 
 def test_capacity_kept_where_the_gate_is_on(real_api: KubernetesApi, namespace: str) -> None:
     cluster = ClusterState()
-    asyncio.run(cluster.refresh(real_api, DEFAULT_POLICY, namespace, timeout=5))
+    run(cluster.refresh(real_api, DEFAULT_POLICY, namespace, timeout=5))
     assert cluster.capacity == "effective"
 
 
@@ -198,7 +198,7 @@ def test_probe_is_a_dry_run_and_deviceclass_mapping_warns(
     kube.apply(mapping, namespace=namespace)
     try:
         cluster = ClusterState()
-        asyncio.run(cluster.refresh(real_api, DEFAULT_POLICY, namespace, timeout=5))
+        run(cluster.refresh(real_api, DEFAULT_POLICY, namespace, timeout=5))
         assert stored(kube, namespace) == []  # the capacity probe is a dry run
         assert cluster.extended_resources == {"nvidia.com/gpu": f"{namespace}.nvidia.com"}
         mutator = PodMutator(
@@ -219,7 +219,7 @@ def test_api_forbidden_refuses_the_pod(kube: Cluster, namespace: str) -> None:
         mutator = PodMutator(policy=DEFAULT_POLICY, store=ApiTemplateStore(api))
         answer = admit(mutator, review(gpu_pod(), namespace=namespace)).answer["response"]
     finally:
-        api.close()
+        run(api.close())
     assert answer["allowed"] is False and answer["status"]["code"] == 500
     assert "RBAC" in answer["status"]["message"]
 
@@ -249,9 +249,9 @@ def test_failed_cluster_checks_are_kept_for_the_metrics(kube: Cluster, namespace
     api = powerless_api(kube, namespace)
     try:
         cluster = ClusterState()
-        asyncio.run(cluster.refresh(api, DEFAULT_POLICY, namespace, timeout=5))
+        run(cluster.refresh(api, DEFAULT_POLICY, namespace, timeout=5))
     finally:
-        api.close()
+        run(api.close())
     assert cluster.capacity == "unknown" and cluster.api_answered  # /version is everyone's
     assert cluster.failed_checks == [403] and "403" in cluster.last_error
 
@@ -286,7 +286,7 @@ def test_memory_sizes_come_from_resource_slices(
         kube.apply(item, namespace=namespace)
     try:
         cluster = ClusterState()
-        asyncio.run(cluster.refresh(real_api, DEFAULT_POLICY, namespace, timeout=5))
+        run(cluster.refresh(real_api, DEFAULT_POLICY, namespace, timeout=5))
         mutator = PodMutator(
             policy=DEFAULT_POLICY, store=ApiTemplateStore(real_api), cluster=cluster
         )

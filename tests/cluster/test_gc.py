@@ -6,7 +6,6 @@ server's timestamps: templates made now are old to a pass two hours ahead.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Coroutine
 from typing import Any
@@ -21,6 +20,7 @@ from hami_dra_webhook.server.settings import Settings
 from tests.cluster.test_templates_store import templates
 from tests.e2e.harness import Cluster
 from tests.support.api_calls import CallsThrough
+from tests.support.loop import run
 
 HOUR = 3600.0
 
@@ -29,7 +29,7 @@ def make(api: KubernetesApi, namespace: str, memory: str, at: float) -> str:
     """Create a template as an admission at wall time `at` would."""
     store = ApiTemplateStore(api, clocks=Clocks(wall=lambda: at))
     items = templates(memory, namespace)
-    asyncio.run(store.ensure(namespace, items, dry_run=False, deadline=time.monotonic() + 3))
+    run(store.ensure(namespace, items, dry_run=False, deadline=time.monotonic() + 3))
     return str(items[0]["metadata"]["name"])
 
 
@@ -72,7 +72,7 @@ def test_gc_deletes_only_old_unreferenced_templates(kube: Cluster, real_api: Kub
     foreign = templates("5000", other)[0]
     foreign["metadata"].pop("labels")  # not ours: no managed-by label
     kube.apply(foreign, namespace=other)
-    report = asyncio.run(collect_garbage(real_api, now=later, grace=HOUR))
+    report = run(collect_garbage(real_api, now=later, grace=HOUR))
     assert only(report, namespace) == {
         "deleted": [f"{namespace}/{old_unused}"],
         "in_use": [f"{namespace}/{old_used}"],
@@ -87,7 +87,7 @@ def test_gc_dry_run_deletes_nothing(kube: Cluster, real_api: KubernetesApi) -> N
     namespace = kube.create_namespace("gc")
     name = make(real_api, namespace, "1000", time.time())
     api = CallsThrough(real_api)
-    report = asyncio.run(collect_garbage(api, now=time.time() + 2 * HOUR, grace=HOUR, dry_run=True))
+    report = run(collect_garbage(api, now=time.time() + 2 * HOUR, grace=HOUR, dry_run=True))
     assert only(report, namespace)["deleted"] == [f"{namespace}/{name}"]
     assert names(kube, namespace) == {name}
     assert "delete_template" not in api.calls
@@ -112,12 +112,12 @@ def test_an_admission_racing_the_gc_keeps_its_template(
 
     api = CallsThrough(real_api)
     api.before["delete_template"] = admission_in_between
-    report = asyncio.run(collect_garbage(api, now=later, grace=HOUR))
+    report = run(collect_garbage(api, now=later, grace=HOUR))
     assert only(report, namespace)["raced"] == [f"{namespace}/{name}"]
     assert only(report, namespace)["deleted"] == []
     assert names(kube, namespace) == {name}
     # The next pass sees the fresh stamp and keeps it as recently used.
-    again = asyncio.run(collect_garbage(real_api, now=later, grace=HOUR))
+    again = run(collect_garbage(real_api, now=later, grace=HOUR))
     assert only(again, namespace)["recent"] == [f"{namespace}/{name}"]
 
 
@@ -131,7 +131,7 @@ def test_cached_templates_are_never_old_enough_to_collect(
     namespace = kube.create_namespace("gc")
     later = time.time() + 2 * HOUR
     name = make(real_api, namespace, "1000", later - ttl)  # the oldest a cache hit can be
-    report = asyncio.run(collect_garbage(real_api, now=later, grace=grace))
+    report = run(collect_garbage(real_api, now=later, grace=grace))
     assert only(report, namespace)["recent"] == [f"{namespace}/{name}"]
     assert names(kube, namespace) == {name}
 

@@ -23,6 +23,7 @@ from hami_dra_webhook.certs.self_managed import (
 from hami_dra_webhook.kube.client import KubernetesApi
 from tests.e2e.harness import Cluster, api_for
 from tests.support.api_calls import CallsThrough
+from tests.support.loop import run
 
 
 @pytest.fixture
@@ -83,8 +84,8 @@ def test_first_start_issues_and_publishes(
     kube: Cluster, real_api: KubernetesApi, target: Target
 ) -> None:
     api = CallsThrough(real_api)
-    bundle = asyncio.run(ensure_certificates(api, target))
-    assert asyncio.run(publish_ca_bundle(api, target, bundle.ca_pem)) is True
+    bundle = run(ensure_certificates(api, target))
+    assert run(publish_ca_bundle(api, target, bundle.ca_pem)) is True
     data = secret_data(kube, target)
     assert base64.b64decode(data["tls.crt"]) == bundle.cert_pem and "ca.key" in data
     cert = x509.load_pem_x509_certificate(bundle.cert_pem)
@@ -93,15 +94,15 @@ def test_first_start_issues_and_publishes(
     ).value.get_values_for_type(x509.DNSName) == service_names(target.service, target.namespace)
     assert ca_bundle(kube, target) == bundle.ca_pem
     # A restart finds everything in place: no new certificate, no patch.
-    again = asyncio.run(ensure_certificates(api, target))
+    again = run(ensure_certificates(api, target))
     assert again == bundle
-    assert asyncio.run(publish_ca_bundle(api, target, again.ca_pem)) is False
+    assert run(publish_ca_bundle(api, target, again.ca_pem)) is False
     assert api.calls["replace_secret"] == 1 and api.calls["patch_webhook_configuration"] == 1
 
 
 def test_extra_hosts_are_covered(kube: Cluster, real_api: KubernetesApi, target: Target) -> None:
     with_url = Target(**{**target.__dict__, "extra_hosts": ("127.0.0.1", "webhook.example")})
-    bundle = asyncio.run(ensure_certificates(real_api, with_url))
+    bundle = run(ensure_certificates(real_api, with_url))
     sans = (
         x509.load_pem_x509_certificate(bundle.cert_pem)
         .extensions.get_extension_for_class(x509.SubjectAlternativeName)
@@ -110,7 +111,7 @@ def test_extra_hosts_are_covered(kube: Cluster, real_api: KubernetesApi, target:
     assert "webhook.example" in sans.get_values_for_type(x509.DNSName)
     assert [str(ip) for ip in sans.get_values_for_type(x509.IPAddress)] == ["127.0.0.1"]
     # Kept on restart; a certificate without them (the plain target's) is reissued.
-    assert asyncio.run(ensure_certificates(real_api, with_url)) == bundle
+    assert run(ensure_certificates(real_api, with_url)) == bundle
 
 
 def test_two_replicas_racing_end_with_one_certificate(
@@ -125,20 +126,21 @@ def test_two_replicas_racing_end_with_one_certificate(
         api.before["replace_secret"] = barrier.wait
 
     def start(index: int) -> None:
-        async def run() -> None:
-            bundle = await ensure_certificates(apis[index], target)
-            await publish_ca_bundle(apis[index], target, bundle.ca_pem)
-            results[index] = bundle
+        async def race() -> None:
+            try:
+                bundle = await ensure_certificates(apis[index], target)
+                await publish_ca_bundle(apis[index], target, bundle.ca_pem)
+                results[index] = bundle
+            finally:
+                await apis[index].close()
 
-        asyncio.run(run())
+        asyncio.run(race())  # each replica on a loop of its own, in its own thread
 
     threads = [threading.Thread(target=start, args=(i,)) for i in range(2)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    for api in apis:
-        api.close()
     assert results[0] is not None and results[0] == results[1]
     assert [api.calls["replace_secret"] for api in apis] == [1, 1]  # one won, one got 409
     assert base64.b64decode(secret_data(kube, target)["tls.crt"]) == results[0].cert_pem
@@ -169,7 +171,7 @@ def test_renewal_keeps_the_ca(kube: Cluster, real_api: KubernetesApi, target: Ta
             "ca.key": ca_key_pem,
         },
     )
-    renewed = asyncio.run(ensure_certificates(real_api, target))
+    renewed = run(ensure_certificates(real_api, target))
     assert renewed.ca_pem == first.ca_pem and renewed.cert_pem != expiring.cert_pem
     left = x509.load_pem_x509_certificate(
         renewed.cert_pem
@@ -191,7 +193,7 @@ def test_wrong_names_or_garbage_are_reissued(
             "ca.key": b"nope",
         },
     )
-    bundle = asyncio.run(ensure_certificates(real_api, target))
+    bundle = run(ensure_certificates(real_api, target))
     assert bundle.ca_pem != other.ca_pem
     assert base64.b64decode(secret_data(kube, target)["tls.crt"]) == bundle.cert_pem
 
@@ -201,7 +203,7 @@ def test_missing_secret_or_forbidden_says_what_to_fix(
 ) -> None:
     missing = Target(**{**target.__dict__, "secret": "not-there"})
     with pytest.raises(CertificateSetupError, match="creates it empty"):
-        asyncio.run(ensure_certificates(real_api, missing))
+        run(ensure_certificates(real_api, missing))
     # A ServiceAccount that may read the Secret but not update it: the real RBAC answers 403.
     kube.kubectl("create", "serviceaccount", "reader", "-n", target.namespace)
     kube.kubectl(
@@ -215,9 +217,9 @@ def test_missing_secret_or_forbidden_says_what_to_fix(
     reader = api_for(kube.service_account_kubeconfig(target.namespace, "reader"))
     try:
         with pytest.raises(CertificateSetupError, match="403 Forbidden"):
-            asyncio.run(ensure_certificates(reader, target))
+            run(ensure_certificates(reader, target))
     finally:
-        reader.close()
+        run(reader.close())
 
 
 def test_serve_with_self_managed_certs(kube: Cluster, target: Target, tmp_path: Path) -> None:

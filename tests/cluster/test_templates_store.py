@@ -24,6 +24,7 @@ from hami_dra_webhook.kube.port import KubeApi
 from tests.e2e.harness import Cluster, api_for
 from tests.support.api_calls import CallsThrough
 from tests.support.apiserver_standin import StandIn
+from tests.support.loop import run
 
 
 def templates(memory: str = "4000", namespace: str = "team-a") -> list[dict[str, Any]]:
@@ -47,9 +48,7 @@ def ensure(
     budget: float = 3.0,
     namespace: str = "team-a",
 ) -> list[str]:
-    return asyncio.run(
-        store.ensure(namespace, items, dry_run=dry_run, deadline=time.monotonic() + budget)
-    )
+    return run(store.ensure(namespace, items, dry_run=dry_run, deadline=time.monotonic() + budget))
 
 
 def stored(kube: Cluster, namespace: str) -> list[dict[str, Any]]:
@@ -103,7 +102,7 @@ def test_concurrent_identical_admissions_create_exactly_once(
             )
         )
 
-    asyncio.run(many())
+    run(many())
     assert api.calls == {"create_template": 1}
     assert len(stored(kube, namespace)) == 1
 
@@ -126,7 +125,7 @@ def test_forbidden_says_check_its_rbac(kube: Cluster) -> None:
         with pytest.raises(TemplateUnavailable) as raised:
             ensure(ApiTemplateStore(api), templates(), namespace=namespace)
     finally:
-        api.close()
+        run(api.close())
     assert raised.value.code == 500
     assert "check its RBAC" in raised.value.message and "403 Forbidden" in raised.value.message
 

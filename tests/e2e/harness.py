@@ -20,6 +20,7 @@ from hami_dra_webhook.kube.client import KubernetesApi, load_configuration
 from tests.controlplane.cluster import ControlPlane, free_port
 from tests.controlplane.gpu_node import GpuNode
 from tests.support.chart_tools import CHART
+from tests.support.loop import run
 from tests.support.tools import tool
 from tests.support.webhook_process import Webhook
 
@@ -331,7 +332,7 @@ class Release:
 
 def api_for(kubeconfig: Path) -> KubernetesApi:
     """The project's own API adapter, logged in as the kubeconfig says."""
-    configuration = load_configuration(str(kubeconfig))
+    configuration = run(load_configuration(str(kubeconfig)))
     assert configuration is not None
     return KubernetesApi(configuration)
 

@@ -73,7 +73,15 @@ def test_table_output_and_exit_codes_without_refusals(tmp_path: Path) -> None:
     )
     assert scan(str(attention))[0] == 1  # needs attention; nothing is refused
     assert "Deployment/triton" in out and "1 GPU, 16384 MiB, 50% of SMs" in out
-    assert "Per namespace" in out and "needs attention" in out
+    assert "Per namespace" in out and "NEEDS ATTENTION" in out
+    # Plain columns: every row of the workload table starts its "UNDER DRA" cell where the
+    # header does; details are indented lines under their workload.
+    table = out.split("\n\nPer namespace")[0].splitlines()
+    column = table[0].index("UNDER DRA")
+    rows = [line for line in table[1:] if not line.startswith("    - ")]
+    assert rows and all(line[column - 3 : column] == "   " for line in rows)
+    assert all(line[column] != " " for line in rows)
+    assert "\x1b" not in out, "no terminal escapes in the report"
 
 
 def test_sizes_from_config_turn_attention_into_converts(tmp_path: Path) -> None:

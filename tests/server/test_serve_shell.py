@@ -26,6 +26,7 @@ from hami_dra_webhook.server.settings import Settings
 from hami_dra_webhook.server.tls import ReloadingTLS
 from tests.cluster.test_templates_store import templates
 from tests.e2e.harness import Cluster
+from tests.support.loop import run
 from tests.support.reviews import gpu_pod, review
 from tests.support.webhook_process import free_port
 
@@ -125,7 +126,7 @@ def test_gc_command_one_pass(kube: Cluster, real_api: KubernetesApi) -> None:
     namespace = kube.create_namespace("gc-command")
     store = ApiTemplateStore(real_api)
     items = templates("1000", namespace)
-    asyncio.run(store.ensure(namespace, items, dry_run=False, deadline=time.monotonic() + 5))
+    run(store.ensure(namespace, items, dry_run=False, deadline=time.monotonic() + 5))
     name = f"{namespace}/{items[0]['metadata']['name']}"
     time.sleep(1.1)  # stamps have whole seconds; the grace below is one second
     kubeconfig = str(kube.plane.admin_kubeconfig)
