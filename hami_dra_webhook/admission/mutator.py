@@ -36,6 +36,10 @@ class MutationRecord:
     outcome: str  # converted | unchanged | refused | error
     namespace: str = ""
     name: str = ""
+    uid: str = ""
+    user: str = ""
+    resource: str = ""
+    dry_run: bool = False
     templates: list[str] = field(default_factory=list)
     resources: list[str] = field(default_factory=list)
 
@@ -48,6 +52,10 @@ def internal_error(request: review.AdmissionRequest) -> MutationRecord:
         operation=request.operation,
         outcome="error",
         namespace=request.namespace or "",
+        uid=request.uid,
+        user=request.user,
+        resource=request.resource_name,
+        dry_run=request.dry_run,
     )
 
 
@@ -70,6 +78,10 @@ class PodMutator:
             outcome="unchanged",
             namespace=namespace,
             name=request.name or str(metadata.get("generateName") or ""),
+            uid=request.uid,
+            user=request.user,
+            resource=request.resource_name,
+            dry_run=request.dry_run,
         )
         if not request.is_pod or request.operation not in ("CREATE", "UPDATE"):
             return record

@@ -9,7 +9,9 @@ import importlib.util
 import logging
 import shutil
 import signal
+import socket
 import tempfile
+import typing
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -18,50 +20,32 @@ from hami_dra_webhook.core.policy import PolicyError
 from hami_dra_webhook.files.policy_file import read_policy
 
 log = logging.getLogger("hami_dra_webhook.serve")
-FLAGS = (
-    ("--host", str, "address to listen on (0.0.0.0)"),
-    ("--port", int, "HTTPS port (8443)"),
-    ("--cert-file", str, "serving certificate (PEM); none: a self-signed one for localhost"),
-    ("--key-file", str, "its private key (PEM)"),
-    ("--config", str, "HAMi device-config.yaml with the hamiDraWebhook section"),
-    ("--tls-min-version", str, "1.2 or 1.3 (1.3)"),
-    ("--kubeconfig", str, "cluster access; default: in-cluster, else offline"),
-    ("--log-level", str, "debug, info, warning, error (info)"),
-    ("--log-format", str, "json or text (json)"),
-    ("--admission-budget", float, "seconds one admission may take, API calls included (5)"),
-    ("--cache-ttl", float, "seconds a template stays known without an API call (300)"),
-    ("--gc-interval", float, "seconds between garbage collections, 0 = none (600)"),
-    ("--gc-grace", float, "seconds an unused template is kept (3600)"),
-    ("--cert-secret", str, "self-managed: the Secret holding the certificate"),
-    ("--webhook-config", str, "self-managed: the MutatingWebhookConfiguration to keep in step"),
-    ("--service-name", str, "self-managed: the webhook's Service (certificate names)"),
-    ("--cert-hosts", str, "self-managed: more names or IPs for the certificate, comma-separated"),
-    ("--probe-namespace", str, "the webhook's namespace (env POD_NAMESPACE)"),
-    ("--cert-dir", str, "self-managed: where the certificate files are written"),
-    (
-        "--self-signed-dir",
-        str,
-        "without --cert-file: where the generated CA and certificate go (default: a temporary"
-        " folder, removed on exit)",
-    ),
-)
 
 
 def add_parser(commands: Any) -> None:
+    """Every setting of `Settings` is a flag; its help, choices and default come from there."""
+    from hami_dra_webhook.server.settings import Settings, env_name, flag
+
     parser = commands.add_parser(
         "serve",
         help="run the HTTPS admission webhook",
         description="Run the mutating admission webhook over HTTPS. Every flag also reads from"
         " an environment variable HAMI_DRA_<FLAG> (e.g. HAMI_DRA_PORT); flags win.",
     )
-    for flag, kind, text in FLAGS:
-        parser.add_argument(flag, type=kind, help=text)
-    parser.add_argument(
-        "--self-managed-certs",
-        action="store_true",
-        default=None,
-        help="issue and renew the certificate in --cert-secret and set the caBundle",
-    )
+    for name, field in Settings.model_fields.items():
+        default = "" if field.default_factory is not None else f"; default {field.default}"
+        text = f"{field.description} ({env_name(name)}{default})"
+        if field.annotation is bool:
+            parser.add_argument(
+                flag(name), dest=name, action=argparse.BooleanOptionalAction, help=text
+            )
+            continue
+        choices = typing.get_args(field.annotation)
+        literal = typing.get_origin(field.annotation) is typing.Literal
+        parser.add_argument(
+            flag(name), dest=name, metavar=None if literal else name.upper(),
+            choices=choices if literal else None, help=text,
+        )  # fmt: skip
     parser.set_defaults(run=run)
 
 
@@ -69,19 +53,21 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
     from pydantic import ValidationError
 
     from hami_dra_webhook.server.logs import configure
-    from hami_dra_webhook.server.settings import Settings
+    from hami_dra_webhook.server.settings import Settings, env_name, flag
 
     given = {
-        flag.lstrip("-").replace("-", "_"): value
-        for flag in [f for f, _, _ in FLAGS] + ["--self-managed-certs"]
-        if (value := getattr(args, flag.lstrip("-").replace("-", "_"))) is not None
+        name: value
+        for name in Settings.model_fields
+        if (value := getattr(args, name, None)) is not None
     }
     try:
         settings = Settings(**given)
     except ValidationError as error:
         for problem in error.errors():
-            where = ".".join(str(p) for p in problem["loc"]) or "settings"
-            stderr.write(f"error: {where}: {problem['msg']}\n")
+            field = str(problem["loc"][0]) if problem["loc"] else ""
+            where = f"{flag(field)} ({env_name(field)})" if field else "settings"
+            message = problem["msg"].removeprefix("Value error, ")
+            stderr.write(f"error: {where}: {message}\n")
         return exit_codes.UNREADABLE
     configure(settings.log_level, settings.log_format == "json")
     try:
@@ -139,33 +125,13 @@ async def _serve_with(settings: Any, policy: Any, metrics: Any, cleanup: list[Pa
     import uvicorn
 
     from hami_dra_webhook.admission.mutator import PodMutator
-    from hami_dra_webhook.certs.pki import issue, write
     from hami_dra_webhook.cluster.template_store import OfflineTemplateStore
     from hami_dra_webhook.server.app import Parts, create_app
     from hami_dra_webhook.server.tls import ReloadingTLS
 
     api, cluster, store = await _cluster_parts(settings, metrics)
-    background = []
-    cert_file, key_file = settings.cert_file, settings.key_file
-    if settings.self_managed_certs:
-        if api is None:
-            raise StartupError(
-                "--self-managed-certs needs cluster access (in-cluster or --kubeconfig)"
-            )
-        cert_file, key_file, job = await _self_managed(api, settings)
-        background.append(job)
-    elif cert_file is None:
-        if settings.self_signed_dir is not None:
-            folder = settings.self_signed_dir
-        else:
-            folder = Path(tempfile.mkdtemp(prefix="hami-dra-webhook-"))
-            cleanup.append(folder)  # a private key: not left behind in /tmp
-        _, cert_file, key_file = write(issue(["localhost", "127.0.0.1", "::1"]), folder)
-        log.info(
-            "no --cert-file: serving a self-signed certificate for localhost; its CA is %s",
-            folder / "ca.crt",
-            extra={"ca_file": str(folder / "ca.crt")},
-        )
+    background: list[Any] = []
+    cert_file, key_file = await _certificate_files(settings, api, background, cleanup)
     try:
         tls = ReloadingTLS(Path(cert_file), Path(key_file), settings.tls_min_version)
     except (OSError, ValueError) as error:
@@ -199,17 +165,99 @@ async def _serve_with(settings: Any, policy: Any, metrics: Any, cleanup: list[Pa
         timeout_keep_alive=30,
     )
     server = uvicorn.Server(config)
+    ops, ops_socket = _ops_server(settings, parts) if settings.ops_port else (None, None)
     # Everything imported and built so far lives as long as the process: keep it out of the
     # cyclic collector's way, so that collections triggered by request garbage stay short.
     gc.collect()
     gc.freeze()
-    log.info("serving https://%s:%d/mutate", settings.host, settings.port)
+    log.info(
+        "serving https://%s:%d/mutate (and /healthz, /livez, /readyz, /metrics)",
+        settings.host,
+        settings.port,
+    )
+    ops_task = None
+    if ops is not None:
+        log.info(
+            "serving http://%s:%d: /healthz, /livez, /readyz, /metrics",
+            settings.ops_host,
+            settings.ops_port,
+        )
+        ops_task = asyncio.create_task(ops.serve(sockets=[ops_socket]))
     try:
         await server.serve()
     finally:
+        if ops is not None and ops_task is not None:
+            ops.should_exit = True  # the probes go with the webhook, after it has drained
+            await asyncio.gather(ops_task, return_exceptions=True)
         if api is not None:
             await api.close()
-    return exit_codes.OK if server.started else exit_codes.UNREADABLE
+    started = server.started and (ops is None or ops.started)
+    return exit_codes.OK if started else exit_codes.UNREADABLE
+
+
+async def _certificate_files(
+    settings: Any, api: Any, background: list[Any], cleanup: list[Path]
+) -> tuple[Path, Path]:
+    """The serving certificate: given, self-managed in the cluster, or self-signed here."""
+    from hami_dra_webhook.certs.pki import issue, write
+
+    cert_file, key_file = settings.cert_file, settings.key_file
+    if settings.self_managed_certs:
+        if api is None:
+            raise StartupError(
+                "--self-managed-certs needs cluster access (in-cluster or --kubeconfig)"
+            )
+        cert_file, key_file, job = await _self_managed(api, settings)
+        background.append(job)
+    elif cert_file is None:
+        if settings.self_signed_dir is not None:
+            folder = settings.self_signed_dir
+        else:
+            folder = Path(tempfile.mkdtemp(prefix="hami-dra-webhook-"))
+            cleanup.append(folder)  # a private key: not left behind in /tmp
+        _, cert_file, key_file = write(issue(["localhost", "127.0.0.1", "::1"]), folder)
+        log.info(
+            "no --cert-file: serving a self-signed certificate for localhost; its CA is %s",
+            folder / "ca.crt",
+            extra={"ca_file": str(folder / "ca.crt")},
+        )
+    return Path(cert_file), Path(key_file)
+
+
+def _ops_server(settings: Any, parts: Any) -> tuple[Any, socket.socket]:
+    """The plain-HTTP operations port: a second uvicorn server on the same loop. It leaves the
+    signals to the webhook's server and stops when that one has stopped. Its socket is bound
+    here, so that a port in use is a start-up error with a message, not a traceback."""
+    import contextlib
+
+    import uvicorn
+
+    from hami_dra_webhook.server.app import create_ops_app
+
+    class OpsServer(uvicorn.Server):
+        def capture_signals(self) -> Any:
+            return contextlib.nullcontext()
+
+    config = uvicorn.Config(
+        create_ops_app(parts),
+        host=settings.ops_host,
+        port=settings.ops_port,
+        http="h11",
+        lifespan="off",
+        access_log=False,
+        log_config=None,
+        server_header=False,
+        limit_concurrency=64,
+        timeout_keep_alive=5,
+    )
+    try:
+        listening = socket.create_server((settings.ops_host, settings.ops_port))
+    except OSError as error:
+        raise StartupError(
+            f"cannot listen on --ops-host {settings.ops_host} --ops-port {settings.ops_port}:"
+            f" {error.strerror or error}; choose another port, or 0 for none"
+        ) from error
+    return OpsServer(config), listening
 
 
 async def _self_managed(api: Any, settings: Any) -> tuple[Path, Path, Any]:

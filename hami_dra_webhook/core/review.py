@@ -47,6 +47,22 @@ class AdmissionRequest(BaseModel):
     object: dict[str, Any] | None = None
     old_object: dict[str, Any] | None = Field(None, alias="oldObject")
     dry_run: bool = Field(False, alias="dryRun")
+    user_info: dict[str, Any] | None = Field(None, alias="userInfo")
+
+    @property
+    def user(self) -> str:
+        """Who asked (userInfo.username): with `uid`, the join key with the audit log."""
+        name = (self.user_info or {}).get("username")
+        return name if isinstance(name, str) else ""
+
+    @property
+    def resource_name(self) -> str:
+        """group/version/resource[/subresource], as the audit log writes objectRef."""
+        if self.resource is None:
+            return ""
+        found = self.resource
+        text = "/".join(part for part in (found.group, found.version, found.resource) if part)
+        return f"{text}/{self.sub_resource}" if self.sub_resource else text
 
     @property
     def is_pod(self) -> bool:

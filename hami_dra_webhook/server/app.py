@@ -1,4 +1,5 @@
-"""The FastAPI app: POST /mutate, GET /healthz, /readyz, /metrics."""
+"""The apps: HTTPS (POST /mutate, and the probes and metrics) and plain HTTP for operations
+(GET /healthz, /livez, /readyz, /metrics only: never /mutate)."""
 
 from __future__ import annotations
 
@@ -9,11 +10,15 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import orjson
-from fastapi import FastAPI, Response
+from fastapi import FastAPI
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
 from starlette.routing import Route
 
 from hami_dra_webhook.admission.mutator import MutationRecord, PodMutator, internal_error
@@ -82,18 +87,21 @@ def create_app(parts: Parts) -> FastAPI:
         try:
             request = review.parse_review(body).request
         except review.MalformedReview as error:
-            metrics.admissions.labels("unknown", "malformed").inc()
+            metrics.rejected("malformed")
             return message(400, str(error))
+        metrics.in_flight.inc()
         try:
             result = await parts.mutator.mutate(request)
         except Exception:
             log.exception("admission %s failed unexpectedly", request.uid)
             result = internal_error(request)
+        finally:
+            metrics.in_flight.dec()
         _record(metrics, admission_log, result, time.perf_counter() - started)
         return 200, orjson.dumps(result.answer)
 
-    def rejected() -> None:
-        metrics.admissions.labels("unknown", "malformed").inc()
+    def rejected(status: int) -> None:
+        metrics.rejected("too_large" if status == 413 else "read_timeout")
 
     limit, timeout = settings.max_body_bytes, settings.request_read_timeout
     app.router.routes.append(
@@ -108,24 +116,42 @@ def create_app(parts: Parts) -> FastAPI:
             Route("/bare", BodyEndpoint(bare, limit, timeout, rejected), methods=["POST"])
         )
 
-    @app.get("/healthz")
-    async def healthz() -> Response:
+    _add_operations(app, parts)
+    return app
+
+
+def create_ops_app(parts: Parts) -> Starlette:
+    """The plain-HTTP operations port: probes and metrics, with a concurrency limit of its own
+    (so that a flood on the webhook port cannot fail the kubelet's probes)."""
+    app = Starlette()
+    _add_operations(app, parts)
+    return app
+
+
+def _add_operations(app: Starlette, parts: Parts) -> None:
+    metrics = parts.metrics
+
+    async def healthz(_: Request) -> Response:
         return _json({"status": "ok"})
 
-    @app.get("/readyz")
-    async def readyz() -> Response:
-        detail = _readiness(parts)
+    async def readyz(_: Request) -> Response:
+        detail = _readiness(parts, time.time())
         return _json(detail, 200 if detail["ready"] else 503)
 
-    @app.get("/metrics")
-    async def metrics_endpoint() -> Response:
+    async def metrics_endpoint(_: Request) -> Response:
         if parts.tls is not None:
             metrics.cert_expiry.set(parts.tls.expires_at)
         if parts.cluster is not None:
             metrics.observe_cluster(parts.cluster)
         return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
-    return app
+    for path, endpoint in (
+        ("/healthz", healthz),
+        ("/livez", healthz),
+        ("/readyz", readyz),
+        ("/metrics", metrics_endpoint),
+    ):
+        app.router.routes.append(Route(path, endpoint, methods=["GET"]))
 
 
 def _record(metrics: Metrics, log_: AdmissionLog, result: MutationRecord, elapsed: float) -> None:
@@ -133,9 +159,13 @@ def _record(metrics: Metrics, log_: AdmissionLog, result: MutationRecord, elapse
     if result.operation in ("CREATE", "UPDATE"):
         log_.write(
             {
+                "uid": result.uid,
+                "user": result.user,
+                "resource": result.resource,
                 "namespace": result.namespace,
                 "pod": result.name,
                 "operation": result.operation,
+                "dryRun": result.dry_run,
                 "outcome": result.outcome,
                 "templates": result.templates,
                 "duration_ms": round(elapsed * 1000, 3),
@@ -143,10 +173,17 @@ def _record(metrics: Metrics, log_: AdmissionLog, result: MutationRecord, elapse
         )
 
 
-def _readiness(parts: Parts) -> dict[str, Any]:
-    certificates = parts.tls is not None
-    detail: dict[str, Any] = {"certificates": "loaded" if certificates else "missing"}
-    ready = certificates
+def _readiness(parts: Parts, now: float) -> dict[str, Any]:
+    detail: dict[str, Any] = {}
+    ready = parts.tls is not None
+    if parts.tls is None:
+        detail["certificates"] = "missing"
+    elif parts.tls.expires_at <= now:
+        expired = datetime.fromtimestamp(parts.tls.expires_at, UTC).isoformat()
+        detail["certificates"] = f"expired at {expired}: kube-apiserver refuses this webhook"
+        ready = False
+    else:
+        detail["certificates"] = "loaded"
     if parts.api is None:
         detail["cluster"] = "offline (no kubeconfig, not in a cluster)"
     elif parts.cluster is not None:

@@ -26,7 +26,7 @@ def message(status: int, text: str) -> tuple[int, bytes]:
 
 class BodyEndpoint:
     def __init__(
-        self, handler: Handler, limit: int, timeout: float, on_rejected: Callable[[], None]
+        self, handler: Handler, limit: int, timeout: float, on_rejected: Callable[[int], None]
     ) -> None:
         self.handler, self.limit, self.timeout = handler, limit, timeout
         self.on_rejected = on_rejected
@@ -37,8 +37,8 @@ class BodyEndpoint:
         except ClientGone:
             return
         if isinstance(body, tuple):
-            self.on_rejected()
             status, data = body
+            self.on_rejected(status)
         else:
             status, data = await self.handler(body)
         await send(

@@ -1,9 +1,12 @@
-"""Logging: one JSON object per line (or plain text), fields from `extra=` included."""
+"""Logging: one JSON object per line (or text: `time LEVEL message key=value ...`), fields from
+`extra=` included. Nothing a caller sends can start a line of its own: JSON escapes it, and the
+text format quotes any value with a space, a quote, `=` or a control character in it."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import sys
 import time
 from datetime import UTC, datetime
@@ -11,7 +14,22 @@ from typing import Any
 
 import orjson
 
-_STANDARD = set(logging.makeLogRecord({}).__dict__) | {"message", "asctime", "taskName"}
+# uvicorn adds `color_message` (the message with ANSI colours) to its records: never printed.
+_STANDARD = set(logging.makeLogRecord({}).__dict__) | {
+    "message",
+    "asctime",
+    "taskName",
+    "color_message",
+}
+_PLAIN = re.compile(r"[^\s\x00-\x1f\x7f\"'=\\]*")
+
+
+def text_value(value: Any) -> str:
+    """A value as the text format prints it: bare when plain, else a JSON string (escaped)."""
+    text = value if isinstance(value, str) else orjson.dumps(value, default=str).decode()
+    if isinstance(value, str) and (not text or not _PLAIN.fullmatch(text)):
+        return orjson.dumps(text).decode()
+    return text
 
 
 class JsonFormatter(logging.Formatter):
@@ -35,7 +53,10 @@ class TextFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         extra = {k: v for k, v in record.__dict__.items() if k not in _STANDARD}
         text = super().format(record)
-        return text + "".join(f" {k}={v}" for k, v in extra.items())
+        # A message with a line break (a traceback, a forged name) stays one visible record:
+        # continuation lines are indented, so no line of it starts like a log line.
+        text = text.replace("\n", "\n    ")
+        return text + "".join(f" {k}={text_value(v)}" for k, v in extra.items())
 
 
 def configure(level: str = "info", json_format: bool = True) -> None:
@@ -44,11 +65,7 @@ def configure(level: str = "info", json_format: bool = True) -> None:
     logging._srcfile = None
     logging.logThreads = logging.logProcesses = logging.logMultiprocessing = False
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(
-        JsonFormatter()
-        if json_format
-        else logging.Formatter("%(asctime)s %(levelname)s %(message)s")
-    )
+    handler.setFormatter(JsonFormatter() if json_format else TextFormatter())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
@@ -84,7 +101,7 @@ class AdmissionLog:
             self._lines.append(orjson.dumps(entry | fields).decode())
         else:
             stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(now))
-            pairs = "".join(f" {k}={v}" for k, v in fields.items())
+            pairs = "".join(f" {k}={text_value(v)}" for k, v in fields.items())
             self._lines.append(f"{stamp},{int(now % 1 * 1000):03d} INFO admission{pairs}")
         if self._timer is None:
             self._timer = asyncio.get_running_loop().call_later(self.interval, self.flush)

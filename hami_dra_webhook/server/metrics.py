@@ -1,26 +1,55 @@
-"""Prometheus metrics, on a registry of the app's own (so that tests can build many apps)."""
+"""Prometheus metrics, on a registry of the app's own (so that tests can build many apps).
+
+Labels come from fixed sets only (an operation kube-apiserver does not send counts as `other`),
+so no caller can grow the registry. No `_created` series: counters expose `_total` only."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+import prometheus_client
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    PlatformCollector,
+    ProcessCollector,
+)
 
 from hami_dra_webhook.cluster.state import ClusterState
 
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
 CAPACITY_VALUES = {"unknown": -1, "dropped": 0, "effective": 1}
+OPERATIONS = frozenset({"CREATE", "UPDATE", "DELETE", "CONNECT"})
+OUTCOMES = ("converted", "unchanged", "refused", "error")
+# What the HTTP layer refuses before an admission starts: 400, 413, 408.
+REJECTIONS = ("malformed", "too_large", "read_timeout")
+
+prometheus_client.disable_created_metrics()  # type: ignore[no-untyped-call]
 
 
 class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
+        ProcessCollector(registry=r)
+        PlatformCollector(registry=r)
         self.admissions = Counter(
             "hami_dra_admissions",
-            "Admission reviews answered",
+            "Admission reviews answered, by operation and outcome",
             ["operation", "outcome"],
             registry=r,
+        )
+        self.rejections = Counter(
+            "hami_dra_http_rejections",
+            "Requests refused by the HTTP layer before any admission (malformed, too_large,"
+            " read_timeout)",
+            ["reason"],
+            registry=r,
+        )
+        self.in_flight = Gauge(
+            "hami_dra_admissions_in_flight", "Admissions being answered now", registry=r
         )
         self.latency = Histogram(
             "hami_dra_admission_duration_seconds",
@@ -29,7 +58,7 @@ class Metrics:
             registry=r,
         )
         self.templates_created = Counter(
-            "hami_dra_templates_created", "ResourceClaimTemplates created", registry=r
+            "hami_dra_template_creations", "ResourceClaimTemplates created", registry=r
         )
         self.cache = Counter(
             "hami_dra_template_cache", "Template cache lookups", ["result"], registry=r
@@ -59,13 +88,19 @@ class Metrics:
         self.capacity.set(-1)
         self._admissions: dict[tuple[str, str], Any] = {}
         self._conversions: dict[str, Any] = {}
+        self._rejections = {reason: self.rejections.labels(reason) for reason in REJECTIONS}
+        for reason in REJECTIONS:  # every series present from the start, at 0
+            self._rejections[reason].inc(0)
+
+    def rejected(self, reason: str) -> None:
+        self._rejections[reason].inc()
 
     def admitted(self, operation: str, outcome: str, elapsed: float, resources: list[str]) -> None:
         """Count one admission (label children are cached: `labels()` costs on the hot path)."""
-        key = (operation, outcome)
+        key = (operation if operation in OPERATIONS else "other", outcome)
         child = self._admissions.get(key)
         if child is None:
-            child = self._admissions[key] = self.admissions.labels(operation, outcome)
+            child = self._admissions[key] = self.admissions.labels(*key)
         child.inc()
         self.latency.observe(elapsed)
         if outcome == "converted":

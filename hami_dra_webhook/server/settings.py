@@ -1,4 +1,5 @@
-"""Server settings: flags and `HAMI_DRA_*` environment variables (flags win)."""
+"""Server settings: one model, the one source of every `serve` flag, its environment variable
+(`HAMI_DRA_<NAME>`) and its default. Flags win over the environment."""
 
 from __future__ import annotations
 
@@ -9,46 +10,107 @@ from typing import Literal
 from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+ENV_PREFIX = "HAMI_DRA_"
+
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="HAMI_DRA_", frozen=True)
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, frozen=True)
 
-    host: str = "0.0.0.0"  # a webhook listens on the pod's address
-    port: int = Field(8443, ge=1, le=65535)
-    cert_file: Path | None = None
-    key_file: Path | None = None
-    config: Path | None = None
-    tls_min_version: Literal["1.2", "1.3"] = "1.3"
-    kubeconfig: Path | None = None
-    log_level: Literal["debug", "info", "warning", "error"] = "info"
-    log_format: Literal["json", "text"] = "json"
-    # The whole admission ends within this; keep it below the webhook's timeoutSeconds (10).
-    admission_budget: float = Field(5.0, gt=0, le=30)
-    cache_ttl: float = Field(300.0, gt=0)
-    gc_interval: float = Field(600.0, ge=0)  # 0: no GC loop in the server
-    gc_grace: float = Field(3600.0, gt=0)
-    cluster_check_interval: float = Field(300.0, gt=0)
-    cert_reload_interval: float = Field(1.0, gt=0)
-    max_body_bytes: int = Field(6 * 1024 * 1024, gt=0)
-    request_read_timeout: float = Field(10.0, gt=0)
-    # Connections and requests at once; past it uvicorn answers 503 (failurePolicy applies).
-    max_concurrency: int = Field(1024, ge=1)
-    # POST /bare: reads the body, answers a fixed JSON; the benchmark's measure of the stack.
-    bare_endpoint: bool = False
-    probe_namespace: str = Field(default_factory=lambda: os.environ.get("POD_NAMESPACE", "default"))
-    graceful_shutdown: float = Field(15.0, ge=0)
-    # Self-managed certificates (the chart's default): kept in a Secret by the webhook itself.
-    self_managed_certs: bool = False
-    cert_secret: str = "hami-dra-webhook-tls"
-    webhook_config: str = "hami-dra-webhook"
-    service_name: str = "hami-dra-webhook"
-    # Comma-separated names or IP addresses the certificate covers besides the Service's.
-    cert_hosts: str = ""
-    cert_dir: Path = Path("/tmp/hami-dra-webhook-certs")
-    # No certificate files: the generated self-signed pair goes here (default: a temporary
-    # folder, removed on exit).
-    self_signed_dir: Path | None = None
-    cert_check_interval: float = Field(3600.0, gt=0)
+    host: str = Field("0.0.0.0", description="address the HTTPS webhook listens on")
+    port: int = Field(8443, ge=1, le=65535, description="HTTPS port of /mutate")
+    ops_host: str = Field("0.0.0.0", description="address of the plain-HTTP probes and metrics")
+    ops_port: int = Field(
+        8080,
+        ge=0,
+        le=65535,
+        description="plain-HTTP port for /healthz, /livez, /readyz and /metrics (0: none; they"
+        " are served on the HTTPS port as well)",
+    )
+    cert_file: Path | None = Field(
+        None, description="serving certificate (PEM); none: a self-signed one for localhost"
+    )
+    key_file: Path | None = Field(None, description="its private key (PEM)")
+    config: Path | None = Field(
+        None, description="HAMi device-config.yaml with the hamiDraWebhook section"
+    )
+    tls_min_version: Literal["1.2", "1.3"] = Field("1.3", description="lowest TLS version")
+    kubeconfig: Path | None = Field(
+        None, description="cluster access; default: in-cluster, else offline"
+    )
+    log_level: Literal["debug", "info", "warning", "error"] = Field("info", description="log level")
+    log_format: Literal["json", "text"] = Field(
+        "json", description="one JSON object a line, or text with key=value fields"
+    )
+    admission_budget: float = Field(
+        5.0,
+        gt=0,
+        le=30,
+        description="seconds one admission may take, API calls included (below the webhook's"
+        " timeoutSeconds)",
+    )
+    cache_ttl: float = Field(
+        300.0, gt=0, description="seconds a template stays known without an API call"
+    )
+    gc_interval: float = Field(
+        600.0, ge=0, description="seconds between template garbage collections (0: none)"
+    )
+    gc_grace: float = Field(3600.0, gt=0, description="seconds an unused template is kept")
+    cluster_check_interval: float = Field(
+        300.0, gt=0, description="seconds between checks of the cluster (capacity, sizes)"
+    )
+    cert_reload_interval: float = Field(
+        1.0, gt=0, description="seconds between looks at the certificate files"
+    )
+    max_body_bytes: int = Field(
+        6 * 1024 * 1024, gt=0, description="largest AdmissionReview body accepted (bytes)"
+    )
+    request_read_timeout: float = Field(
+        10.0, gt=0, description="seconds a request body may take to arrive"
+    )
+    max_concurrency: int = Field(
+        1024,
+        ge=1,
+        description="connections and requests at once on the HTTPS port; past it: 503",
+    )
+    bare_endpoint: bool = Field(
+        False, description="serve POST /bare (reads the body, fixed answer): for benchmarks"
+    )
+    probe_namespace: str = Field(
+        default_factory=lambda: os.environ.get("POD_NAMESPACE", "default"),
+        description="the webhook's own namespace (default: $POD_NAMESPACE, else default)",
+    )
+    graceful_shutdown: float = Field(
+        15.0, ge=0, description="seconds in-flight requests get to finish on shutdown"
+    )
+    self_managed_certs: bool = Field(
+        False,
+        description="issue and renew the certificate in --cert-secret and set the caBundle",
+    )
+    cert_secret: str = Field(
+        "hami-dra-webhook-tls", description="self-managed: the Secret holding the certificate"
+    )
+    webhook_config: str = Field(
+        "hami-dra-webhook",
+        description="self-managed: the MutatingWebhookConfiguration to keep in step",
+    )
+    service_name: str = Field(
+        "hami-dra-webhook", description="self-managed: the webhook's Service (certificate names)"
+    )
+    cert_hosts: str = Field(
+        "", description="self-managed: more names or IPs for the certificate, comma-separated"
+    )
+    cert_dir: Path = Field(
+        Path("/tmp/hami-dra-webhook-certs"),
+        description="self-managed: where the certificate files are written",
+    )
+    self_signed_dir: Path | None = Field(
+        None,
+        description="without --cert-file: where the generated CA and certificate go (default:"
+        " a temporary folder, removed on exit)",
+    )
+    cert_check_interval: float = Field(
+        3600.0, gt=0, description="self-managed: seconds between certificate checks"
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> Settings:
@@ -61,4 +123,14 @@ class Settings(BaseSettings):
                 "the template cache TTL must be well below the GC grace period"
                 " (at most a quarter): a cached template could otherwise be collected"
             )
+        if self.ops_port and self.ops_port == self.port and self.ops_host == self.host:
+            raise ValueError("--ops-port must differ from --port")
         return self
+
+
+def flag(field: str) -> str:
+    return "--" + field.replace("_", "-")
+
+
+def env_name(field: str) -> str:
+    return ENV_PREFIX + field.upper()

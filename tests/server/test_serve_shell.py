@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -105,8 +106,8 @@ def test_settings_come_from_env_and_flags_win(monkeypatch: pytest.MonkeyPatch) -
 @pytest.mark.parametrize(
     ("args", "fragment"),
     [
-        (["--port", "0"], "port"),
-        (["--tls-min-version", "1.1"], "tls_min_version"),
+        (["--port", "0"], "--port (HAMI_DRA_PORT): Input should be greater than or equal to 1"),
+        (["--ops-port", "8443"], "--ops-port must differ from --port"),
         (["--cert-file", "/x.crt"], "both --cert-file and --key-file"),
         (
             ["--cert-file", "/missing.crt", "--key-file", "/missing.key"],
@@ -146,9 +147,67 @@ def test_gc_command_one_pass(kube: Cluster, real_api: KubernetesApi) -> None:
     assert "403 Forbidden" in err.getvalue()
 
 
+def test_every_setting_is_a_flag_and_an_environment_variable(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One source: the settings model. Its fields are the flags; the help shows each one's
+    environment variable and default; an invalid environment value names both."""
+    from hami_dra_webhook.server.settings import Settings
+
+    with pytest.raises(SystemExit):
+        main(["serve", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    for name in Settings.model_fields:
+        assert "--" + name.replace("_", "-") in text and f"HAMI_DRA_{name.upper()}" in text
+    assert "(HAMI_DRA_PORT; default 8443)" in text
+    monkeypatch.setenv("HAMI_DRA_MAX_CONCURRENCY", "none")
+    err = io.StringIO()
+    assert main(["serve"], stdout=io.StringIO(), stderr=err) == 3
+    assert "--max-concurrency (HAMI_DRA_MAX_CONCURRENCY)" in err.getvalue()
+
+
+def test_a_value_outside_the_choices_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as raised:
+        main(["serve", "--tls-min-version", "1.1"])
+    assert raised.value.code == 64 and "--tls-min-version" in capsys.readouterr().err
+
+
+def test_an_operations_port_in_use_is_a_start_up_error(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        err = io.StringIO()
+        code = main(
+            ["serve", "--log-format", "text", "--self-signed-dir", str(tmp_path),
+             "--ops-host", "127.0.0.1", "--ops-port", str(port)],
+            stdout=io.StringIO(), stderr=err,
+        )  # fmt: skip
+    assert code == 3 and f"--ops-port {port}" in err.getvalue()
+    assert "Traceback" not in err.getvalue()
+
+
 @pytest.mark.parametrize("grace", ["0", "-5", "inf", "soon"])
 def test_gc_grace_must_be_a_positive_number(grace: str, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as raised:
         main(["gc", "--grace", grace, "--dry-run"])
     assert raised.value.code == 64
     assert "--grace" in capsys.readouterr().err
+
+
+def test_the_readme_lists_every_setting_with_its_default() -> None:
+    from hami_dra_webhook.server.settings import Settings, env_name, flag
+
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    rows = {
+        line.split("|")[1].strip(" `"): line
+        for line in readme.splitlines()
+        if line.startswith("| `--")
+    }
+    for name, field in Settings.model_fields.items():
+        row = rows.get(flag(name))
+        assert row is not None, f"README: no row for {flag(name)}"
+        assert f"`{env_name(name)}`" in row and str(field.description) in row
+        if field.default_factory is None and field.default not in (None, ""):
+            assert f"| {field.default} |" in row, row
+    assert set(rows) <= {flag(name) for name in Settings.model_fields}

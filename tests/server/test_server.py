@@ -122,29 +122,46 @@ def test_a_3_mib_pod_is_answered(webhook: Webhook) -> None:
 def test_health_readiness_and_metrics(webhook: Webhook) -> None:
     webhook.post(review(gpu_pod()))
     webhook.post(review(gpu_pod({"nvidia.com/gpumem": "1Gi"})))
-    assert webhook.get("/healthz")[0] == 200
-    status, body = webhook.get("/readyz")
-    detail = json.loads(body)
-    assert (
-        status == 200
-        and detail["cluster"] == "answered"
-        and detail["consumableCapacity"] == "effective"
-    )
-    metrics = webhook.get("/metrics")[1].decode()
+    webhook.post(review(gpu_pod(), operation="MADE-UP-" + "x" * 1000))
+    webhook.post(b"{not json")
+    for get in (webhook.get, webhook.get_ops):  # HTTPS and the plain-HTTP operations port
+        assert get("/healthz")[0] == 200 and get("/livez")[0] == 200
+        status, body = get("/readyz")
+        detail = json.loads(body)
+        assert (
+            status == 200
+            and detail["cluster"] == "answered"
+            and detail["consumableCapacity"] == "effective"
+        )
+    metrics = webhook.get_ops("/metrics")[1].decode()
+    assert webhook.get("/metrics")[1].decode().count("\n") == metrics.count("\n")
     for line in (
         'hami_dra_admissions_total{operation="CREATE",outcome="converted"} 1.0',
         'hami_dra_admissions_total{operation="CREATE",outcome="refused"} 1.0',
-        "hami_dra_templates_created_total 1.0",
+        'hami_dra_admissions_total{operation="other",outcome="unchanged"} 1.0',
+        'hami_dra_http_rejections_total{reason="malformed"} 1.0',
+        'hami_dra_http_rejections_total{reason="too_large"} 0.0',
+        "hami_dra_admissions_in_flight 0.0",
+        "hami_dra_template_creations_total 1.0",
         'hami_dra_conversions_total{resource="nvidia.com/gpumem"} 1.0',
         "hami_dra_consumable_capacity_effective 1.0",
         "hami_dra_admission_duration_seconds_bucket",
         "hami_dra_certificate_expiry_timestamp_seconds 1.",
+        "process_resident_memory_bytes ",
+        "python_info{",
     ):
         assert line in metrics, line
+    assert "_created" not in metrics and "MADE-UP" not in metrics
+
+
+def test_the_operations_port_never_serves_mutate(webhook: Webhook) -> None:
+    assert webhook.get_ops("/mutate", "POST")[0] == 404
+    assert webhook.get_ops("/bare", "POST")[0] == 404
 
 
 def test_one_json_log_line_per_admission(webhook: Webhook) -> None:
-    webhook.post(review(gpu_pod()))
+    sent = review(gpu_pod())
+    webhook.post(sent)
 
     def admissions() -> list[dict[str, Any]]:  # written in batches every 0.2 s
         lines = [json.loads(line) for line in webhook.log().splitlines() if line.startswith("{")]
@@ -156,6 +173,11 @@ def test_one_json_log_line_per_admission(webhook: Webhook) -> None:
     assert entry["namespace"] == "team-a" and entry["pod"] == "trainer-7d9f8c6b5-"
     assert entry["outcome"] == "converted" and entry["templates"][0].startswith("hami-gpu-")
     assert entry["duration_ms"] > 0
+    # The join key with kube-apiserver's audit log: the request's uid, user and resource.
+    assert entry["uid"] == sent["request"]["uid"]
+    assert entry["user"] == sent["request"]["userInfo"]["username"]
+    assert entry["resource"] == "v1/pods" and entry["dryRun"] is False
+    assert "color_message" not in webhook.log() and "\x1b[" not in webhook.log()
 
 
 def test_graceful_shutdown_finishes_in_flight_admissions(faulty: Webhook, standin: StandIn) -> None:
@@ -241,3 +263,40 @@ def test_tls_minimum_version_is_enforced(webhook: Webhook, tmp_path: Path) -> No
         connection.close()
     finally:
         lenient.stop()
+
+
+def test_an_expired_certificate_makes_readyz_fail_with_the_reason(tmp_path: Path) -> None:
+    from hami_dra_webhook.admission.mutator import PodMutator
+    from hami_dra_webhook.certs.pki import issue, write
+    from hami_dra_webhook.cluster.template_store import OfflineTemplateStore
+    from hami_dra_webhook.core.policy import DEFAULT_POLICY
+    from hami_dra_webhook.server.app import Parts, _readiness
+    from hami_dra_webhook.server.metrics import Metrics
+    from hami_dra_webhook.server.settings import Settings
+    from hami_dra_webhook.server.tls import ReloadingTLS
+
+    _, cert, key = write(issue(["localhost"], days=1), tmp_path)
+    tls = ReloadingTLS(cert, key)
+    parts = Parts(Settings(), PodMutator(DEFAULT_POLICY, OfflineTemplateStore()), Metrics(), tls)
+    assert _readiness(parts, now=tls.expires_at - 60)["ready"] is True
+    expired = _readiness(parts, now=tls.expires_at + 1)
+    assert expired["ready"] is False and expired["certificates"].startswith("expired at ")
+
+
+def test_text_logs_cannot_be_forged_by_a_pod_name(kube: Cluster, tmp_path: Path) -> None:
+    kube.empty_namespace("team-a")
+    process = Webhook(
+        tmp_path, "--kubeconfig", str(kube.plane.admin_kubeconfig), "--gc-interval", "0",
+        "--log-format", "text",
+    )  # fmt: skip
+    try:
+        pod = gpu_pod()
+        pod["metadata"]["generateName"] = "x\n2026-01-01 00:00:00,000 INFO admission forged=yes "
+        process.post(review(pod))
+        wait_for(lambda: "INFO admission" in process.log(), "the admission's log line", timeout=5)
+        lines = process.log().splitlines()
+        assert not any(line.startswith("2026-01-01") for line in lines)
+        [line] = [line for line in lines if " INFO admission " in line]
+        assert 'pod="x\\n2026-01-01 00:00:00,000 INFO admission forged=yes "' in line
+    finally:
+        process.stop()

@@ -41,12 +41,14 @@ class Webhook:
             issue(["localhost", "127.0.0.1"]), folder / "certs"
         )
         self.port = port or free_port()
+        self.ops_port = free_port()  # the plain-HTTP probes and metrics
         self.host = host
         self.log_path = folder / "webhook.log"
         certificate = ["--cert-file", str(self.cert_file), "--key-file", str(self.key_file)]
         command = [
             *(sys.executable, "-m", "hami_dra_webhook", "serve"),
             *("--host", "127.0.0.1", "--port", str(self.port)),
+            *("--ops-host", "127.0.0.1", "--ops-port", str(self.ops_port)),
             *(certificate if own_certs else []),
             *extra,
         ]
@@ -96,6 +98,16 @@ class Webhook:
         connection = self.connection(context, timeout=2)
         try:
             connection.request("GET", path)
+            answer = connection.getresponse()
+            return answer.status, answer.read()
+        finally:
+            connection.close()
+
+    def get_ops(self, path: str, method: str = "GET") -> tuple[int, bytes]:
+        """A request to the plain-HTTP operations port (probes and metrics)."""
+        connection = http.client.HTTPConnection("127.0.0.1", self.ops_port, timeout=2)
+        try:
+            connection.request(method, path)
             answer = connection.getresponse()
             return answer.status, answer.read()
         finally:
