@@ -36,6 +36,12 @@ class paths:  # noqa: N801 (a namespace of functions, read as paths.template(...
     RESOURCE_SLICES = f"{TEMPLATES_PATH}/resourceslices"
     ALL_TEMPLATES = f"{TEMPLATES_PATH}/resourceclaimtemplates"
     VERSION = "/version"
+    NODES = "/api/v1/nodes"
+    ALL_PODS = "/api/v1/pods"
+
+    @staticmethod
+    def namespace(name: str) -> str:
+        return f"/api/v1/namespaces/{_name(name)}"
 
     @staticmethod
     def templates(namespace: str) -> str:

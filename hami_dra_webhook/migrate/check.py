@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import datetime
+import re
 import ssl
 import urllib.error
 import urllib.parse
@@ -90,6 +91,7 @@ async def run_checks(api: KubeApi, policy: Policy, target: Target, timeout: floa
         _capacity,
         _device_class,
         _slices,
+        _node_side,
         _legacy_hami,
         _extended_resources,
         _quotas,
@@ -257,6 +259,145 @@ async def _slices(
         )
     else:
         report.add("PASS", "driver", f"{total} shareable GPUs on {len(by_node)} nodes")
+
+
+DRIVER_PODS = "app.kubernetes.io/component=dra-driver"
+# How clusters label NVIDIA GPU nodes: GPU feature discovery, Node Feature Discovery's PCI
+# vendor label (10de is NVIDIA); the chart's driver.nodeAffinity uses the same two.
+GPU_NODE_LABELS = ("nvidia.com/gpu.present", "feature.node.kubernetes.io/pci-10de.present")
+DEVICE_NAME = re.compile(r"^hami-gpu-\d+$")
+PRIVILEGED_LEVELS = ("", "privileged")
+
+
+async def _node_side(
+    api: KubeApi, policy: Policy, target: Target, report: Report, timeout: float
+) -> None:
+    """What the nodes must provide: a running driver pod on every GPU node, hami-gpu-N devices
+    published, CDI in the container runtime, and a namespace that admits a privileged pod."""
+    nodes = await api.list_path(paths.NODES, [], timeout=timeout)
+    gpu_nodes = {
+        str(node["metadata"]["name"]): node
+        for node in nodes
+        if any(
+            (node["metadata"].get("labels") or {}).get(label) == "true" for label in GPU_NODE_LABELS
+        )
+    }
+    if not gpu_nodes:
+        report.add(
+            "WARN",
+            "GPU nodes",
+            f"no node is labelled {' or '.join(f'{x}=true' for x in GPU_NODE_LABELS)}",
+            "run GPU feature discovery or Node Feature Discovery, or set driver.nodeAffinity",
+        )
+        return
+    pods = await api.list_path(paths.ALL_PODS, [("labelSelector", DRIVER_PODS)], timeout=timeout)
+    driver_pods = {
+        str((pod.get("spec") or {}).get("nodeName")): pod
+        for pod in pods
+        if (pod.get("spec") or {}).get("nodeName")
+    }
+    _driver_pods(gpu_nodes, driver_pods, report)
+    slices = await api.list_resource_slices(policy.webhook.driver_name, timeout=timeout)
+    devices: dict[str, list[str]] = {}
+    for resource_slice in slices:
+        spec = resource_slice.get("spec") or {}
+        names = [str(d.get("name")) for d in spec.get("devices") or []]
+        devices.setdefault(str(spec.get("nodeName")), []).extend(names)
+    silent = [
+        node
+        for node in sorted(gpu_nodes)
+        if node in driver_pods and not any(DEVICE_NAME.match(n) for n in devices.get(node, []))
+    ]
+    if silent:
+        report.add(
+            "FAIL",
+            "devices",
+            f"no hami-gpu-N devices published by {policy.webhook.driver_name} on"
+            f" {', '.join(silent)}",
+            "read the driver pod's log on those nodes (NVIDIA driver, CDI, HAMi-core setup)",
+        )
+    else:
+        with_pods = sum(1 for node in gpu_nodes if node in driver_pods)
+        detail = f"hami-gpu-N devices on {with_pods} node(s) with a driver pod"
+        report.add("PASS", "devices", detail)
+    _container_runtimes(gpu_nodes, report)
+    namespaces = sorted({str(p["metadata"].get("namespace")) for p in pods} or {target.namespace})
+    strict = []
+    for namespace in namespaces:
+        found = await api.get_path(paths.namespace(namespace), timeout=timeout)
+        labels = (found.get("metadata") or {}).get("labels") or {}
+        level = str(labels.get("pod-security.kubernetes.io/enforce", ""))
+        if level not in PRIVILEGED_LEVELS:
+            strict.append(f"{namespace} ({level})")
+    if strict:
+        report.add(
+            "FAIL",
+            "pod security",
+            f"the driver is privileged, but {', '.join(strict)} enforces less",
+            "put the driver in a namespace of its own (driver.namespace, driver.createNamespace)",
+        )
+    else:
+        report.add("PASS", "pod security", f"{', '.join(namespaces)} admits the privileged driver")
+
+
+def _driver_pods(
+    gpu_nodes: dict[str, JsonObject], driver_pods: dict[str, JsonObject], report: Report
+) -> None:
+    missing = [node for node in sorted(gpu_nodes) if node not in driver_pods]
+    stopped = [
+        f"{node} ({(driver_pods[node].get('status') or {}).get('phase', 'no status')})"
+        for node in sorted(gpu_nodes)
+        if node in driver_pods and (driver_pods[node].get("status") or {}).get("phase") != "Running"
+    ]
+    if missing:
+        report.add(
+            "FAIL",
+            "driver pods",
+            f"GPU nodes without a driver pod: {', '.join(missing)}; converted pods stay Pending"
+            " there",
+            "check the driver DaemonSet's nodeAffinity, nodeSelector and tolerations",
+        )
+    elif stopped:
+        report.add("WARN", "driver pods", f"not running: {', '.join(stopped)}", "read their events")
+    else:
+        report.add("PASS", "driver pods", f"running on all {len(gpu_nodes)} GPU node(s)")
+
+
+def _container_runtimes(gpu_nodes: dict[str, JsonObject], report: Report) -> None:
+    """The driver hands devices over as CDI specs: containerd 2 or CRI-O 1.23 read them by
+    default, containerd 1.7 only with enable_cdi = true."""
+    problems, notes = [], []
+    for node, found in sorted(gpu_nodes.items()):
+        runtime = str(
+            ((found.get("status") or {}).get("nodeInfo") or {}).get("containerRuntimeVersion", "")
+        )
+        name, _, version = runtime.partition("://")
+        parts = [int(p) for p in re.findall(r"\d+", version)[:2]] + [0, 0]
+        major_minor = (parts[0], parts[1])
+        if name == "containerd" and major_minor >= (2, 0):
+            continue
+        if name == "cri-o" and major_minor >= (1, 23):
+            continue
+        if name == "containerd" and major_minor >= (1, 7):
+            notes.append(f"{node} ({runtime})")
+        else:
+            problems.append(f"{node} ({runtime or 'unknown runtime'})")
+    if problems:
+        report.add(
+            "FAIL",
+            "container runtime",
+            f"no CDI support known on {', '.join(problems)}",
+            "use containerd 2.0+ or CRI-O 1.23+ (containerd 1.7 with enable_cdi = true)",
+        )
+    elif notes:
+        report.add(
+            "WARN",
+            "container runtime",
+            f"CDI is off by default on {', '.join(notes)}",
+            "set enable_cdi = true in the CRI plugin section of containerd's config",
+        )
+    else:
+        report.add("PASS", "container runtime", "CDI-capable on every GPU node")
 
 
 async def _legacy_hami(

@@ -344,13 +344,24 @@ def test_webhook_deployment_is_restricted_and_rolls_on_config_change() -> None:
         "runAsNonRoot": True,
         "capabilities": {"drop": ["ALL"]},
     }
-    assert (
-        container["livenessProbe"]["httpGet"]["path"] == "/healthz"
-        and container["readinessProbe"]["httpGet"]["path"] == "/readyz"
-    )
-    assert spec["topologySpreadConstraints"][0]["topologyKey"] == "kubernetes.io/hostname"
+    # Probes on the plain-HTTP operations port, never the webhook's HTTPS port.
+    assert container["livenessProbe"]["httpGet"] == {"path": "/livez", "port": "metrics"}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
+    assert {p["name"]: p["containerPort"] for p in container["ports"]} == {
+        "https": 8443,
+        "metrics": 8080,
+    }
+    assert "--ops-port=8080" in container["args"] and "--port=8443" in container["args"]
+    spread = spec["topologySpreadConstraints"][0]
+    assert spread["topologyKey"] == "kubernetes.io/hostname"
+    assert spread["labelSelector"]["matchLabels"] == deployment["spec"]["selector"]["matchLabels"]
     assert "--self-managed-certs" in container["args"]
-    assert find(render(), "PodDisruptionBudget")["spec"]["minAvailable"] == 1
+    pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert pod_labels["app.kubernetes.io/version"] and pod_labels["app.kubernetes.io/managed-by"]
+    assert find(render(), "PodDisruptionBudget")["spec"] == {
+        "maxUnavailable": 1,
+        "selector": deployment["spec"]["selector"],
+    }
     before = deployment["spec"]["template"]["metadata"]["annotations"]["checksum/device-config"]
     after = find(render("deviceConfig=nvidia: {defaultCores: 10}"), "Deployment")["spec"][
         "template"
@@ -377,12 +388,146 @@ def test_driver_daemonset_and_device_class() -> None:
         "/var/lib/kubelet/plugins",
         "/var/run/cdi",
         "/usr/local/vgpu",
-        "/tmp",
+        "/tmp/vgpulock",
     } <= paths
-    assert spec["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
+    assert "/tmp" not in paths, "not the whole host /tmp"
+    # GPU feature discovery's label or Node Feature Discovery's NVIDIA PCI label: either term.
+    terms = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"
+    ]
+    assert [t["matchExpressions"][0]["key"] for t in terms] == [
+        "nvidia.com/gpu.present",
+        "feature.node.kubernetes.io/pci-10de.present",
+    ]
+    plugin = spec["containers"][0]
+    assert plugin["livenessProbe"]["grpc"] == {"port": 51516, "service": "liveness"}
+    assert plugin["startupProbe"]["grpc"] == {"port": 51516, "service": "liveness"}
+    assert {"name": "HEALTHCHECK_PORT", "value": "51516"} in plugin["env"]
+    assert plugin["resources"]["requests"] and plugin["resources"]["limits"]["memory"]
+    no_health = find(render("driver.healthcheckPort=-1"), "DaemonSet")["spec"]["template"]["spec"]
+    assert "livenessProbe" not in no_health["containers"][0]
+    assert daemonset["spec"]["updateStrategy"] == {"type": "RollingUpdate"}
     device_class = find(documents, "DeviceClass")
     assert device_class["metadata"]["name"] == "hami-core-gpu.project-hami.io"
+    assert "extendedResourceName" not in device_class["spec"]
     off = render("driver.enabled=false", "deviceClass.create=false")
     assert not [d for d in off if d["kind"] in ("DaemonSet", "DeviceClass")]
     custom_tag = find(render("driver.image.tag=v0.2.0"), "DaemonSet")
     assert custom_tag["spec"]["template"]["spec"]["containers"][0]["image"].endswith(":v0.2.0")
+
+
+def test_device_class_follows_device_config() -> None:
+    """One source of truth: the class the webhook's templates name, with the driver and type
+    its selectors expect, comes from deviceConfig's hamiDraWebhook section."""
+    from hami_dra_webhook.core import cel
+    from hami_dra_webhook.core.policy import policy_from_yaml
+
+    config = (
+        "hamiDraWebhook:\n  driverName: gpu.example.com\n  deviceClassName: shared-gpu\n"
+        "  deviceType: vgpu\n  attributes: {type: kind}\n"
+    )
+    documents = render(f"deviceConfig={config}")
+    device_class = find(documents, "DeviceClass")
+    policy = policy_from_yaml(find(documents, "ConfigMap")["data"]["device-config.yaml"]).policy
+    web = policy.webhook
+    assert device_class["metadata"]["name"] == web.device_class_name == "shared-gpu"
+    expression = " ".join(device_class["spec"]["selectors"][0]["cel"]["expression"].split())
+    assert expression == cel.driver_device_of_type(
+        web.driver_name, web.attributes.type, web.device_type
+    )
+
+
+def test_images_by_registry_digest_and_global_values() -> None:
+    digest = "sha256:" + "b" * 64
+    documents = render(
+        "global.imageRegistry=mirror.example.com",
+        "global.imagePullSecrets[0].name=shared",
+        f"driver.image.digest={digest}",
+        "webhook.image.tag=0.2.0",
+    )
+    deployment = find(documents, "Deployment")["spec"]["template"]["spec"]
+    daemonset = find(documents, "DaemonSet")["spec"]["template"]["spec"]
+    assert (
+        deployment["containers"][0]["image"]
+        == "mirror.example.com/projecthami/hami-dra-webhook:0.2.0"
+    )
+    assert (
+        daemonset["containers"][0]["image"]
+        == f"mirror.example.com/projecthami/k8s-dra-driver@{digest}"
+    )
+    assert deployment["imagePullSecrets"] == daemonset["imagePullSecrets"] == [{"name": "shared"}]
+    failed = run_helm("template", "t", str(CHART), "--set", "driver.image.tag=")
+    assert failed.returncode != 0 and "give an image tag or digest" in failed.stderr
+    bad = run_helm("template", "t", str(CHART), "--set", "webhook.image.digest=latest")
+    assert bad.returncode != 0 and "digest" in bad.stderr
+
+
+def test_one_replica_gets_no_pod_disruption_budget() -> None:
+    assert not [d for d in render("webhook.replicas=1") if d["kind"] == "PodDisruptionBudget"]
+    assert not [
+        d
+        for d in render("webhook.podDisruptionBudget.enabled=false")
+        if d["kind"] == "PodDisruptionBudget"
+    ]
+
+
+def test_names_args_env_host_network_and_probes_are_values() -> None:
+    documents = render(
+        "fullnameOverride=gpu-hook",
+        "webhook.extraArgs={--max-concurrency=512}",
+        "webhook.extraEnv[0].name=HAMI_DRA_LOG_LEVEL",
+        "webhook.extraEnv[0].value=debug",
+        "webhook.hostNetwork=true",
+        "webhook.port=9443",
+        "webhook.opsPort=9080",
+        "webhook.readinessProbe.periodSeconds=2",
+        "webhook.topologySpreadConstraints[0].maxSkew=1",
+        "webhook.topologySpreadConstraints[0].topologyKey=topology.kubernetes.io/zone",
+        "webhook.topologySpreadConstraints[0].whenUnsatisfiable=DoNotSchedule",
+    )
+    deployment = find(documents, "Deployment")
+    spec = deployment["spec"]["template"]["spec"]
+    container = spec["containers"][0]
+    assert deployment["metadata"]["name"] == "gpu-hook"
+    assert "--max-concurrency=512" in container["args"] and "--port=9443" in container["args"]
+    assert {"name": "HAMI_DRA_LOG_LEVEL", "value": "debug"} in container["env"]
+    assert spec["hostNetwork"] is True and spec["dnsPolicy"] == "ClusterFirstWithHostNet"
+    assert container["readinessProbe"]["periodSeconds"] == 2
+    assert spec["topologySpreadConstraints"][0]["topologyKey"] == "topology.kubernetes.io/zone"
+    service = find(documents, "Service")
+    assert {p["name"]: p["targetPort"] for p in service["spec"]["ports"]} == {
+        "https": "https",
+        "metrics": "metrics",
+    }
+    named = render("nameOverride=gpuhook")
+    assert find(named, "Deployment")["metadata"]["labels"]["app.kubernetes.io/name"] == "gpuhook"
+
+
+def test_driver_in_a_namespace_of_its_own() -> None:
+    documents = render("driver.namespace=gpu-system", "driver.createNamespace=true")
+    namespace = find(documents, "Namespace")
+    assert namespace["metadata"]["name"] == "gpu-system"
+    assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"
+    assert find(documents, "DaemonSet")["metadata"]["namespace"] == "gpu-system"
+    assert find(documents, "Deployment")["metadata"]["namespace"] != "gpu-system"
+
+
+def test_service_monitor_scrapes_plain_http() -> None:
+    monitor = find(render("serviceMonitor.enabled=true"), "ServiceMonitor")
+    assert monitor["spec"]["endpoints"] == [
+        {"port": "metrics", "path": "/metrics", "interval": "30s"}
+    ]
+
+
+def test_helm_test_pod_checks_a_dry_run_admission() -> None:
+    pod = next(d for d in render() if d["kind"] == "Pod")
+    assert pod["metadata"]["annotations"]["helm.sh/hook"] == "test"
+    script = pod["spec"]["containers"][0]["args"][0]
+    compile(script, "helm-test", "exec")  # the script is valid Python
+    assert '"dryRun": True' in script and "/tls/ca.crt" in script
+    assert not [d for d in render("tests.enabled=false") if d["kind"] == "Pod"]
+
+
+def test_chart_metadata() -> None:
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    assert chart["home"] and chart["sources"] and chart["icon"].startswith("https://")

@@ -128,6 +128,19 @@ class GpuNode:
             "status": {
                 "capacity": resources,
                 "allocatable": resources,
+                # What a kubelet would report; `check` reads the runtime (CDI support).
+                "nodeInfo": {
+                    "containerRuntimeVersion": "containerd://2.1.4",
+                    "kubeletVersion": "v1.36.3",
+                    "operatingSystem": "linux",
+                    "architecture": "amd64",
+                    "osImage": "Ubuntu 24.04.3 LTS",
+                    "kernelVersion": "6.8.0-79-generic",
+                    "machineID": "",
+                    "systemUUID": "",
+                    "bootID": "",
+                    "kubeProxyVersion": "",
+                },
                 "conditions": [
                     {
                         "type": "Ready",

@@ -272,6 +272,8 @@ class Release:
         args = []
         for arg in container["args"][1:]:  # [0] is the `serve` command
             flag, _, value = arg.partition("=")
+            if flag in ("--ops-port", "--ops-host"):
+                continue  # the Webhook helper gives the local process a free one
             if flag == "--port":
                 value = str(self.port)
             elif flag == "--config":

@@ -66,6 +66,11 @@ def test_check_says_what_is_true_of_the_cluster(
         "consumable capacity": capacity,
         "DeviceClass": "PASS",
         "driver": capacity,
+        # The chart's DaemonSet put a driver pod on the GPU node; no kubelet runs it here.
+        "driver pods": "WARN",
+        "devices": "PASS",
+        "container runtime": "PASS",
+        "pod security": "PASS",
         "legacy HAMi": "PASS",
         "extended resources": "PASS",
         "quotas": "PASS",
@@ -76,6 +81,7 @@ def test_check_says_what_is_true_of_the_cluster(
         assert lines["driver"][1] == "3 shareable GPUs on 1 nodes"
     else:
         assert "not multi-allocatable on gpu-node-1" in lines["driver"][1]
+    assert lines["driver pods"][1] == "not running: gpu-node-1 (Pending)"
     assert hami.url in lines["webhook url"][1]
     assert lines["Kubernetes"][1].startswith(f"v{cluster.version}")
     # Make two of them untrue, and watch the lines change.

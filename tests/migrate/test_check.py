@@ -116,6 +116,28 @@ def _install(setup: Setup, days: int = 365) -> None:
             "ports": [{"name": "https", "port": 8443, "protocol": "TCP"}],
         }
     )
+    driver_pod(setup, "Running")
+
+
+def driver_pod(setup: Setup, phase: str, node: str = "gpu-node-1") -> None:
+    """The driver's pod on the GPU node, as the DaemonSet controller and a kubelet leave it
+    (no kubelet runs here: its status is written as a kubelet would)."""
+    name = f"driver-{node}"
+    setup.kube.kubectl(
+        "delete", "pod", name, "-n", setup.namespace, "--ignore-not-found", "--wait=false"
+    )
+    setup.create(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "labels": {"app.kubernetes.io/component": "dra-driver"}},
+            "spec": {"nodeName": node, "containers": [{"name": "plugin", "image": "driver"}]},
+        }
+    )
+    setup.kube.kubectl(
+        "patch", "pod", name, "-n", setup.namespace, "--subresource=status", "--type=merge",
+        "-p", json.dumps({"status": {"phase": phase}}),
+    )  # fmt: skip
 
 
 @pytest.fixture
@@ -130,7 +152,9 @@ def setup(kube: Cluster, tmp_path: Path) -> Iterator[Setup]:
     # Deleted one by one and waited for: nothing a case made may reach the next case's `check`
     # (a namespace's deletion takes the namespace controller several seconds).
     for kind, name in reversed(made.created):
-        kube.kubectl("delete", kind, name, "-n", made.namespace, "--ignore-not-found")
+        # No kubelet runs here to confirm a pod's graceful end: pods go at once.
+        now = ["--grace-period=0", "--force"] if kind == "pod" else []
+        kube.kubectl("delete", kind, name, "-n", made.namespace, "--ignore-not-found", *now)
     kube.kubectl("delete", "namespace", made.namespace, "--wait=false")
 
 
@@ -148,7 +172,7 @@ def test_a_healthy_cluster_passes(setup: Setup) -> None:
     code, out, _ = check(setup)
     assert code == 0, out
     lines = [line for line in out.splitlines() if line[:4] in ("PASS", "WARN", "FAIL")]
-    assert len(lines) == 10 and all(line.startswith("PASS") for line in lines), out
+    assert len(lines) == 14 and all(line.startswith("PASS") for line in lines), out
     assert "3 shareable GPUs on 1 nodes" in out
     assert "gpu-node-1                         3  yes        24Gi, 80Gi" in out
     assert "2 ready endpoint(s)" in out
@@ -239,7 +263,48 @@ def _extended_resource(setup: Setup) -> None:
     )
 
 
+def _no_driver_pod(setup: Setup) -> None:
+    setup.kube.kubectl(
+        "delete", "pod", "driver-gpu-node-1", "-n", setup.namespace, "--grace-period=0", "--force"
+    )
+
+
+def _restricted_namespace(setup: Setup) -> None:
+    setup.kube.kubectl(
+        "label", "namespace", setup.namespace, "pod-security.kubernetes.io/enforce=restricted"
+    )
+
+
+def _driver_without_devices(setup: Setup) -> None:
+    # A driver of another name, whose slice publishes devices not named hami-gpu-N.
+    def rename(device: dict[str, Any]) -> None:
+        device["name"] = "gpu-" + device["name"]
+
+    _slice(setup, f"{setup.namespace}.example.com", rename)
+    setup.config(driverName=f"{setup.namespace}.example.com")
+
+
 BROKEN: dict[str, tuple[Callable[[Setup], None], str, str]] = {
+    "no-driver-pod": (
+        _no_driver_pod,
+        "FAIL  driver pods: GPU nodes without a driver pod: gpu-node-1",
+        "nodeAffinity",
+    ),
+    "driver-pod-pending": (
+        lambda s: driver_pod(s, "Pending"),
+        "WARN  driver pods: not running: gpu-node-1 (Pending)",
+        "events",
+    ),
+    "restricted-namespace": (
+        _restricted_namespace,
+        "FAIL  pod security: the driver is privileged, but {ns} (restricted) enforces less",
+        "driver.namespace",
+    ),
+    "no-hami-gpu-devices": (
+        _driver_without_devices,
+        "FAIL  devices: no hami-gpu-N devices published by {ns}.example.com on gpu-node-1",
+        "driver pod's log",
+    ),
     "no-device-class": (
         lambda s: s.config(deviceClassName=f"{s.namespace}.example.com"),
         "does not exist",

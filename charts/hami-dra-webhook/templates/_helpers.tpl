@@ -1,29 +1,86 @@
+{{- define "hdw.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
 {{- define "hdw.fullname" -}}
-{{- if contains .Chart.Name .Release.Name -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := include "hdw.name" . -}}
+{{- if contains $name .Release.Name -}}
 {{- .Release.Name | trunc 63 | trimSuffix "-" -}}
 {{- else -}}
-{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}
 
 {{- define "hdw.labels" -}}
-app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/name: {{ include "hdw.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: hami-dra-webhook
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- end -}}
 
 {{- define "hdw.selector" -}}
-app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/name: {{ include "hdw.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/component: webhook
 {{- end -}}
 
 {{- define "hdw.driverSelector" -}}
-app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/name: {{ include "hdw.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/component: dra-driver
+{{- end -}}
+
+{{- define "hdw.driverNamespace" -}}
+{{- default .Release.Namespace .Values.driver.namespace -}}
+{{- end -}}
+
+{{/* An image reference: [registry/]repository@digest, else [registry/]repository:tag.
+Arguments: (list $ .Values.x.image "default tag"). global.imageRegistry wins. */}}
+{{- define "hdw.imageRef" -}}
+{{- $root := index . 0 -}}
+{{- $image := index . 1 -}}
+{{- $tag := default (index . 2) $image.tag -}}
+{{- $global := default dict $root.Values.global -}}
+{{- $registry := default $image.registry $global.imageRegistry -}}
+{{- $repository := ternary (printf "%s/%s" $registry $image.repository) $image.repository (ne $registry "") -}}
+{{- if $image.digest -}}
+{{- printf "%s@%s" $repository $image.digest -}}
+{{- else if $tag -}}
+{{- printf "%s:%s" $repository $tag -}}
+{{- else -}}
+{{- fail (printf "%s: give an image tag or digest" $image.repository) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Pull secrets: global ones, then the component's own. */}}
+{{- define "hdw.pullSecrets" -}}
+{{- $root := index . 0 -}}
+{{- $global := default dict $root.Values.global -}}
+{{- $all := concat (default list $global.imagePullSecrets) (index . 1) -}}
+{{- with $all }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}
+
+{{/* The hamiDraWebhook settings the DeviceClass must agree on with the webhook, read from
+deviceConfig (the webhook's defaults where absent), as JSON: driver, class, type, typeAttribute. */}}
+{{- define "hdw.deviceClassSettings" -}}
+{{- include "hdw.validate" . -}}
+{{- $config := fromYaml .Values.deviceConfig -}}
+{{- $web := default dict (get $config "hamiDraWebhook") -}}
+{{- $attributes := default dict (get $web "attributes") -}}
+{{- toJson (dict
+  "driver" (default "hami-core-gpu.project-hami.io" (get $web "driverName"))
+  "class" (default "hami-core-gpu.project-hami.io" (get $web "deviceClassName"))
+  "type" (default "hami-gpu" (get $web "deviceType"))
+  "typeAttribute" (default "type" (get $attributes "type"))) -}}
 {{- end -}}
 
 {{- define "hdw.tlsSecret" -}}
@@ -35,7 +92,11 @@ app.kubernetes.io/component: dra-driver
 {{- end -}}
 
 {{- define "hdw.image" -}}
-{{- printf "%s:%s" .Values.webhook.image.repository (default .Chart.AppVersion .Values.webhook.image.tag) -}}
+{{- include "hdw.imageRef" (list . .Values.webhook.image .Chart.AppVersion) -}}
+{{- end -}}
+
+{{- define "hdw.driverImage" -}}
+{{- include "hdw.imageRef" (list . .Values.driver.image "") -}}
 {{- end -}}
 
 {{/* The legacy resource names, read from deviceConfig (HAMi's defaults when a key is absent;
