@@ -304,7 +304,7 @@ async def _self_managed(api: Any, settings: Any) -> tuple[Path, Path, Any]:
 
 async def _cluster_parts(settings: Any, metrics: Any) -> tuple[Any, Any, Any]:
     if settings.kubeconfig is None:
-        from hami_dra_webhook.kube.client import in_cluster
+        from hami_dra_webhook.kube.port import in_cluster
 
         if not in_cluster():
             return None, None, None

@@ -21,16 +21,12 @@ import kubernetes.aio.config
 from kubernetes.aio.client.exceptions import ApiException
 
 from hami_dra_webhook.core.types import JsonObject
-from hami_dra_webhook.kube.port import ApiError, paths
+from hami_dra_webhook.kube.port import ApiError, in_cluster, paths
 
 MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
 FIELD_MANAGER = "hami-dra-webhook"
 Configuration = kubernetes.aio.client.Configuration
-
-
-def in_cluster() -> bool:
-    return bool(os.environ.get("KUBERNETES_SERVICE_HOST"))
 
 
 async def load_configuration(kubeconfig: str | None) -> Configuration | None:

@@ -3,6 +3,7 @@ and every API path it uses, built in one place with each name quoted."""
 
 from __future__ import annotations
 
+import os
 from typing import Any, Protocol
 from urllib.parse import quote
 
@@ -19,6 +20,11 @@ WORKLOAD_PATHS = {
     "CronJob": ("/apis/batch/v1", "cronjobs"),
     "Pod": ("/api/v1", "pods"),
 }
+
+
+def in_cluster() -> bool:
+    """Running in a pod (the client library is not imported to find out: it costs ~40 MiB)."""
+    return bool(os.environ.get("KUBERNETES_SERVICE_HOST"))
 
 
 def _name(value: str) -> str:

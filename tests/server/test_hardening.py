@@ -335,10 +335,7 @@ def test_two_servers_racing_on_the_same_templates(kube: Cluster, tmp_path: Path)
     pods on both create each template exactly once (or meet a 409) and never fail."""
     kube.empty_namespace("team-a")
     kubeconfig = str(kube.plane.admin_kubeconfig)
-    servers = [
-        Webhook(tmp_path / f"s{i}", "--kubeconfig", kubeconfig, "--gc-interval", "0")
-        for i in range(2)
-    ]
+    servers: list[Webhook] = []
     failures: list[str] = []
 
     def client(server: Webhook, memory: int) -> None:
@@ -353,6 +350,10 @@ def test_two_servers_racing_on_the_same_templates(kube: Cluster, tmp_path: Path)
         connection.close()
 
     try:
+        for i in range(2):  # inside the try: a second server that fails stops the first
+            servers.append(
+                Webhook(tmp_path / f"s{i}", "--kubeconfig", kubeconfig, "--gc-interval", "0")
+            )
         threads = [
             threading.Thread(target=client, args=(servers[i % 2], 1000 + (i % 3)))
             for i in range(12)

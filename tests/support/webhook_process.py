@@ -63,7 +63,11 @@ class Webhook:
         self.process = subprocess.Popen(
             command, stdout=self._log, stderr=subprocess.STDOUT, env=environment
         )
-        self.wait_ready()
+        try:
+            self.wait_ready()
+        except BaseException:
+            self.stop(signal.SIGKILL)  # never leave a half-started server behind
+            raise
 
     def context(self, ca_files: list[Path] | None = None) -> ssl.SSLContext:
         context = ssl.create_default_context()
