@@ -147,12 +147,12 @@ def encode(
 
 
 def _reason(code: int) -> str:
-    return {
+    """The Status reason for a code; other 4xx codes read as Forbidden, 5xx as InternalError."""
+    named = {
         400: "BadRequest",
-        403: "Forbidden",
         409: "Conflict",
         422: "Invalid",
-        500: "InternalError",
         503: "ServiceUnavailable",
         504: "Timeout",
-    }.get(code, "Forbidden" if code < 500 else "InternalError")
+    }
+    return named.get(code, "Forbidden" if code < 500 else "InternalError")

@@ -126,3 +126,29 @@ def test_the_three_shapes_have_their_outcome_tags() -> None:
 )
 def test_a_share_in_words(share: GpuShare, words: str) -> None:
     assert describe(share) == words
+
+
+def test_the_plan_holds_each_containers_request() -> None:
+    pod = {"spec": {"containers": [container("a", gpu="1", mem="1000", cores="30")]}}
+    decision = translate_pod(pod, DEFAULT_POLICY)
+    assert isinstance(decision, Converted)
+    [planned] = decision.plan
+    assert (planned.request.count, planned.request.memory, planned.request.cores) == (1, 1000, 30)
+    assert planned.request.in_limits == (
+        "nvidia.com/gpu",
+        "nvidia.com/gpumem",
+        "nvidia.com/gpucores",
+    )
+    policy = policy_from_mapping({"hamiDraWebhook": {"deviceMemorySizes": []}}).policy
+    percentage = {"resources": {"limits": {"nvidia.com/gpumem-percentage": "50"}}, "name": "b"}
+    refused = translate_pod({"spec": {"containers": [percentage]}}, policy)
+    assert isinstance(refused, Refusal)
+    assert refused.plan[0].request.percentage == 50
+
+
+def test_overwrite_env_alone_converts_with_an_empty_plan() -> None:
+    policy = policy_from_mapping({"nvidia": {"overwriteEnv": True}}).policy
+    decision = translate_pod({"spec": {"containers": [{"name": "cpu"}]}}, policy)
+    assert isinstance(decision, Converted) and decision.patch
+    assert decision.plan == () and decision.resources == [] and decision.templates == []
+    assert decision.shares_a_gpu is False and decision.init_claims_held is False
