@@ -10,13 +10,13 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+from hami_dra_webhook.admission.translation_cache import TranslationCache
 from hami_dra_webhook.cluster.state import ClusterState
 from hami_dra_webhook.cluster.template_store import TemplateStore, TemplateUnavailable
 from hami_dra_webhook.core import review
 from hami_dra_webhook.core.decision import Converted, Decision, Refusal, Unchanged
 from hami_dra_webhook.core.policy import Policy
 from hami_dra_webhook.core.reapply import strip_reapplied
-from hami_dra_webhook.core.translate import translate_pod
 from hami_dra_webhook.core.types import JsonObject
 
 CAPACITY_HELP = (
@@ -65,6 +65,7 @@ class PodMutator:
     store: TemplateStore
     cluster: ClusterState | None = None
     budget: float = 5.0
+    cache: TranslationCache = field(default_factory=TranslationCache)
     _with_sizes: dict[tuple[int, ...], Policy] = field(default_factory=dict, repr=False)
 
     async def mutate(self, request: review.AdmissionRequest) -> MutationRecord:
@@ -93,7 +94,7 @@ class PodMutator:
                 )
                 record.answer = review.encode(request.uid, reapplied)
             return record
-        decision = translate_pod(pod, self._effective_policy(), namespace)
+        decision = self.cache.decide(pod, self._effective_policy(), namespace)
         record.outcome = decision.outcome
         if isinstance(decision, Converted):
             record.resources = decision.resources

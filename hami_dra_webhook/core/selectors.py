@@ -49,21 +49,21 @@ def ascii_upper(value: str) -> str:
 _ASCII_UPPER = str.maketrans("abcdefghijklmnopqrstuvwxyz", "ABCDEFGHIJKLMNOPQRSTUVWXYZ")
 
 
-_SELECTOR_ANNOTATIONS = (USE_UUID, NOUSE_UUID, USE_TYPE, NOUSE_TYPE, VGPU_MODE, *_NOT_HONOURED)
+SELECTOR_ANNOTATIONS = (USE_UUID, NOUSE_UUID, USE_TYPE, NOUSE_TYPE, VGPU_MODE, *_NOT_HONOURED)
 
 
 def device_filter(annotations: dict[str, Any], policy: Policy) -> DeviceFilter:
     """Selectors and warnings from the pod's annotations (cached: replicas repeat them)."""
-    relevant = tuple(annotations.get(key) for key in _SELECTOR_ANNOTATIONS)
+    relevant = tuple(annotations.get(key) for key in SELECTOR_ANNOTATIONS)
     try:
         return _device_filter(relevant, policy)
     except TypeError:  # an unhashable annotation value (not a string): not worth caching
-        return _build_filter(dict(zip(_SELECTOR_ANNOTATIONS, relevant, strict=True)), policy)
+        return _build_filter(dict(zip(SELECTOR_ANNOTATIONS, relevant, strict=True)), policy)
 
 
 @functools.lru_cache(maxsize=1024)
 def _device_filter(relevant: tuple[Any, ...], policy: Policy) -> DeviceFilter:
-    return _build_filter(dict(zip(_SELECTOR_ANNOTATIONS, relevant, strict=True)), policy)
+    return _build_filter(dict(zip(SELECTOR_ANNOTATIONS, relevant, strict=True)), policy)
 
 
 def _build_filter(annotations: dict[str, Any], policy: Policy) -> DeviceFilter:

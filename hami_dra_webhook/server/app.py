@@ -53,7 +53,9 @@ def _json(document: Any, status: int = 200) -> Response:
     return Response(orjson.dumps(document), status_code=status, media_type=JSON)
 
 
-def create_app(parts: Parts) -> FastAPI:
+def create_app(parts: Parts) -> Dispatch:
+    """The HTTPS app: POST /mutate (and /bare) answered before any router; the rest (probes,
+    metrics, 404s, lifespan) by FastAPI."""
     settings, metrics = parts.settings, parts.metrics
     admission_log = AdmissionLog(settings.log_format == "json")
 
@@ -104,20 +106,47 @@ def create_app(parts: Parts) -> FastAPI:
         metrics.rejected("too_large" if status == 413 else "read_timeout")
 
     limit, timeout = settings.max_body_bytes, settings.request_read_timeout
-    app.router.routes.append(
-        Route("/mutate", BodyEndpoint(mutate, limit, timeout, rejected), methods=["POST"])
-    )
+    posts: dict[str, Any] = {"/mutate": BodyEndpoint(mutate, limit, timeout, rejected)}
     if settings.bare_endpoint:
 
         async def bare(body: bytes) -> tuple[int, bytes]:
             return 200, b'{"ok":true}'
 
-        app.router.routes.append(
-            Route("/bare", BodyEndpoint(bare, limit, timeout, rejected), methods=["POST"])
-        )
+        posts["/bare"] = BodyEndpoint(bare, limit, timeout, rejected)
 
     _add_operations(app, parts)
-    return app
+    return Dispatch(posts, app)
+
+
+class Dispatch:
+    """The hot path off the framework: a POST to one of `posts` goes straight to its endpoint
+    (a dict lookup instead of the router's regex match, middleware stack and request objects:
+    about 35 us a request); everything else goes to `fallback`."""
+
+    def __init__(self, posts: dict[str, Any], fallback: Any) -> None:
+        self.posts, self.fallback = posts, fallback
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            endpoint = self.posts.get(scope["path"])
+            if endpoint is not None:
+                if scope["method"] == "POST":
+                    await endpoint(scope, receive, send)
+                    return
+                await _method_not_allowed(send)
+                return
+        await self.fallback(scope, receive, send)
+
+
+async def _method_not_allowed(send: Any) -> None:
+    body = b'{"message":"use POST"}'
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+        (b"allow", b"POST"),
+    ]
+    await send({"type": "http.response.start", "status": 405, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
 
 
 def create_ops_app(parts: Parts) -> Starlette:

@@ -1,0 +1,71 @@
+"""Decisions already made: pods of one ReplicaSet are identical in everything the translation
+reads, so the second and later ones need no translation at all.
+
+The key is the pod's view (`core.pod_view`: exactly what the translation reads), serialized,
+with the namespace; the policy in use owns the cache (a new policy empties it). Bounded in
+bytes (keys and decisions), least recently used first out; an entry bigger than
+`max_entry_bytes` is not kept, so no request can fill it with one pod.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Any
+
+import orjson
+
+from hami_dra_webhook.core.decision import Converted, Decision, Refusal
+from hami_dra_webhook.core.pod_view import pod_view
+from hami_dra_webhook.core.policy import Policy
+from hami_dra_webhook.core.translate import translate_pod
+
+Key = tuple[str, bytes]
+
+
+class TranslationCache:
+    def __init__(self, max_bytes: int = 16 << 20, max_entry_bytes: int = 256 << 10) -> None:
+        self.max_bytes, self.max_entry_bytes = max_bytes, max_entry_bytes
+        self._entries: OrderedDict[Key, tuple[Decision, int]] = OrderedDict()
+        self._policy: Policy | None = None
+        self.bytes = 0
+        self.hits = self.misses = 0
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def decide(self, pod: Any, policy: Policy, namespace: str) -> Decision:
+        """What `translate_pod(pod, policy, namespace)` decides, from the cache when known."""
+        if policy is not self._policy:
+            self._entries.clear()
+            self.bytes = 0
+            self._policy = policy
+        view = pod_view(pod)
+        try:
+            key = (namespace, orjson.dumps(view))
+        except orjson.JSONEncodeError:  # e.g. an integer beyond 64 bits: decide, do not keep
+            return translate_pod(view, policy, namespace)
+        found = self._entries.get(key)
+        if found is not None:
+            self._entries.move_to_end(key)
+            self.hits += 1
+            return found[0]
+        self.misses += 1
+        decision = translate_pod(view, policy, namespace)
+        size = len(namespace) + len(key[1]) + _size(decision)
+        if size <= self.max_entry_bytes:
+            self._entries[key] = (decision, size)
+            self.bytes += size
+            while self.bytes > self.max_bytes:
+                _, (_, dropped) = self._entries.popitem(last=False)
+                self.bytes -= dropped
+        return decision
+
+
+def _size(decision: Decision) -> int:
+    """About what a decision holds, in bytes (its JSON)."""
+    size = sum(len(w) for w in decision.warnings) + 256
+    if isinstance(decision, Converted):
+        size += len(orjson.dumps(decision.patch)) + len(orjson.dumps(decision.templates))
+    elif isinstance(decision, Refusal):
+        size += len(decision.message)
+    return size

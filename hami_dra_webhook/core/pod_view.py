@@ -1,0 +1,64 @@
+"""The part of a pod the translation reads, and nothing else.
+
+`translate_pod(pod_view(pod))` decides exactly as `translate_pod(pod)` (a property test checks
+it over generated pods), and its patch applies to the whole pod: container positions and every
+map the patch adds to or removes from are kept. So the view, serialized, is an exact cache key:
+pods with the same view get the same decision, and pods that differ in anything the translation
+reads have different views. Pods of one ReplicaSet have the same view.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hami_dra_webhook.core.selectors import SELECTOR_ANNOTATIONS
+
+CONTAINER_LISTS = ("initContainers", "containers")
+SPEC_FIELDS = ("nodeName", "schedulerName", "runtimeClassName", "resourceClaims")
+CONTAINER_FIELDS = ("name", "resources", "env", "securityContext")
+
+
+def pod_view(pod: Any) -> Any:
+    """The pod reduced to what the translation reads; anything not a map stays as it is (the
+    translation refuses or ignores it the same way)."""
+    if not isinstance(pod, dict):
+        return pod
+    view: dict[str, Any] = {}
+    if "metadata" in pod:
+        view["metadata"] = _metadata(pod["metadata"])
+    if "spec" in pod:
+        view["spec"] = _spec(pod["spec"])
+    return view
+
+
+def _metadata(metadata: Any) -> Any:
+    if not isinstance(metadata, dict):
+        return metadata
+    view: dict[str, Any] = {}
+    if "labels" in metadata:
+        view["labels"] = metadata["labels"]
+    if "annotations" in metadata:
+        annotations = metadata["annotations"]
+        view["annotations"] = (
+            {key: annotations[key] for key in SELECTOR_ANNOTATIONS if key in annotations}
+            if isinstance(annotations, dict)
+            else annotations
+        )
+    return view
+
+
+def _spec(spec: Any) -> Any:
+    if not isinstance(spec, dict):
+        return spec
+    view = {key: spec[key] for key in SPEC_FIELDS if key in spec}
+    for list_name in CONTAINER_LISTS:
+        if list_name in spec:
+            items = spec[list_name]
+            view[list_name] = [_container(c) for c in items] if isinstance(items, list) else items
+    return view
+
+
+def _container(container: Any) -> Any:
+    if not isinstance(container, dict):
+        return container
+    return {key: container[key] for key in CONTAINER_FIELDS if key in container}

@@ -1,0 +1,186 @@
+"""The pod view is exactly what the translation reads, so it is an exact cache key; the cache
+answers repeated pods without translating and stays within its bounds."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from hami_dra_webhook.admission.translation_cache import TranslationCache
+from hami_dra_webhook.core.decision import Converted
+from hami_dra_webhook.core.pod_view import pod_view
+from hami_dra_webhook.core.policy import DEFAULT_POLICY, Policy, policy_from_mapping
+from hami_dra_webhook.core.translate import translate_pod
+from tests.support.strategies import pods, policies
+
+SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers(-5, 5) | st.text(max_size=4),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+FIELD = st.sampled_from(
+    ["name", "resources", "env", "securityContext", "image", "args", "claims", "limits"]
+)
+
+
+@st.composite
+def odd_pods(draw: st.DrawFn) -> Any:
+    """Pods of any shape: maps where maps belong, or anything else, at every level read."""
+    container = st.one_of(
+        JSON,
+        st.dictionaries(FIELD, JSON | st.just({"limits": {"nvidia.com/gpu": "1"}}), max_size=4),
+    )
+    spec = st.one_of(
+        JSON,
+        st.fixed_dictionaries(
+            {},
+            optional={
+                "containers": st.lists(container, max_size=3) | JSON,
+                "initContainers": st.lists(container, max_size=2),
+                "nodeName": JSON,
+                "schedulerName": st.sampled_from(["hami-scheduler", "volcano"]) | JSON,
+                "resourceClaims": JSON,
+                "runtimeClassName": JSON,
+                "hostNetwork": JSON,
+            },
+        ),
+    )
+    metadata = st.one_of(
+        JSON,
+        st.fixed_dictionaries(
+            {},
+            optional={
+                "labels": JSON | st.just({"hami.io/webhook": "ignore"}),
+                "annotations": JSON | st.just({"nvidia.com/use-gputype": "A100", "x": "y"}),
+                "name": JSON,
+            },
+        ),
+    )
+    return draw(st.fixed_dictionaries({}, optional={"metadata": metadata, "spec": spec}) | JSON)
+
+
+@SETTINGS
+@given(pod=pods(), policy=policies())
+def test_the_view_decides_exactly_as_the_pod(pod: dict[str, Any], policy: Policy) -> None:
+    assert translate_pod(pod_view(pod), policy, "team-a") == translate_pod(pod, policy, "team-a")
+
+
+@SETTINGS
+@given(pod=odd_pods())
+def test_the_view_decides_exactly_as_the_pod_of_any_shape(pod: Any) -> None:
+    original = copy.deepcopy(pod)
+    assert translate_pod(pod_view(pod), DEFAULT_POLICY, "ns") == translate_pod(
+        pod, DEFAULT_POLICY, "ns"
+    )
+    assert pod == original, "the view does not change the pod"
+
+
+@SETTINGS
+@given(pod=pods(), policy=policies())
+def test_a_cached_decision_is_the_pods_own(pod: dict[str, Any], policy: Policy) -> None:
+    """Whatever entry a pod hits, the decision is the one its own translation gives."""
+    cache = TranslationCache()
+    first = cache.decide(pod, policy, "team-a")
+    twin = copy.deepcopy(pod)
+    if "metadata" in twin:  # (a pod without metadata gets it added: that is read)
+        twin["metadata"]["generateName"] = "other-"
+    for container in twin["spec"]["containers"]:
+        container["image"] = "elsewhere"  # not read by the translation
+    second = cache.decide(twin, policy, "team-a")
+    assert second is first and cache.hits == 1
+    assert second == translate_pod(twin, policy, "team-a")
+
+
+def gpu_pod(**limits: str) -> dict[str, Any]:
+    resources = {"limits": {"nvidia.com/gpu": "1", **limits}}
+    return {
+        "metadata": {"generateName": "rs-", "labels": {"app": "a"}, "annotations": {"x": "1"}},
+        "spec": {"containers": [{"name": "c", "image": "i", "resources": resources}]},
+    }
+
+
+def test_every_field_the_translation_reads_is_in_the_key() -> None:
+    """Two pods that differ in any field the translation reads never share an entry."""
+    base = gpu_pod(**{"nvidia.com/gpumem": "1000"})
+    variants = []
+    for change in (
+        lambda p: p["spec"]["containers"][0]["resources"]["limits"].update(
+            {"nvidia.com/gpumem": "2000"}
+        ),
+        lambda p: p["spec"]["containers"][0].update(name="d"),
+        lambda p: p["spec"]["containers"][0].update(env=[{"name": "A", "value": "1"}]),
+        lambda p: p["spec"]["containers"][0].update(securityContext={"privileged": True}),
+        lambda p: p["spec"].update(nodeName="n1"),
+        lambda p: p["spec"].update(schedulerName="hami-scheduler"),
+        lambda p: p["spec"].update(runtimeClassName="nvidia"),
+        lambda p: p["spec"].update(resourceClaims=[{"name": "x", "resourceClaimName": "y"}]),
+        lambda p: p["spec"].update(initContainers=[{"name": "i"}]),
+        lambda p: p["metadata"]["labels"].update({"hami.io/webhook": "ignore"}),
+        lambda p: p["metadata"]["annotations"].update({"nvidia.com/use-gputype": "A100"}),
+        lambda p: p["metadata"]["annotations"].update({"hami.io/gpu-scheduler-policy": "spread"}),
+    ):
+        variant = copy.deepcopy(base)
+        change(variant)
+        variants.append(variant)
+    cache = TranslationCache()
+    decisions = [cache.decide(p, DEFAULT_POLICY, "ns") for p in [base, *variants]]
+    assert cache.hits == 0 and len(cache) == len(variants) + 1
+    for pod, decision in zip([base, *variants], decisions, strict=True):
+        assert decision == translate_pod(pod, DEFAULT_POLICY, "ns")
+    assert cache.decide(base, DEFAULT_POLICY, "other-ns") is not decisions[0]
+
+
+def test_what_the_translation_does_not_read_hits() -> None:
+    cache = TranslationCache()
+    first = cache.decide(gpu_pod(), DEFAULT_POLICY, "ns")
+    other = gpu_pod()
+    other["metadata"].update(generateName="rs2-", uid="u", annotations={"y": "2"})
+    other["spec"]["containers"][0].update(image="j", args=["--x"], ports=[{"containerPort": 1}])
+    other["spec"].update(nodeSelector={"gpu": "true"}, tolerations=[])
+    assert cache.decide(other, DEFAULT_POLICY, "ns") is first and cache.hits == 1
+
+
+def test_a_new_policy_empties_the_cache() -> None:
+    cache = TranslationCache()
+    cache.decide(gpu_pod(), DEFAULT_POLICY, "ns")
+    other = policy_from_mapping({"nvidia": {"defaultCores": 10}}).policy
+    decision = cache.decide(gpu_pod(**{"nvidia.com/gpumem": "100"}), other, "ns")
+    assert len(cache) == 1 and cache.hits == 0
+    assert isinstance(decision, Converted)
+    assert decision.plan[0].share is not None and decision.plan[0].share.cores == 10
+
+
+def test_the_cache_is_bounded_in_bytes() -> None:
+    cache = TranslationCache(max_bytes=40_000, max_entry_bytes=20_000)
+    for memory in range(1, 200):
+        cache.decide(gpu_pod(**{"nvidia.com/gpumem": str(memory)}), DEFAULT_POLICY, "ns")
+        assert cache.bytes <= 40_000
+    assert 0 < len(cache) < 199
+    # The newest entries stay; the oldest went first.
+    cache.hits = 0
+    cache.decide(gpu_pod(**{"nvidia.com/gpumem": "199"}), DEFAULT_POLICY, "ns")
+    assert cache.hits == 1
+    cache.decide(gpu_pod(**{"nvidia.com/gpumem": "1"}), DEFAULT_POLICY, "ns")
+    assert cache.hits == 1
+    # One pod cannot take it over: an entry over max_entry_bytes is decided, not kept.
+    huge = gpu_pod()
+    huge["spec"]["containers"][0]["env"] = [
+        {"name": f"V{i}", "value": "x" * 100} for i in range(300)
+    ]
+    before = (len(cache), cache.bytes)
+    assert isinstance(cache.decide(huge, DEFAULT_POLICY, "ns"), Converted)
+    assert (len(cache), cache.bytes) == before
+
+
+def test_unserializable_views_are_decided_not_kept() -> None:
+    cache = TranslationCache()
+    pod = gpu_pod()
+    pod["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpumem"] = 2**70
+    assert cache.decide(pod, DEFAULT_POLICY, "ns") == translate_pod(pod, DEFAULT_POLICY, "ns")
+    assert len(cache) == 0
