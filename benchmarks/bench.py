@@ -139,7 +139,9 @@ def go_peer(folder: Path, port: int) -> Iterator[subprocess.Popen[bytes]]:
         yield process
 
 
-def wrk(url: str, concurrency: int, duration: float, bodies: list[Path]) -> dict[str, float]:
+def wrk(
+    url: str, concurrency: int, duration: float, bodies: list[Path], unique: bool = False
+) -> dict[str, float]:
     command = [
         "taskset",
         "-c",
@@ -153,6 +155,7 @@ def wrk(url: str, concurrency: int, duration: float, bodies: list[Path]) -> dict
         str(LUA),
         url,
         "--",
+        *(["--unique"] if unique else []),
         *map(str, bodies),
     ]
     output = subprocess.run(command, capture_output=True, text=True, check=True).stdout
@@ -250,6 +253,13 @@ def main() -> None:
                 )
                 rows.append(
                     (
+                        "webhook, unique pods",
+                        concurrency,
+                        wrk("https://127.0.0.1:18443/mutate", concurrency, duration, bodies, True),
+                    )
+                )
+                rows.append(
+                    (
                         "same process /bare",
                         concurrency,
                         wrk("https://127.0.0.1:18443/bare", concurrency, duration, bodies),
@@ -283,8 +293,10 @@ def main() -> None:
     by = {(name, c): r for name, c, r in rows}
     for concurrency in CONCURRENCY:
         ours = by[("webhook /mutate", concurrency)]["rps"]
+        unique = by[("webhook, unique pods", concurrency)]["rps"]
+        go = by[("Go peer /mutate", concurrency)]["rps"]
         print(
-            f"c={concurrency}: webhook/bare {ours / by[('same process /bare', concurrency)]['rps']:.2f}, webhook/Go peer {ours / by[('Go peer /mutate', concurrency)]['rps']:.2f}"
+            f"c={concurrency}: webhook/bare {ours / by[('same process /bare', concurrency)]['rps']:.2f}, webhook/Go peer {ours / go:.2f} (repeating pods), {unique / go:.2f} (unique pods)"
         )
     print(
         f"webhook at a steady 100 req/s ({steady['requests']:.0f} requests, Python client):"
