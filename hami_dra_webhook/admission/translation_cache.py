@@ -5,7 +5,7 @@ The key is the pod's view (`core.pod_view`: exactly what the translation reads),
 with the namespace; the policy in use owns the cache (a new policy empties it). Bounded in
 bytes (keys and decisions, as Python holds them), least recently used first out; an entry
 bigger than `max_entry_bytes` is not kept, so no request can fill it with one pod. The default,
-16 MiB, holds about 650 decisions for the benchmark's pods (40 environment variables each) and
+8 MiB, holds about 320 decisions for the benchmark's pods (40 environment variables each) and
 thousands for small pods: far more distinct pod templates than a cluster creates at once.
 """
 
@@ -25,7 +25,7 @@ Key = tuple[str, bytes]
 
 
 class TranslationCache:
-    def __init__(self, max_bytes: int = 16 << 20, max_entry_bytes: int = 256 << 10) -> None:
+    def __init__(self, max_bytes: int = 8 << 20, max_entry_bytes: int = 256 << 10) -> None:
         self.max_bytes, self.max_entry_bytes = max_bytes, max_entry_bytes
         self._entries: OrderedDict[Key, tuple[Decision, int]] = OrderedDict()
         self._policy: Policy | None = None
