@@ -125,6 +125,7 @@ async def _serve_with(settings: Any, policy: Any, metrics: Any, cleanup: list[Pa
     import uvicorn
 
     from hami_dra_webhook.admission.mutator import PodMutator
+    from hami_dra_webhook.admission.translation_cache import TranslationCache
     from hami_dra_webhook.cluster.template_store import OfflineTemplateStore
     from hami_dra_webhook.server.app import Parts, create_app
     from hami_dra_webhook.server.tls import ReloadingTLS
@@ -143,6 +144,7 @@ async def _serve_with(settings: Any, policy: Any, metrics: Any, cleanup: list[Pa
         store=store if store is not None else OfflineTemplateStore(),
         cluster=cluster,
         budget=settings.admission_budget,
+        cache=TranslationCache(max_bytes=settings.translation_cache_bytes),
     )
     if api is None:
         log.warning("no cluster configured: running offline, templates are logged, not created")

@@ -58,6 +58,7 @@ def create_app(parts: Parts) -> Dispatch:
     metrics, 404s, lifespan) by FastAPI."""
     settings, metrics = parts.settings, parts.metrics
     admission_log = AdmissionLog(settings.log_format == "json")
+    metrics.watch_translation_cache(parts.mutator.cache)
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:

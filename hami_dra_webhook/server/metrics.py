@@ -16,6 +16,7 @@ from prometheus_client import (
     PlatformCollector,
     ProcessCollector,
 )
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from hami_dra_webhook.cluster.state import ClusterState
 
@@ -92,6 +93,10 @@ class Metrics:
         for reason in REJECTIONS:  # every series present from the start, at 0
             self._rejections[reason].inc(0)
 
+    def watch_translation_cache(self, cache: Any) -> None:
+        """Its hits, misses and size, read at scrape time (nothing on the hot path)."""
+        self.registry.register(_CacheCollector(cache))
+
     def rejected(self, reason: str) -> None:
         self._rejections[reason].inc()
 
@@ -125,3 +130,22 @@ class Metrics:
 
     def api_error(self, status: int) -> None:
         self.api_errors.labels(str(status)).inc()
+
+
+class _CacheCollector:
+    def __init__(self, cache: Any) -> None:
+        self.cache = cache
+
+    def collect(self) -> Any:
+        lookups = CounterMetricFamily(
+            "hami_dra_translation_cache",
+            "Translation cache lookups (a hit answers a pod without translating it)",
+            labels=["result"],
+        )
+        lookups.add_metric(["hit"], self.cache.hits)
+        lookups.add_metric(["miss"], self.cache.misses)
+        size = GaugeMetricFamily(
+            "hami_dra_translation_cache_bytes", "Memory held by the translation cache"
+        )
+        size.add_metric([], self.cache.bytes)
+        return [lookups, size]

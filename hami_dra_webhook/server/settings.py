@@ -72,6 +72,11 @@ class Settings(BaseSettings):
         ge=1,
         description="connections and requests at once on the HTTPS port; past it: 503",
     )
+    translation_cache_bytes: int = Field(
+        8 << 20,
+        ge=0,
+        description="memory for decisions already made (pods of one ReplicaSet are alike); 0: none",
+    )
     bare_endpoint: bool = Field(
         False, description="serve POST /bare (reads the body, fixed answer): for benchmarks"
     )
