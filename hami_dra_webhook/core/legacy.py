@@ -10,6 +10,8 @@ from hami_dra_webhook.core.quantity import QuantityError, parse_plain_integer
 from hami_dra_webhook.core.types import ContainerRef, Refused
 
 MAX_CLAIM_DEVICES = 32
+# A capacity request is a Kubernetes quantity: at most 2^63 - 1 bytes.
+MAX_MEMORY_MIB = (2**63 - 1) // 2**20
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,6 +161,13 @@ def resolve_share(
         share_percentage = percentage if percentage < 100 else None
     elif nvidia.default_memory:
         memory_mib = nvidia.default_memory
+    if memory_mib is not None and memory_mib > MAX_MEMORY_MIB:
+        raise Refused(
+            f"{ref.label}: {memory_mib} MiB of GPU memory ({nvidia.resource_memory_name} times"
+            f" memoryFactor {nvidia.memory_factor}, or defaultMemory) is more than a Kubernetes"
+            f" quantity holds ({MAX_MEMORY_MIB} MiB); no device could ever be allocated",
+            code=422,
+        )
     return GpuShare(count=count, memory_mib=memory_mib, percentage=share_percentage, cores=cores)
 
 

@@ -20,11 +20,11 @@ def strip_reapplied(new: Any, old: Any, policy: Policy) -> list[patch.PatchOp]:
     names = policy.legacy_resource_names
     ops: list[patch.PatchOp] = []
     for list_name in ("initContainers", "containers"):
-        before = {c.get("name"): c for c in old_spec.get(list_name) or [] if isinstance(c, dict)}
-        for index, container in enumerate(spec.get(list_name) or []):
+        before = {_name(c): c for c in _items(old_spec, list_name) if isinstance(c, dict)}
+        for index, container in enumerate(_items(spec, list_name)):
             if not isinstance(container, dict):
                 continue
-            old_limits, old_requests = resource_maps(before.get(container.get("name"), {}))
+            old_limits, old_requests = resource_maps(before.get(_name(container), {}))
             limits, requests = resource_maps(container)
             for map_name, values, old_values in (
                 ("limits", limits, old_limits),
@@ -37,6 +37,17 @@ def strip_reapplied(new: Any, old: Any, policy: Policy) -> list[patch.PatchOp]:
                 else:
                     ops += [patch.remove(patch.pointer(*base, key)) for key in extra]
     return ops
+
+
+def _items(spec: dict[str, Any], list_name: str) -> list[Any]:
+    """A container list; anything else (kube-apiserver's validation refuses it) as none."""
+    items = spec.get(list_name)
+    return items if isinstance(items, list) else []
+
+
+def _name(container: dict[str, Any]) -> str | None:
+    name = container.get("name")
+    return name if isinstance(name, str) else None
 
 
 def _spec(pod: Any) -> dict[str, Any]:

@@ -179,3 +179,25 @@ def test_warnings_are_whole_in_the_decision_and_cut_to_120_characters_on_the_wir
         for w, whole in zip(sent, result.warnings, strict=True)
         if len(whole) > 120
     )
+
+
+@pytest.mark.parametrize(
+    ("config", "memory", "refused"),
+    [
+        ({"memoryFactor": 4096}, "2147483647", False),  # 8 EiB - 4 MiB: still a quantity
+        ({"memoryFactor": 4097}, "2147483647", True),
+        ({"memoryFactor": 2**40}, "2", False),
+        ({"memoryFactor": 2**42}, "2", True),
+        ({"defaultMemory": 2**43 - 1}, None, False),
+        ({"defaultMemory": 2**43}, None, True),
+    ],
+)
+def test_memory_beyond_a_kubernetes_quantity_is_refused(
+    config: dict[str, int], memory: str | None, refused: bool
+) -> None:
+    limits = {G: "1"} | ({M: memory} if memory else {})
+    pod = {"spec": {"containers": [{"name": "c", "resources": {"limits": limits}}]}}
+    result = translate_pod(pod, policy_from_mapping({"nvidia": config}).policy)
+    assert (result.outcome == "refused") is refused
+    if refused:
+        assert result.code == 422 and "more than a Kubernetes quantity holds" in result.message
