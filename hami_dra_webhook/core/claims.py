@@ -166,10 +166,21 @@ def claim_name(container_name: object, taken: set[str]) -> str:
     """A DNS label for the pod's resourceClaims entry, unique among `taken`, from the container."""
     base = _NOT_DNS_LABEL.sub("-", str(container_name).lower()).strip("-") or "container"
     base = f"{base[: DNS_LABEL_MAX - 4].rstrip('-')}-gpu"
-    candidate, serial = base, 1
+    candidate, serial = base, taken.serials.get(base, 1) if isinstance(taken, Taken) else 1
     while candidate in taken:
         serial += 1
         suffix = f"-{serial}"
         candidate = base[: DNS_LABEL_MAX - len(suffix)].rstrip("-") + suffix
+    if isinstance(taken, Taken):
+        taken.serials[base] = serial  # the next container of this base starts here: linear
     taken.add(candidate)
     return candidate
+
+
+class Taken(set[str]):
+    """Claim names in use, and per base name the serial reached, so that naming many
+    containers whose names reduce to one base takes linear time, not quadratic."""
+
+    def __init__(self, names: set[str] | None = None) -> None:
+        super().__init__(names or ())
+        self.serials: dict[str, int] = {}

@@ -6,7 +6,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from hami_dra_webhook.core import patch
-from hami_dra_webhook.core.claims import DRA_LABEL, claim_name, claim_template, legacy_record
+from hami_dra_webhook.core.claims import (
+    DRA_LABEL,
+    Taken,
+    claim_name,
+    claim_template,
+    legacy_record,
+)
 from hami_dra_webhook.core.decision import (
     EXCLUSIVE_CORES_NOTE,
     INIT_CLAIMS_HELD,
@@ -220,6 +226,7 @@ def _check_pod(
     gpus: list[_GpuContainer],
     policy: Policy,
 ) -> None:
+    _check_unique_names(every)
     if policy.webhook.refuse_privileged:
         for ref, container in every:
             context = container.get("securityContext") if isinstance(container, dict) else None
@@ -239,13 +246,32 @@ def _check_pod(
         )
 
 
+def _check_unique_names(every: list[tuple[ContainerRef, Any]]) -> None:
+    """kube-apiserver refuses a pod whose containers share a name, but only after mutating
+    admission: refuse it here, before naming claims after them."""
+    seen: set[str] = set()
+    for _, container in every:
+        name = container.get("name") if isinstance(container, dict) else None
+        if not isinstance(name, str):
+            continue  # not a container, or no name: kube-apiserver's validation says so
+        if name in seen:
+            raise Refused(
+                f'more than one container is named "{name}"; kube-apiserver refuses such a'
+                " pod: give every container (init containers included) a name of its own",
+                code=422,
+            )
+        seen.add(name)
+
+
 def _existing_claim_names(spec: JsonObject) -> set[str]:
     claims = spec.get("resourceClaims")
     if claims is None:
-        return set()
+        return Taken()
     if not isinstance(claims, list):
         raise Refused("spec.resourceClaims is not a list", code=400)
-    return {c["name"] for c in claims if isinstance(c, dict) and isinstance(c.get("name"), str)}
+    return Taken(
+        {c["name"] for c in claims if isinstance(c, dict) and isinstance(c.get("name"), str)}
+    )
 
 
 def _strip_ops(gpu: _GpuContainer) -> list[patch.PatchOp]:

@@ -201,3 +201,34 @@ def test_memory_beyond_a_kubernetes_quantity_is_refused(
     assert (result.outcome == "refused") is refused
     if refused:
         assert result.code == 422 and "more than a Kubernetes quantity holds" in result.message
+
+
+def test_containers_sharing_a_name_are_refused() -> None:
+    gpu = {"resources": {"limits": {G: "1"}}}
+    pod = {
+        "spec": {
+            "initContainers": [{"name": "x", **gpu}],
+            "containers": [{"name": "y", **gpu}, {"name": "x"}],
+        }
+    }
+    result = translate_pod(pod, policy_from_mapping({}).policy)
+    assert result.outcome == "refused" and result.code == 422
+    assert 'more than one container is named "x"' in result.message
+
+
+def test_claim_naming_is_linear_in_the_containers() -> None:
+    """Names that all reduce to one claim base ("a", "a_", "a__", ...) are named in linear
+    time: each container's name is found with a bounded number of lookups."""
+    from hami_dra_webhook.core.claims import Taken, claim_name
+
+    class Counting(Taken):
+        lookups = 0
+
+        def __contains__(self, name: object) -> bool:
+            Counting.lookups += 1
+            return super().__contains__(name)
+
+    taken = Counting()
+    names = [claim_name("a" + "_" * i, taken) for i in range(2000)]
+    assert len(set(names)) == 2000 and names[:3] == ["a-gpu", "a-gpu-2", "a-gpu-3"]
+    assert Counting.lookups <= 2 * 2000
