@@ -12,6 +12,8 @@ import asyncio
 import logging
 import os
 import ssl
+import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 from hami_dra_webhook.certs.pki import not_after
@@ -35,6 +37,9 @@ def check_key_permissions(key_file: Path) -> None:
         )
 
 
+EXPIRY_WARNING = 7 * 86400  # seconds before expiry when it is logged
+
+
 class ReloadingTLS:
     def __init__(self, cert_file: Path, key_file: Path, min_version: str = "1.3") -> None:
         self.cert_file, self.key_file = cert_file, key_file
@@ -44,6 +49,8 @@ class ReloadingTLS:
         self._current = self._load()
         self.expires_at = not_after(cert_file.read_bytes())
         self.reloads = 0
+        self._logged = ""  # "soon" or "expired": what was logged for this certificate
+        self.check_expiry(time.time())
         # The context uvicorn listens with; it hands each handshake to the current one.
         self.context = self._current
         self.context.sni_callback = self._pick_context
@@ -92,10 +99,33 @@ class ReloadingTLS:
             return False
         self._current, self._stamp, self.expires_at = fresh, stamp, expires_at
         self.reloads += 1
+        self._logged = ""
         log.info("loaded rotated certificate %s", self.cert_file)
+        self.check_expiry(time.time())
         return True
+
+    def check_expiry(self, now: float) -> bool:
+        """Log once when the certificate expires within a week and once when it has expired;
+        True when expired (then /readyz fails too)."""
+        left = self.expires_at - now
+        state = "expired" if left <= 0 else ("soon" if left <= EXPIRY_WARNING else "")
+        if state and state != self._logged:
+            self._logged = state
+            when = datetime.fromtimestamp(self.expires_at, UTC).isoformat()
+            if state == "expired":
+                log.error(
+                    "the serving certificate %s expired at %s: kube-apiserver refuses this"
+                    " webhook; rotate it", self.cert_file, when, extra={"expires": when},
+                )  # fmt: skip
+            else:
+                log.warning(
+                    "the serving certificate %s expires at %s, in %.1f days; rotate it",
+                    self.cert_file, when, left / 86400, extra={"expires": when},
+                )  # fmt: skip
+        return state == "expired"
 
     async def watch(self, interval: float) -> None:
         while True:
             await asyncio.sleep(interval)
             self.reload_if_changed()
+            self.check_expiry(time.time())

@@ -416,3 +416,25 @@ def test_the_selector_limit_message_is_exact() -> None:
 def test_resource_maps_of_what_is_not_a_container() -> None:
     assert resource_maps("x") == ({}, {})
     assert resource_maps({"resources": "x"}) == ({}, {})
+
+
+def test_reapplied_keys_are_matched_to_the_old_container_by_name() -> None:
+    """Two containers: only the one whose old self lacked the key loses it."""
+    gpu = {"limits": {"nvidia.com/gpu": "1"}}
+    old = {"spec": {"containers": [{"name": "a", "resources": gpu}, {"name": "b"}]}}
+    new = {
+        "spec": {"containers": [{"name": "a", "resources": gpu}, {"name": "b", "resources": gpu}]}
+    }
+    assert strip_reapplied(new, old, DEFAULT_POLICY) == [
+        {"op": "remove", "path": "/spec/containers/1/resources/limits"}
+    ]
+    assert strip_reapplied(old, old, DEFAULT_POLICY) == []
+
+
+def test_reapply_reads_only_string_names() -> None:
+    gpu = {"limits": {"nvidia.com/gpu": "1"}}
+    old = {"spec": {"containers": [{"name": ["a"], "resources": gpu}]}}
+    new = {"spec": {"containers": [{"name": ["a"], "resources": gpu}], "initContainers": 3}}
+    # Names that are not strings (unhashable here) are read as no name, and no name matches
+    # no name: nothing re-applied, and no crash.
+    assert strip_reapplied(new, old, DEFAULT_POLICY) == []

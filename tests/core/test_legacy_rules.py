@@ -214,6 +214,10 @@ def test_containers_sharing_a_name_are_refused() -> None:
     result = translate_pod(pod, policy_from_mapping({}).policy)
     assert result.outcome == "refused" and result.code == 422
     assert 'more than one container is named "x"' in result.message
+    # A nameless or non-map container first does not end the check.
+    odd = {"spec": {"containers": [{"name": 5}, "x", {"name": "y", **gpu}, {"name": "y"}]}}
+    refused = translate_pod(odd, policy_from_mapping({}).policy)
+    assert refused.outcome == "refused" and 'named "y"' in refused.message
 
 
 def test_claim_naming_is_linear_in_the_containers() -> None:

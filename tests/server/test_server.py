@@ -268,7 +268,9 @@ def test_tls_minimum_version_is_enforced(webhook: Webhook, tmp_path: Path) -> No
         lenient.stop()
 
 
-def test_an_expired_certificate_makes_readyz_fail_with_the_reason(tmp_path: Path) -> None:
+def test_an_expired_certificate_makes_readyz_fail_with_the_reason(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     from hami_dra_webhook.admission.mutator import PodMutator
     from hami_dra_webhook.certs.pki import issue, write
     from hami_dra_webhook.cluster.template_store import OfflineTemplateStore
@@ -284,6 +286,14 @@ def test_an_expired_certificate_makes_readyz_fail_with_the_reason(tmp_path: Path
     assert _readiness(parts, now=tls.expires_at - 60)["ready"] is True
     expired = _readiness(parts, now=tls.expires_at + 1)
     assert expired["ready"] is False and expired["certificates"].startswith("expired at ")
+    # Logged: once when it expires within a week (this one, at start), once when expired.
+    soon = [r for r in caplog.records if "expires at" in r.getMessage()]
+    assert len(soon) == 1 and soon[0].levelname == "WARNING"
+    assert tls.check_expiry(tls.expires_at - 60) is False
+    assert tls.check_expiry(tls.expires_at + 1) is True
+    assert tls.check_expiry(tls.expires_at + 2) is True
+    gone = [r for r in caplog.records if "expired at" in r.getMessage()]
+    assert len(gone) == 1 and gone[0].levelname == "ERROR"
 
 
 def test_text_logs_cannot_be_forged_by_a_pod_name(kube: Cluster, tmp_path: Path) -> None:
