@@ -7,62 +7,15 @@ import copy
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 from hami_dra_webhook.admission.translation_cache import TranslationCache
 from hami_dra_webhook.core.decision import Converted
 from hami_dra_webhook.core.pod_view import pod_view
 from hami_dra_webhook.core.policy import DEFAULT_POLICY, Policy, policy_from_mapping
 from hami_dra_webhook.core.translate import translate_pod
-from tests.support.strategies import pods, policies
+from tests.support.strategies import odd_pods, pods, policies
 
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-JSON = st.recursive(
-    st.none() | st.booleans() | st.integers(-5, 5) | st.text(max_size=4),
-    lambda inner: (
-        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3)
-    ),
-    max_leaves=8,
-)
-FIELD = st.sampled_from(
-    ["name", "resources", "env", "securityContext", "image", "args", "claims", "limits"]
-)
-
-
-@st.composite
-def odd_pods(draw: st.DrawFn) -> Any:
-    """Pods of any shape: maps where maps belong, or anything else, at every level read."""
-    container = st.one_of(
-        JSON,
-        st.dictionaries(FIELD, JSON | st.just({"limits": {"nvidia.com/gpu": "1"}}), max_size=4),
-    )
-    spec = st.one_of(
-        JSON,
-        st.fixed_dictionaries(
-            {},
-            optional={
-                "containers": st.lists(container, max_size=3) | JSON,
-                "initContainers": st.lists(container, max_size=2),
-                "nodeName": JSON,
-                "schedulerName": st.sampled_from(["hami-scheduler", "volcano"]) | JSON,
-                "resourceClaims": JSON,
-                "runtimeClassName": JSON,
-                "hostNetwork": JSON,
-            },
-        ),
-    )
-    metadata = st.one_of(
-        JSON,
-        st.fixed_dictionaries(
-            {},
-            optional={
-                "labels": JSON | st.just({"hami.io/webhook": "ignore"}),
-                "annotations": JSON | st.just({"nvidia.com/use-gputype": "A100", "x": "y"}),
-                "name": JSON,
-            },
-        ),
-    )
-    return draw(st.fixed_dictionaries({}, optional={"metadata": metadata, "spec": spec}) | JSON)
 
 
 @SETTINGS

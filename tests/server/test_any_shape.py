@@ -15,7 +15,7 @@ from hami_dra_webhook.admission.mutator import PodMutator
 from hami_dra_webhook.cluster.template_store import OfflineTemplateStore
 from hami_dra_webhook.core.policy import DEFAULT_POLICY
 from hami_dra_webhook.core.review import parse_review
-from tests.core.test_translation_cache import odd_pods
+from tests.support.strategies import odd_pods
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])

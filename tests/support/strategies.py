@@ -222,3 +222,51 @@ def valid_policies() -> st.SearchStrategy[Policy]:
         ),
         st.sampled_from([["80Gi"], ["80Gi", "40Gi", "16Gi"]]),
     )
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers(-5, 5) | st.text(max_size=4),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+FIELD = st.sampled_from(
+    ["name", "resources", "env", "securityContext", "image", "args", "claims", "limits"]
+)
+
+
+@st.composite
+def odd_pods(draw: st.DrawFn) -> Any:
+    """Pods of any shape: maps where maps belong, or anything else, at every level read."""
+    container = st.one_of(
+        JSON,
+        st.dictionaries(FIELD, JSON | st.just({"limits": {"nvidia.com/gpu": "1"}}), max_size=4),
+    )
+    spec = st.one_of(
+        JSON,
+        st.fixed_dictionaries(
+            {},
+            optional={
+                "containers": st.lists(container, max_size=3) | JSON,
+                "initContainers": st.lists(container, max_size=2),
+                "nodeName": JSON,
+                "schedulerName": st.sampled_from(["hami-scheduler", "volcano"]) | JSON,
+                "resourceClaims": JSON,
+                "runtimeClassName": JSON,
+                "hostNetwork": JSON,
+            },
+        ),
+    )
+    metadata = st.one_of(
+        JSON,
+        st.fixed_dictionaries(
+            {},
+            optional={
+                "labels": JSON | st.just({"hami.io/webhook": "ignore"}),
+                "annotations": JSON | st.just({"nvidia.com/use-gputype": "A100", "x": "y"}),
+                "name": JSON,
+            },
+        ),
+    )
+    return draw(st.fixed_dictionaries({}, optional={"metadata": metadata, "spec": spec}) | JSON)
