@@ -7,6 +7,7 @@ Every answer is encoded once, by `review.encode`.
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass, field
 
@@ -24,6 +25,8 @@ CAPACITY_HELP = (
     " whole GPUs; enable the DRAConsumableCapacity feature gate (default on from 1.36)"
 )
 REAPPLIED = "legacy GPU resources re-applied to a converted pod were dropped"
+# A namespace name is a DNS label (RFC 1123), as kube-apiserver validates it.
+_NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 INTERNAL_ERROR = "internal error in hami-dra-webhook; see its log"
 
 
@@ -93,6 +96,18 @@ class PodMutator:
                     patch=ops, templates=[], plan=(), warnings=[REAPPLIED], resources=[]
                 )
                 record.answer = review.encode(request.uid, reapplied)
+            return record
+        if not _NAMESPACE.fullmatch(namespace):
+            # It names the API path templates are written to: never used unless it is a name.
+            refusal = Refusal(
+                code=400,
+                message=f"the namespace {namespace[:80]!r} is not a Kubernetes namespace name"
+                " (lower-case letters, digits and '-', at most 63)",
+                warnings=[],
+                reason="bad-namespace",
+            )
+            record.outcome = refusal.outcome
+            record.answer = review.encode(request.uid, refusal)
             return record
         decision = self.cache.decide(pod, self._effective_policy(), namespace)
         record.outcome = decision.outcome

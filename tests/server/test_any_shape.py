@@ -8,6 +8,7 @@ import asyncio
 import json
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -50,3 +51,42 @@ def test_an_update_with_containers_of_the_wrong_type_is_answered() -> None:
     parsed = parse_review(json.dumps(review).encode()).request
     record = asyncio.run(PodMutator(DEFAULT_POLICY, OfflineTemplateStore()).mutate(parsed))
     assert record.answer["response"] == {"uid": "u", "allowed": True}
+
+
+@pytest.mark.parametrize(
+    "namespace",
+    ["../kube-system", "kube-system/resourceclaimtemplates", "Team-A", "-a", "a" * 64, "a b"],
+)
+def test_a_namespace_that_is_no_name_is_refused_before_any_use(namespace: str) -> None:
+    """It would go into the API path the templates are written to (finding 11 of the
+    hostile-callers issue): refused, and nothing is written (the store is not called)."""
+    calls: list[str] = []
+
+    class Recording(OfflineTemplateStore):
+        async def ensure(self, namespace: str, *args: Any, **kwargs: Any) -> list[str]:
+            calls.append(namespace)
+            return []
+
+    pod = {
+        "spec": {"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}
+    }
+    request = {
+        "uid": "u",
+        "kind": {"group": "", "version": "v1", "kind": "Pod"},
+        "operation": "CREATE",
+        "namespace": namespace,
+        "object": pod,
+    }
+    review = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
+    parsed = parse_review(json.dumps(review).encode()).request
+    record = asyncio.run(PodMutator(DEFAULT_POLICY, Recording()).mutate(parsed))
+    response = record.answer["response"]
+    assert response["allowed"] is False and response["status"]["code"] == 400
+    assert "is not a Kubernetes namespace name" in response["status"]["message"]
+    assert calls == []
+    fine = {**request, "namespace": "team-a-1"}
+    parsed = parse_review(json.dumps({**review, "request": fine}).encode()).request
+    assert (
+        asyncio.run(PodMutator(DEFAULT_POLICY, Recording()).mutate(parsed)).outcome == "converted"
+    )
+    assert calls == ["team-a-1"]
