@@ -28,6 +28,8 @@ REAPPLIED = "legacy GPU resources re-applied to a converted pod were dropped"
 # A namespace name is a DNS label (RFC 1123), as kube-apiserver validates it.
 _NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 INTERNAL_ERROR = "internal error in hami-dra-webhook; see its log"
+_UNCHANGED = Unchanged(warnings=[])
+_ALLOWED: review.ReviewAnswer = review.encode("", _UNCHANGED)
 
 
 @dataclass
@@ -77,7 +79,7 @@ class PodMutator:
         metadata = metadata if isinstance(metadata, dict) else {}
         namespace = _namespace(request, metadata)
         record = MutationRecord(
-            answer=review.encode(request.uid, Unchanged(warnings=[])),
+            answer=_ALLOWED,  # replaced below by the one encoded answer, unless unchanged
             operation=request.operation,
             outcome="unchanged",
             namespace=namespace,
@@ -87,16 +89,29 @@ class PodMutator:
             resource=request.resource_name,
             dry_run=request.dry_run,
         )
+        decision, warnings, audit = await self._decide(request, pod, namespace, record)
+        record.outcome = decision.outcome
+        record.answer = review.encode(request.uid, decision, warnings=warnings, audit=audit)
+        return record
+
+    async def _decide(
+        self,
+        request: review.AdmissionRequest,
+        pod: JsonObject,
+        namespace: str,
+        record: MutationRecord,
+    ) -> tuple[Decision, list[str], dict[str, str] | None]:
+        """The decision for this request, the cluster's warnings and the audit annotations."""
         if not request.is_pod or request.operation not in ("CREATE", "UPDATE"):
-            return record
+            return _UNCHANGED, [], None
         if request.operation == "UPDATE":
             ops = strip_reapplied(pod, request.old_object, self.policy)
-            if ops:
-                reapplied = Converted(
-                    patch=ops, templates=[], plan=(), warnings=[REAPPLIED], resources=[]
-                )
-                record.answer = review.encode(request.uid, reapplied)
-            return record
+            if not ops:
+                return _UNCHANGED, [], None
+            reapplied = Converted(
+                patch=ops, templates=[], plan=(), warnings=[REAPPLIED], resources=[]
+            )
+            return reapplied, [], None
         if not _NAMESPACE.fullmatch(namespace):
             # It names the API path templates are written to: never used unless it is a name.
             refusal = Refusal(
@@ -106,27 +121,19 @@ class PodMutator:
                 warnings=[],
                 reason="bad-namespace",
             )
-            record.outcome = refusal.outcome
-            record.answer = review.encode(request.uid, refusal)
-            return record
+            return refusal, [], None
         decision = self.cache.decide(pod, self._effective_policy(), namespace)
-        record.outcome = decision.outcome
-        if isinstance(decision, Converted):
-            record.resources = decision.resources
-            record.templates = [t["metadata"]["name"] for t in decision.templates]
-            decision, warnings = await self._cluster_side(request, namespace, decision)
-            record.outcome = decision.outcome
-            audit = (
-                {"outcome": "converted", "templates": ",".join(record.templates) or "none"}
-                if isinstance(decision, Converted)
-                else None
-            )
-            record.answer = review.encode(request.uid, decision, warnings=warnings, audit=audit)
-        elif isinstance(decision, Refusal):
-            record.answer = review.encode(request.uid, decision, audit={"outcome": "refused"})
-        else:
-            record.answer = review.encode(request.uid, decision)
-        return record
+        if isinstance(decision, Refusal):
+            return decision, [], {"outcome": "refused"}
+        if not isinstance(decision, Converted):
+            return decision, [], None
+        record.resources = decision.resources
+        record.templates = [t["metadata"]["name"] for t in decision.templates]
+        final, warnings = await self._cluster_side(request, namespace, decision)
+        if not isinstance(final, Converted):
+            return final, warnings, None
+        audit = {"outcome": "converted", "templates": ",".join(record.templates) or "none"}
+        return final, warnings, audit
 
     async def _cluster_side(
         self, request: review.AdmissionRequest, namespace: str, decision: Converted

@@ -162,17 +162,16 @@ def _per_size(
     return {"firstAvailable": alternatives}
 
 
-def claim_name(container_name: object, taken: set[str]) -> str:
+def claim_name(container_name: object, taken: Taken) -> str:
     """A DNS label for the pod's resourceClaims entry, unique among `taken`, from the container."""
     base = _NOT_DNS_LABEL.sub("-", str(container_name).lower()).strip("-") or "container"
     base = f"{base[: DNS_LABEL_MAX - 4].rstrip('-')}-gpu"
-    candidate, serial = base, taken.serials.get(base, 1) if isinstance(taken, Taken) else 1
+    candidate, serial = base, taken.serials.get(base, 1)
     while candidate in taken:
         serial += 1
         suffix = f"-{serial}"
         candidate = base[: DNS_LABEL_MAX - len(suffix)].rstrip("-") + suffix
-    if isinstance(taken, Taken):
-        taken.serials[base] = serial  # the next container of this base starts here: linear
+    taken.serials[base] = serial  # the next container of this base starts here: linear
     taken.add(candidate)
     return candidate
 

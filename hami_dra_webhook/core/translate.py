@@ -263,7 +263,7 @@ def _check_unique_names(every: list[tuple[ContainerRef, Any]]) -> None:
         seen.add(name)
 
 
-def _existing_claim_names(spec: JsonObject) -> set[str]:
+def _existing_claim_names(spec: JsonObject) -> Taken:
     claims = spec.get("resourceClaims")
     if claims is None:
         return Taken()

@@ -243,7 +243,7 @@ def test_unknown_keys_are_reported_with_their_full_path() -> None:
 
 # -- translate ----------------------------------------------------------------------------------
 
-from hami_dra_webhook.core.claims import claim_name  # noqa: E402
+from hami_dra_webhook.core.claims import Taken, claim_name  # noqa: E402
 from hami_dra_webhook.core.decision import Unchanged  # noqa: E402
 from hami_dra_webhook.core.legacy import resource_maps  # noqa: E402
 from hami_dra_webhook.core.selectors import device_filter  # noqa: E402
@@ -372,11 +372,11 @@ def test_existing_claims_that_are_not_maps_are_kept() -> None:
 
 
 def test_claim_names_trim_dashes_where_they_cut() -> None:
-    assert claim_name("-Cuda_0-", set()) == "cuda-0-gpu"
+    assert claim_name("-Cuda_0-", Taken()) == "cuda-0-gpu"
     long = "a" * 58 + "-bbbb"  # cut after 59 characters: the dash at the cut goes
-    assert claim_name(long, set()) == "a" * 58 + "-gpu"
+    assert claim_name(long, Taken()) == "a" * 58 + "-gpu"
     base = "a" * 59 + "zz"  # the claim base is its first 59 characters plus -gpu: 63
-    taken: set[str] = set()
+    taken = Taken()
     names = [claim_name(base, taken) for _ in range(10)]
     assert names[0] == "a" * 59 + "-gpu"
     assert names[1] == "a" * 59 + "-g-2"

@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from hami_dra_webhook.core import cel, patch
-from hami_dra_webhook.core.claims import claim_name
+from hami_dra_webhook.core.claims import Taken, claim_name
 from hami_dra_webhook.core.quantity import (
     QuantityError,
     format_bytes,
@@ -150,7 +150,7 @@ def test_lone_surrogates_are_refused() -> None:
     ],
 )
 def test_claim_names_are_unique_dns_labels(name: str, taken: set[str], expected: str) -> None:
-    result = claim_name(name, set(taken))
+    result = claim_name(name, Taken(taken))
     assert result == expected
     assert DNS_LABEL.match(result)
 
