@@ -208,7 +208,7 @@ def _readiness(parts: Parts, now: float) -> dict[str, Any]:
     ready = parts.tls is not None
     if parts.tls is None:
         detail["certificates"] = "missing"
-    elif parts.tls.expires_at <= now:
+    elif parts.tls.check_expiry(now):  # the one test of expiry (it also logs it, once)
         expired = datetime.fromtimestamp(parts.tls.expires_at, UTC).isoformat()
         detail["certificates"] = f"expired at {expired}: kube-apiserver refuses this webhook"
         ready = False

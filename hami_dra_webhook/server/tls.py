@@ -38,6 +38,7 @@ def check_key_permissions(key_file: Path) -> None:
 
 
 EXPIRY_WARNING = 7 * 86400  # seconds before expiry when it is logged
+_RANK = {"": 0, "soon": 1, "expired": 2}
 
 
 class ReloadingTLS:
@@ -109,7 +110,7 @@ class ReloadingTLS:
         True when expired (then /readyz fails too)."""
         left = self.expires_at - now
         state = "expired" if left <= 0 else ("soon" if left <= EXPIRY_WARNING else "")
-        if state and state != self._logged:
+        if _RANK[state] > _RANK[self._logged]:  # each state logged once, never again lower
             self._logged = state
             when = datetime.fromtimestamp(self.expires_at, UTC).isoformat()
             if state == "expired":
