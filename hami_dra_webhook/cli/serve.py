@@ -122,12 +122,12 @@ async def _serve(settings: Any, policy: Any) -> int:
 
 
 async def _serve_with(settings: Any, policy: Any, metrics: Any, cleanup: list[Path]) -> int:
-    import uvicorn
-
     from hami_dra_webhook.admission.mutator import PodMutator
     from hami_dra_webhook.admission.translation_cache import TranslationCache
     from hami_dra_webhook.cluster.template_store import OfflineTemplateStore
     from hami_dra_webhook.server.app import Parts, create_app
+    from hami_dra_webhook.server.connections import ConnectionGuard
+    from hami_dra_webhook.server.listening import WebhookServer, guarded_config, limits_of
     from hami_dra_webhook.server.tls import ReloadingTLS
 
     api, cluster, store = await _cluster_parts(settings, metrics)
@@ -152,21 +152,23 @@ async def _serve_with(settings: Any, policy: Any, metrics: Any, cleanup: list[Pa
         settings=settings, mutator=mutator, metrics=metrics, tls=tls, api=api, cluster=cluster
     )
     app = create_app(parts)
-    config = uvicorn.Config(
+    guard = ConnectionGuard(limits_of(settings), metrics.rejected)
+    config = guarded_config(
         app,
-        host=settings.host,
-        port=settings.port,
-        ssl_context_factory=lambda _config, _default: tls.context,
-        http="httptools" if importlib.util.find_spec("httptools") else "h11",
+        settings.host,
+        settings.port,
+        guard,
+        tls=tls.context,
+        keep_alive=30,
+        graceful_shutdown=settings.graceful_shutdown,
         lifespan="on",
-        access_log=False,
-        log_config=None,
-        timeout_graceful_shutdown=int(settings.graceful_shutdown) or None,
-        server_header=False,
-        limit_concurrency=settings.max_concurrency,
-        timeout_keep_alive=30,
     )
-    server = uvicorn.Server(config)
+
+    def hangup() -> None:
+        changed = tls.reload_if_changed()
+        log.info("SIGHUP: certificate files %s", "reloaded" if changed else "unchanged")
+
+    server = WebhookServer(config, guard, parts.lifecycle, settings.drain_delay, hangup)
     ops, ops_socket = _ops_server(settings, parts) if settings.ops_port else (None, None)
     # Everything imported and built so far lives as long as the process: keep it out of the
     # cyclic collector's way, so that collections triggered by request garbage stay short.
@@ -230,27 +232,17 @@ def _ops_server(settings: Any, parts: Any) -> tuple[Any, socket.socket]:
     """The plain-HTTP operations port: a second uvicorn server on the same loop. It leaves the
     signals to the webhook's server and stops when that one has stopped. Its socket is bound
     here, so that a port in use is a start-up error with a message, not a traceback."""
-    import contextlib
-
-    import uvicorn
-
     from hami_dra_webhook.server.app import create_ops_app
+    from hami_dra_webhook.server.connections import ConnectionGuard, ConnectionLimits
+    from hami_dra_webhook.server.listening import OpsServer, guarded_config
 
-    class OpsServer(uvicorn.Server):
-        def capture_signals(self) -> Any:
-            return contextlib.nullcontext()
-
-    config = uvicorn.Config(
-        create_ops_app(parts),
-        host=settings.ops_host,
-        port=settings.ops_port,
-        http="h11",
-        lifespan="off",
-        access_log=False,
-        log_config=None,
-        server_header=False,
-        limit_concurrency=64,
-        timeout_keep_alive=5,
+    # Limits of its own: a flood of the webhook port cannot close the probes' connections.
+    guard = ConnectionGuard(
+        ConnectionLimits(max_connections=256, max_unproven=64, max_requests=64),
+        parts.metrics.rejected,
+    )
+    config = guarded_config(
+        create_ops_app(parts), settings.ops_host, settings.ops_port, guard, keep_alive=5
     )
     try:
         listening = socket.create_server((settings.ops_host, settings.ops_port))
@@ -259,7 +251,7 @@ def _ops_server(settings: Any, parts: Any) -> tuple[Any, socket.socket]:
             f"cannot listen on --ops-host {settings.ops_host} --ops-port {settings.ops_port}:"
             f" {error.strerror or error}; choose another port, or 0 for none"
         ) from error
-    return OpsServer(config), listening
+    return OpsServer(config, guard), listening
 
 
 async def _self_managed(api: Any, settings: Any) -> tuple[Path, Path, Any]:

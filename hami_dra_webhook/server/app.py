@@ -26,7 +26,8 @@ from hami_dra_webhook.cluster.gc import collect_garbage
 from hami_dra_webhook.cluster.state import ClusterState
 from hami_dra_webhook.core import review
 from hami_dra_webhook.kube.port import KubeApi
-from hami_dra_webhook.server.endpoint import BodyEndpoint, message
+from hami_dra_webhook.server.endpoint import BodyBudget, BodyEndpoint, message
+from hami_dra_webhook.server.listening import Lifecycle
 from hami_dra_webhook.server.logs import AdmissionLog
 from hami_dra_webhook.server.metrics import Metrics
 from hami_dra_webhook.server.settings import Settings
@@ -46,6 +47,7 @@ class Parts:
     tls: ReloadingTLS | None = None
     api: KubeApi | None = None
     cluster: ClusterState | None = None
+    lifecycle: Lifecycle = field(default_factory=Lifecycle)
     background: list[Callable[[], Coroutine[Any, Any, None]]] = field(default_factory=list)
 
 
@@ -104,19 +106,23 @@ def create_app(parts: Parts) -> Dispatch:
         return 200, orjson.dumps(result.answer)
 
     def rejected(status: int) -> None:
-        metrics.rejected("too_large" if status == 413 else "read_timeout")
+        metrics.rejected(_BODY_REJECTIONS.get(status, "read_timeout"))
 
     limit, timeout = settings.max_body_bytes, settings.request_read_timeout
-    posts: dict[str, Any] = {"/mutate": BodyEndpoint(mutate, limit, timeout, rejected)}
+    budget = BodyBudget(settings.max_bodies_bytes)
+    posts: dict[str, Any] = {"/mutate": BodyEndpoint(mutate, limit, timeout, rejected, budget)}
     if settings.bare_endpoint:
 
         async def bare(body: bytes) -> tuple[int, bytes]:
             return 200, b'{"ok":true}'
 
-        posts["/bare"] = BodyEndpoint(bare, limit, timeout, rejected)
+        posts["/bare"] = BodyEndpoint(bare, limit, timeout, rejected, budget)
 
     _add_operations(app, parts)
     return Dispatch(posts, app)
+
+
+_BODY_REJECTIONS = {413: "too_large", 408: "read_timeout", 503: "bodies_in_flight"}
 
 
 class Dispatch:
@@ -222,6 +228,9 @@ def _readiness(parts: Parts, now: float) -> dict[str, Any]:
         if parts.cluster.last_error:
             detail["lastError"] = parts.cluster.last_error
         ready = ready and parts.cluster.api_answered
+    if parts.lifecycle.draining:
+        detail["shutdown"] = "shutting down: draining before the listener closes"
+        ready = False
     detail["ready"] = ready
     return detail
 

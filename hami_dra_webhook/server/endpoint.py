@@ -1,6 +1,7 @@
-"""A plain ASGI endpoint for the hot path: the body is read with a size limit and a deadline,
-then handed to a function that returns the status and the JSON bytes. No Request or Response
-objects are built, which is most of what a framework costs per request."""
+"""A plain ASGI endpoint for the hot path: the body is read with a size limit, a deadline and a
+share of the bytes all bodies in flight may hold, then handed to a function that returns the
+status and the JSON bytes. No Request or Response objects are built, which is most of what a
+framework costs per request."""
 
 from __future__ import annotations
 
@@ -24,16 +25,59 @@ def message(status: int, text: str) -> tuple[int, bytes]:
     return status, orjson.dumps({"message": text})
 
 
+class BodyBudget:
+    """The bytes that request bodies may hold at once, together. Each request reads its first
+    `free_bytes` without asking (an AdmissionReview is a few KiB: those are never refused, and
+    the concurrency limit bounds them); beyond that it takes from the shared `max_bytes` and
+    gives back when answered. So many large bodies at once cannot take the memory the process
+    has, and a normal review is never refused because large ones are in flight."""
+
+    def __init__(self, max_bytes: int, free_bytes: int = 64 * 1024) -> None:
+        self.max_bytes, self.free_bytes = max_bytes, free_bytes
+        self.held = 0
+
+    def take(self, size: int) -> bool:
+        if self.held + size > self.max_bytes:
+            return False
+        self.held += size
+        return True
+
+    def give_back(self, size: int) -> None:
+        self.held -= size
+
+
+class _Charge:
+    """What one request took from the budget (given back however the request ends)."""
+
+    __slots__ = ("taken",)
+
+    def __init__(self) -> None:
+        self.taken = 0
+
+
 class BodyEndpoint:
     def __init__(
-        self, handler: Handler, limit: int, timeout: float, on_rejected: Callable[[int], None]
+        self,
+        handler: Handler,
+        limit: int,
+        timeout: float,
+        on_rejected: Callable[[int], None],
+        budget: BodyBudget | None = None,
     ) -> None:
         self.handler, self.limit, self.timeout = handler, limit, timeout
         self.on_rejected = on_rejected
+        self.budget = budget or BodyBudget(max_bytes=1 << 62)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        charge = _Charge()
         try:
-            body = await self._read(scope, receive)
+            await self._answer(scope, receive, send, charge)
+        finally:
+            self.budget.give_back(charge.taken)
+
+    async def _answer(self, scope: Scope, receive: Receive, send: Send, charge: _Charge) -> None:
+        try:
+            body = await self._read(scope, receive, charge)
         except ClientGone:
             return
         if isinstance(body, tuple):
@@ -53,11 +97,33 @@ class BodyEndpoint:
         )
         await send({"type": "http.response.body", "body": data})
 
-    async def _read(self, scope: Scope, receive: Receive) -> bytes | tuple[int, bytes]:
+    def _charge(self, charge: _Charge, size: int) -> bool:
+        """Take from the budget what `size` bytes of body need beyond the free share."""
+        wanted = size - self.budget.free_bytes - charge.taken
+        if wanted <= 0:
+            return True
+        if not self.budget.take(wanted):
+            return False
+        charge.taken += wanted
+        return True
+
+    def _busy(self) -> tuple[int, bytes]:
+        return message(
+            503,
+            f"request bodies in flight already hold {self.budget.held} of"
+            f" {self.budget.max_bytes} bytes; retry",
+        )
+
+    async def _read(
+        self, scope: Scope, receive: Receive, charge: _Charge
+    ) -> bytes | tuple[int, bytes]:
         too_big = message(413, f"the body is over {self.limit} bytes; AdmissionReviews are smaller")
         for name, value in scope["headers"]:
-            if name == b"content-length" and value.isdigit() and int(value) > self.limit:
-                return too_big
+            if name == b"content-length" and value.isdigit():
+                if int(value) > self.limit:
+                    return too_big
+                if not self._charge(charge, int(value)):
+                    return self._busy()
         # A plain timer instead of asyncio.timeout(): the same effect for a fraction of the cost.
         task = asyncio.current_task()
         assert task is not None
@@ -80,6 +146,8 @@ class BodyEndpoint:
                 size += len(chunk)
                 if size > self.limit:
                     return too_big
+                if not self._charge(charge, size):
+                    return self._busy()
                 chunks.append(chunk)
                 if not event.get("more_body", False):
                     break

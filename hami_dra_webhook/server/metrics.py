@@ -24,8 +24,23 @@ LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0
 CAPACITY_VALUES = {"unknown": -1, "dropped": 0, "effective": 1}
 OPERATIONS = frozenset({"CREATE", "UPDATE", "DELETE", "CONNECT"})
 OUTCOMES = ("converted", "unchanged", "refused", "error")
-# What the HTTP layer refuses before an admission starts: 400, 413, 408.
-REJECTIONS = ("malformed", "too_large", "read_timeout")
+# What the HTTP layer refuses or closes before an admission starts (server/connections.py).
+REJECTIONS = (
+    "malformed",  # 400: not an AdmissionReview
+    "too_large",  # 413: a body over --max-body-bytes
+    "read_timeout",  # 408: a body slower than --request-read-timeout
+    "bodies_in_flight",  # 503: bodies together over --max-bodies-bytes
+    "busy",  # 503: --max-concurrency requests already being answered
+    "malformed_http",  # 400: not HTTP/1.1
+    "head_too_large",  # 431: request line and headers over --max-head-bytes
+    "target_too_long",  # 414: a request target over --max-target-bytes
+    "head_timeout",  # closed: a request head slower than --head-timeout
+    "unproven_timeout",  # closed: no handshake and first request within --head-timeout
+    "unproven_pushed_out",  # closed: over --max-unproven-connections
+    "idle_pushed_out",  # closed: an idle connection, over --max-connections
+    "connections_full",  # refused: --max-connections, all in the middle of a request
+    "shutdown",  # closed on shutdown before sending a request
+)
 
 prometheus_client.disable_created_metrics()  # type: ignore[no-untyped-call]
 
@@ -44,8 +59,8 @@ class Metrics:
         )
         self.rejections = Counter(
             "hami_dra_http_rejections",
-            "Requests refused by the HTTP layer before any admission (malformed, too_large,"
-            " read_timeout)",
+            "Requests and connections refused or closed by the HTTP layer before any admission,"
+            " by reason",
             ["reason"],
             registry=r,
         )

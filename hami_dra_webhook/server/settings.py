@@ -68,9 +68,37 @@ class Settings(BaseSettings):
         10.0, gt=0, description="seconds a request body may take to arrive"
     )
     max_concurrency: int = Field(
-        1024,
+        1024, ge=1, description="requests being answered at once on the HTTPS port; past it: 503"
+    )
+    max_connections: int = Field(
+        2048,
         ge=1,
-        description="connections and requests at once on the HTTPS port; past it: 503",
+        description="open connections on a port; past it a new one pushes out the oldest that"
+        " has not sent a request, else the longest idle one",
+    )
+    max_unproven_connections: int = Field(
+        256,
+        ge=1,
+        description="connections that have not yet sent a first request (TLS handshake"
+        " included); past it a new one pushes out the oldest",
+    )
+    head_timeout: float = Field(
+        10.0,
+        gt=0,
+        description="seconds for a TLS handshake and first request head, and for each later"
+        " request head, to arrive",
+    )
+    max_head_bytes: int = Field(
+        32 * 1024, ge=1024, description="largest request line plus headers (bytes); past it: 431"
+    )
+    max_target_bytes: int = Field(
+        8 * 1024, ge=64, description="longest request target (bytes); past it: 414"
+    )
+    max_bodies_bytes: int = Field(
+        16 * 1024 * 1024,
+        gt=0,
+        description="bytes all request bodies in flight may hold together, beyond 64 KiB each;"
+        " past it: 503",
     )
     translation_cache_bytes: int = Field(
         8 << 20,
@@ -86,6 +114,12 @@ class Settings(BaseSettings):
     )
     graceful_shutdown: float = Field(
         15.0, ge=0, description="seconds in-flight requests get to finish on shutdown"
+    )
+    drain_delay: float = Field(
+        0.0,
+        ge=0,
+        description="seconds to keep serving after SIGTERM, while the pod leaves the Service's"
+        " endpoints (/readyz says shutting down)",
     )
     self_managed_certs: bool = Field(
         False,
@@ -127,6 +161,10 @@ class Settings(BaseSettings):
             raise ValueError(
                 "the template cache TTL must be well below the GC grace period"
                 " (at most a quarter): a cached template could otherwise be collected"
+            )
+        if self.max_bodies_bytes < self.max_body_bytes:
+            raise ValueError(
+                "--max-bodies-bytes must be at least --max-body-bytes: no body could be read"
             )
         if self.ops_port and self.ops_port == self.port and self.ops_host == self.host:
             raise ValueError("--ops-port must differ from --port")

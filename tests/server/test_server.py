@@ -116,7 +116,7 @@ def test_a_3_mib_pod_is_answered(webhook: Webhook) -> None:
     pod = gpu_pod()
     pod["metadata"]["annotations"] = {"example.com/blob": "x" * (3 * 1024 * 1024)}
     status, body = webhook.post(review(pod))
-    assert status == 200 and body["response"]["allowed"] is True
+    assert status == 200 and body["response"]["allowed"] is True, body
 
 
 def test_health_readiness_and_metrics(webhook: Webhook) -> None:

@@ -1,0 +1,146 @@
+"""Connection accounting for the listening ports: who holds a connection, and who loses it.
+
+A connection is *unproven* from the moment it is accepted (TLS handshake included) until the
+head of its first request is complete; then it is *proven*: *idle* between requests, or reading
+a head, or busy. What any caller who can reach the port could otherwise do, and what stops it:
+
+- connections that never finish a handshake or a first request (idle or half-sent): at most
+  `max_unproven` of them (a new one pushes the oldest out), each for at most `head_timeout`;
+- a head (request line and headers) that never ends: `head_timeout` from its first byte, and
+  at most `max_head_bytes`; a request target of at most `max_target_bytes`;
+- too many connections of any kind: at most `max_connections`; a new one first pushes out the
+  oldest unproven, then the longest idle proven one, and is refused only when every connection
+  is in the middle of a request.
+
+Proven connections (kube-apiserver's keep-alive pool) are never pushed out for unproven ones, so
+a flood of new connections cannot starve them, and requests (not connections) count toward the
+concurrency limit. One timer sweeps the deadlines twice a second; the hot path only moves a
+connection between dicts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+SWEEP_INTERVAL = 0.5
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionLimits:
+    max_connections: int = 2048
+    max_unproven: int = 256
+    head_timeout: float = 10.0
+    max_head_bytes: int = 32 * 1024
+    max_target_bytes: int = 8 * 1024
+    max_requests: int = 1024
+
+
+class Closable(Protocol):
+    def drop(self) -> None:
+        """Close the connection at once (it is being pushed out or timed out)."""
+        ...
+
+
+class ConnectionGuard:
+    """The accounting shared by every connection of one listening port."""
+
+    def __init__(
+        self,
+        limits: ConnectionLimits,
+        on_drop: Callable[[str], None] = lambda reason: None,
+        clock: Callable[[], float] | None = None,
+    ) -> None:
+        self.limits = limits
+        self._on_drop = on_drop
+        self._clock = clock
+        # Insertion-ordered: the first entry is the oldest. Values: when the state began.
+        self.unproven: dict[Closable, float] = {}
+        self.heads: dict[Closable, float] = {}
+        self.idle: dict[Closable, float] = {}
+        self.open = 0
+        self._sweeping: asyncio.TimerHandle | None = None
+
+    def _now(self) -> float:
+        if self._clock is not None:
+            return self._clock()
+        return asyncio.get_running_loop().time()
+
+    def accepted(self, connection: Closable) -> bool:
+        """A new connection; False when it must be closed at once (everything is busy)."""
+        limits = self.limits
+        if len(self.unproven) >= limits.max_unproven:
+            self._push_out(self.unproven, "unproven_pushed_out")
+        if self.open >= limits.max_connections:
+            if self.unproven:
+                self._push_out(self.unproven, "unproven_pushed_out")
+            elif self.idle:
+                self._push_out(self.idle, "idle_pushed_out")
+            else:
+                self._on_drop("connections_full")
+                return False
+        self.open += 1
+        self.unproven[connection] = self._now()
+        self._arm()
+        return True
+
+    def dropped(self, reason: str) -> None:
+        """Something the protocol refused or closed, counted under `reason`."""
+        self._on_drop(reason)
+
+    def drop_unproven(self) -> None:
+        """On shutdown: connections that never sent a request are not waited for."""
+        while self.unproven:
+            self._push_out(self.unproven, "shutdown")
+
+    def head_started(self, connection: Closable) -> None:
+        """A proven connection began a new request: its head must complete in time."""
+        if connection not in self.unproven:
+            self.idle.pop(connection, None)
+            self.heads[connection] = self._now()
+
+    def head_complete(self, connection: Closable) -> None:
+        if self.unproven.pop(connection, None) is None:
+            self.heads.pop(connection, None)
+
+    def became_idle(self, connection: Closable) -> None:
+        self.idle.pop(connection, None)  # re-inserted: the newest idle one comes last
+        self.idle[connection] = self._now()
+
+    def closed(self, connection: Closable) -> None:
+        """An accepted connection is gone (called once for each `accepted` that was True)."""
+        self.unproven.pop(connection, None)
+        self.heads.pop(connection, None)
+        self.idle.pop(connection, None)
+        self.open -= 1
+
+    def _push_out(self, table: dict[Closable, float], reason: str) -> None:
+        oldest = next(iter(table))
+        del table[oldest]
+        self._on_drop(reason)
+        oldest.drop()
+
+    def _arm(self) -> None:
+        if self._sweeping is None and self._clock is None:
+            loop = asyncio.get_running_loop()
+            self._sweeping = loop.call_later(SWEEP_INTERVAL, self._sweep_and_rearm)
+
+    def _sweep_and_rearm(self) -> None:
+        self._sweeping = None
+        self.sweep()
+        if self.unproven or self.heads:
+            self._arm()
+
+    def sweep(self) -> None:
+        """Drop every connection whose handshake, first request or head is overdue."""
+        cutoff = self._now() - self.limits.head_timeout
+        for table, reason in ((self.unproven, "unproven_timeout"), (self.heads, "head_timeout")):
+            while table:
+                oldest, since = next(iter(table.items()))
+                if since > cutoff:
+                    break
+                del table[oldest]
+                self._on_drop(reason)
+                oldest.drop()

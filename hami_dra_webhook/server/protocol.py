@@ -1,0 +1,225 @@
+"""uvicorn's httptools protocol, held to the limits of `connections.ConnectionGuard`.
+
+uvicorn enforces none of what a caller who can reach the port could abuse: no deadline for a
+TLS handshake or a first request (its keep-alive timer starts after a first response), no limit
+on a request target or on headers (httptools grows both without bound), and it counts idle
+connections toward its concurrency limit, so that idle ones starve working ones. This protocol
+adds each of them. TLS is started here (`loop.start_tls`) rather than by the listening server,
+so that a connection is counted from the moment it is accepted, handshake included.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+import httptools
+import orjson
+from uvicorn.protocols.http.flow_control import service_unavailable
+from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
+
+from hami_dra_webhook.server.connections import ConnectionGuard
+
+
+class _Refused(Exception):
+    """Raised inside a parser callback: the parser stops, the request is answered and closed."""
+
+    def __init__(self, status: int, text: str, reason: str) -> None:
+        super().__init__(text)
+        self.status, self.text, self.reason = status, text, reason
+
+
+def _step_now(
+    coroutine: Coroutine[Any, Any, Any],
+    done: Callable[[Any, BaseException | None], None],
+) -> None:
+    """Run `coroutine` as a task would, but its first step at once, in the caller's frame;
+    `done(result, error)` when it ends. Each later step runs when the future it awaits is
+    done (an awaited future re-raises its own error inside the coroutine)."""
+
+    def step(_: object = None) -> None:
+        try:
+            awaited = coroutine.send(None)
+        except StopIteration as finished:
+            done(finished.value, None)
+        except BaseException as error:  # handed to `done`, never lost
+            done(None, error)
+        else:
+            awaited._asyncio_future_blocking = False
+            awaited.add_done_callback(step)
+
+    step()
+
+
+class GuardedHttpProtocol(HttpToolsProtocol):
+    def __init__(
+        self,
+        config: Any,
+        server_state: Any,
+        app_state: dict[str, Any],
+        _loop: asyncio.AbstractEventLoop | None = None,
+        *,
+        guard: ConnectionGuard,
+        tls: ssl.SSLContext | None = None,
+    ) -> None:
+        super().__init__(config, server_state, app_state, _loop)
+        self.guard = guard
+        self._tls = tls
+        self._raw: asyncio.Transport | None = None
+        self._accepted = self._connected = False
+        self._head_open = True  # between the end of one request and the head of the next
+        self._head_bytes = 0  # bytes read while a head is open (a head that never ends)
+        self._target_bytes = self._header_bytes = 0  # of the head being parsed
+
+    # The connection's life: accepted, TLS, HTTP, gone.
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        self._raw = transport  # uvloop's transports are not asyncio.Transport subclasses
+        if not self.guard.accepted(self):
+            transport.abort()
+            return
+        self._accepted = True
+        if self._tls is None:
+            self._connect(transport)
+            return
+        handshake = self.loop.start_tls(
+            transport,
+            self,
+            self._tls,
+            server_side=True,
+            ssl_handshake_timeout=self.guard.limits.head_timeout,
+        )
+        # Its first step runs now, inside connection_made: uvloop starts reading as soon as
+        # connection_made returns (a pause_reading() here is not honoured), so the TLS
+        # protocol must own the transport by then, or the ClientHello would come here.
+        _step_now(handshake, self._handshake_done)
+
+    def _handshake_done(
+        self, secure: asyncio.Transport | None, error: BaseException | None
+    ) -> None:
+        if error is not None or secure is None or secure.is_closing():
+            # A failed, late or dropped handshake (start_tls has closed the transport).
+            if self._raw is not None:
+                self._raw.abort()
+            self._gone()
+            return
+        self._connect(secure)
+
+    def _connect(self, transport: asyncio.Transport) -> None:
+        self._connected = True
+        super().connection_made(transport)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._connected:
+            super().connection_lost(exc)
+        self._gone()
+
+    def _gone(self) -> None:
+        if self._accepted:
+            self._accepted = False
+            self.guard.closed(self)
+
+    def drop(self) -> None:
+        """Pushed out or overdue: closed at once, without a goodbye."""
+        if self._connected:
+            self.transport.abort()
+        elif self._raw is not None:
+            self._raw.abort()  # the handshake fails, and _handshake_done accounts for it
+
+    # Reading requests.
+
+    def data_received(self, data: bytes) -> None:
+        self._unset_keepalive_if_required()
+        if self._head_open:
+            self._head_bytes += len(data)
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            pass  # no upgrades are served; the request itself was answered as usual
+        except httptools.HttpParserError as error:
+            refused = error.__context__
+            if isinstance(refused, _Refused):
+                self._refuse(refused.status, refused.text, refused.reason)
+            else:
+                self._refuse(400, "invalid HTTP request", "malformed_http")
+            return
+        limit = self.guard.limits.max_head_bytes
+        if self._head_open and self._head_bytes > limit:
+            self._refuse(
+                431, f"the request line and headers are over {limit} bytes", "head_too_large"
+            )
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self._target_bytes = self._header_bytes = 0
+        self.guard.head_started(self)
+
+    def on_url(self, url: bytes) -> None:
+        self._target_bytes += len(url)
+        limit = self.guard.limits.max_target_bytes
+        if self._target_bytes > limit:
+            raise _Refused(414, f"the request target is over {limit} bytes", "target_too_long")
+        super().on_url(url)
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        # The whole head may come in one read together with a body: count it here too.
+        self._header_bytes += len(name) + len(value) + 4
+        limit = self.guard.limits.max_head_bytes
+        if self._header_bytes + self._target_bytes > limit:
+            raise _Refused(
+                431, f"the request line and headers are over {limit} bytes", "head_too_large"
+            )
+        super().on_header(name, value)
+
+    def on_headers_complete(self) -> None:
+        self._head_open, self._head_bytes = False, 0
+        self.guard.head_complete(self)
+        if len(self.tasks) < self.guard.limits.max_requests:
+            super().on_headers_complete()
+            return
+        self.guard.dropped("busy")
+        app, self.app = self.app, service_unavailable  # this one request only
+        try:
+            super().on_headers_complete()
+        finally:
+            self.app = app
+
+    def on_message_complete(self) -> None:
+        super().on_message_complete()
+        self._head_open, self._head_bytes = True, 0
+
+    def on_response_complete(self) -> None:
+        # Answered before its body was read to the end (a refusal, a GET with a body): the rest
+        # would hold the connection with no deadline, so it is closed instead.
+        unread = not self.pipeline and self.cycle is not None and self.cycle.more_body
+        waiting = bool(self.pipeline)
+        super().on_response_complete()
+        if self.transport.is_closing():
+            return
+        if unread:
+            self.transport.close()
+        elif not waiting:
+            self.guard.became_idle(self)
+
+    def _refuse(self, status: int, text: str, reason: str) -> None:
+        self.guard.dropped(reason)
+        if self.transport.is_closing():
+            return
+        if self.cycle is not None and not self.cycle.response_complete:
+            self.transport.abort()  # an answer is still being written: no second one
+            return
+        body = orjson.dumps({"message": text})
+        self.transport.write(
+            b"".join(
+                (
+                    STATUS_LINE[status],
+                    b"content-type: application/json\r\n",
+                    b"content-length: %d\r\n" % len(body),
+                    b"connection: close\r\n\r\n",
+                    body,
+                )
+            )
+        )
+        self.transport.close()
