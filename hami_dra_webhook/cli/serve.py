@@ -99,8 +99,10 @@ def _loop_factory() -> Any:
 
 
 async def _serve(settings: Any, policy: Any) -> int:
+    from hami_dra_webhook.server.memory import keep_large_blocks_apart
     from hami_dra_webhook.server.metrics import Metrics
 
+    keep_large_blocks_apart()
     metrics = Metrics()
     cleanup: list[Path] = []
 
@@ -127,6 +129,7 @@ async def _serve_with(settings: Any, policy: Any, metrics: Any, cleanup: list[Pa
     from hami_dra_webhook.cluster.template_store import OfflineTemplateStore
     from hami_dra_webhook.server.app import Parts, create_app
     from hami_dra_webhook.server.connections import ConnectionGuard
+    from hami_dra_webhook.server import memory
     from hami_dra_webhook.server.listening import WebhookServer, guarded_config, limits_of
     from hami_dra_webhook.server.tls import ReloadingTLS
 
@@ -152,7 +155,7 @@ async def _serve_with(settings: Any, policy: Any, metrics: Any, cleanup: list[Pa
         settings=settings, mutator=mutator, metrics=metrics, tls=tls, api=api, cluster=cluster
     )
     app = create_app(parts)
-    guard = ConnectionGuard(limits_of(settings), metrics.rejected)
+    guard = ConnectionGuard(limits_of(settings), metrics.rejected, on_many_closed=memory.trim)
     config = guarded_config(
         app,
         settings.host,

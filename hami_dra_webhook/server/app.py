@@ -26,6 +26,7 @@ from hami_dra_webhook.cluster.gc import collect_garbage
 from hami_dra_webhook.cluster.state import ClusterState
 from hami_dra_webhook.core import review
 from hami_dra_webhook.kube.port import KubeApi
+from hami_dra_webhook.server import memory
 from hami_dra_webhook.server.endpoint import BodyBudget, BodyEndpoint, message
 from hami_dra_webhook.server.listening import Lifecycle
 from hami_dra_webhook.server.logs import AdmissionLog
@@ -109,7 +110,7 @@ def create_app(parts: Parts) -> Dispatch:
         metrics.rejected(_BODY_REJECTIONS.get(status, "read_timeout"))
 
     limit, timeout = settings.max_body_bytes, settings.request_read_timeout
-    budget = BodyBudget(settings.max_bodies_bytes)
+    budget = BodyBudget(settings.max_bodies_bytes, on_drained=memory.trim)
     posts: dict[str, Any] = {"/mutate": BodyEndpoint(mutate, limit, timeout, rejected, budget)}
     if settings.bare_endpoint:
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 SWEEP_INTERVAL = 0.5
+TRIM_EVERY = 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,9 +53,14 @@ class ConnectionGuard:
         limits: ConnectionLimits,
         on_drop: Callable[[str], None] = lambda reason: None,
         clock: Callable[[], float] | None = None,
+        on_many_closed: Callable[[], None] = lambda: None,
     ) -> None:
         self.limits = limits
         self._on_drop = on_drop
+        # A burst of connections leaves its memory scattered over the heap: handed back
+        # (memory.trim) once every TRIM_EVERY closes.
+        self._on_many_closed = on_many_closed
+        self._closed_since = 0
         self._clock = clock
         # Insertion-ordered: the first entry is the oldest. Values: when the state began.
         self.unproven: dict[Closable, float] = {}
@@ -115,6 +121,10 @@ class ConnectionGuard:
         self.heads.pop(connection, None)
         self.idle.pop(connection, None)
         self.open -= 1
+        self._closed_since += 1
+        if self._closed_since >= TRIM_EVERY:
+            self._closed_since = 0
+            self._on_many_closed()
 
     def _push_out(self, table: dict[Closable, float], reason: str) -> None:
         oldest = next(iter(table))

@@ -32,9 +32,15 @@ class BodyBudget:
     gives back when answered. So many large bodies at once cannot take the memory the process
     has, and a normal review is never refused because large ones are in flight."""
 
-    def __init__(self, max_bytes: int, free_bytes: int = 64 * 1024) -> None:
+    def __init__(
+        self,
+        max_bytes: int,
+        free_bytes: int = 64 * 1024,
+        on_drained: Callable[[], None] = lambda: None,
+    ) -> None:
         self.max_bytes, self.free_bytes = max_bytes, free_bytes
         self.held = 0
+        self._on_drained = on_drained  # large bodies all answered: their memory can go back
 
     def take(self, size: int) -> bool:
         if self.held + size > self.max_bytes:
@@ -43,7 +49,10 @@ class BodyBudget:
         return True
 
     def give_back(self, size: int) -> None:
-        self.held -= size
+        if size:
+            self.held -= size
+            if self.held == 0:
+                self._on_drained()
 
 
 class _Charge:

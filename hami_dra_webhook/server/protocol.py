@@ -199,7 +199,7 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         if self.transport.is_closing():
             return
         if unread:
-            self.transport.close()
+            self._cut_off()
         elif not waiting:
             self.guard.became_idle(self)
 
@@ -222,4 +222,13 @@ class GuardedHttpProtocol(HttpToolsProtocol):
                 )
             )
         )
+        self._cut_off()
+
+    def _cut_off(self) -> None:
+        """Close after the answer, reading nothing more: not even decrypting it (a client that
+        keeps sending would otherwise cost a core), and abort after a second, since a TLS
+        close waits for the peer's."""
+        if self._raw is not None:
+            self._raw.pause_reading()
         self.transport.close()
+        self.loop.call_later(1.0, self.transport.abort)

@@ -1,0 +1,120 @@
+"""What the hostile-caller tests measure while they attack the real webhook process: its RSS,
+and the latency an established connection (kube-apiserver's keep-alive pool) sees meanwhile."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import ssl
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tests.support.reviews import gpu_pod, review
+from tests.support.webhook_process import Webhook
+
+
+def rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError(f"no VmRSS for {pid}")
+
+
+def warmed_baseline(webhook: Webhook, requests: int = 300) -> float:
+    """The server's RSS once its caches and pools hold what normal traffic puts there."""
+    connection = webhook.connection()
+    body = json.dumps(review(gpu_pod())).encode()
+    for _ in range(requests):
+        connection.request("POST", "/mutate", body=body)
+        connection.getresponse().read()
+    connection.close()
+    return rss_mib(webhook.process.pid)
+
+
+@dataclass
+class Established:
+    """One keep-alive connection sending admissions back to back, with each latency and
+    status kept, and the server's peak RSS sampled along the way. It runs in a process of its
+    own (`python -m tests.support.attack`), so that the attacking threads of the test do not
+    slow its measurements through the GIL."""
+
+    webhook: Webhook
+    pause: float = 0.005
+    latencies: list[float] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+    peak_rss: float = 0.0
+    _process: subprocess.Popen[bytes] | None = None
+
+    def __enter__(self) -> Established:
+        self._process = subprocess.Popen(
+            [
+                *(sys.executable, "-m", "tests.support.attack"),
+                *(str(self.webhook.port), str(self.webhook.ca_file)),
+                *(str(self.webhook.process.pid), str(self.pause)),
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+        )
+        assert self._process.stdout is not None
+        assert self._process.stdout.readline() == b"started\n"
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        assert self._process is not None
+        output, _ = self._process.communicate(b"", timeout=60)
+        result = json.loads(output.splitlines()[-1])
+        self.latencies, self.failures = result["latencies"], result["failures"]
+        self.peak_rss = result["peak_rss"]
+
+    def p99_ms(self) -> float:
+        ordered = sorted(self.latencies)
+        return ordered[int(len(ordered) * 0.99)] * 1000 if ordered else float("inf")
+
+
+def _probe(port: int, ca_file: str, pid: int, pause: float) -> None:
+    """The prober process: admissions on one connection until standard input closes."""
+    context = ssl.create_default_context(cafile=ca_file)
+    body = json.dumps(review(gpu_pod())).encode()
+    latencies: list[float] = []
+    failures: list[str] = []
+    peak = 0.0
+    stop = threading.Event()
+    threading.Thread(target=lambda: (sys.stdin.read(), stop.set()), daemon=True).start()
+    connection: http.client.HTTPSConnection | None = None
+    print("started", flush=True)
+    while not stop.is_set():
+        if connection is None:
+            connection = http.client.HTTPSConnection("localhost", port, context=context, timeout=10)
+        started = time.monotonic()
+        try:
+            connection.request("POST", "/mutate", body=body)
+            answer = connection.getresponse()
+            answer.read()
+            if answer.status != 200:
+                failures.append(f"status {answer.status}")
+        except OSError as error:  # the established connection was lost: a failure
+            failures.append(f"{type(error).__name__}: {error}")
+            connection.close()
+            connection = None
+        latencies.append(time.monotonic() - started)
+        peak = max(peak, rss_mib(pid))
+        time.sleep(pause)
+    print(json.dumps({"latencies": latencies, "failures": failures, "peak_rss": peak}))
+
+
+def settle(pid: int, target: float, seconds: float = 10.0) -> float:
+    """The RSS once it has fallen to `target` or `seconds` have passed."""
+    end = time.monotonic() + seconds
+    current = rss_mib(pid)
+    while current > target and time.monotonic() < end:
+        time.sleep(0.2)
+        current = rss_mib(pid)
+    return current
+
+
+if __name__ == "__main__":
+    _probe(int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), float(sys.argv[4]))
