@@ -127,9 +127,9 @@ async def _serve_with(settings: Any, policy: Any, metrics: Any, cleanup: list[Pa
     from hami_dra_webhook.admission.mutator import PodMutator
     from hami_dra_webhook.admission.translation_cache import TranslationCache
     from hami_dra_webhook.cluster.template_store import OfflineTemplateStore
+    from hami_dra_webhook.server import memory
     from hami_dra_webhook.server.app import Parts, create_app
     from hami_dra_webhook.server.connections import ConnectionGuard
-    from hami_dra_webhook.server import memory
     from hami_dra_webhook.server.listening import WebhookServer, guarded_config, limits_of
     from hami_dra_webhook.server.tls import ReloadingTLS
 
