@@ -20,6 +20,12 @@ GPU_SCHEDULER_POLICY = "hami.io/gpu-scheduler-policy"
 NODE_SCHEDULER_POLICY = "hami.io/node-scheduler-policy"
 HAMI_CORE_MODE = "hami-core"
 MAX_SELECTOR_LENGTH = 10 * 1024
+# Legacy values are short lists (a UUID is 40 characters, a type a few words): 4 KiB holds ~100
+# UUIDs. Longer ones are refused before anything is built or kept from them.
+MAX_ANNOTATION_VALUE = 4096
+# Filters are cached for annotation values this short in all (replicas repeat them); longer
+# ones are built each time, so that the cache holds at most ~1024 x (1 KiB + its selectors).
+_CACHED_VALUES_UP_TO = 1024
 
 _NOT_HONOURED = {
     NUMA_BIND: "NUMA binding is not honoured under DRA",
@@ -49,21 +55,46 @@ def ascii_upper(value: str) -> str:
 _ASCII_UPPER = str.maketrans("abcdefghijklmnopqrstuvwxyz", "ABCDEFGHIJKLMNOPQRSTUVWXYZ")
 
 
-SELECTOR_ANNOTATIONS = (USE_UUID, NOUSE_UUID, USE_TYPE, NOUSE_TYPE, VGPU_MODE, *_NOT_HONOURED)
+_VALUED = (USE_UUID, NOUSE_UUID, USE_TYPE, NOUSE_TYPE, VGPU_MODE)
+SELECTOR_ANNOTATIONS = (*_VALUED, *_NOT_HONOURED)
 
 
 def device_filter(annotations: dict[str, Any], policy: Policy) -> DeviceFilter:
     """Selectors and warnings from the pod's annotations (cached: replicas repeat them)."""
-    relevant = tuple(annotations.get(key) for key in SELECTOR_ANNOTATIONS)
-    try:
-        return _device_filter(relevant, policy)
-    except TypeError:  # an unhashable annotation value (not a string): not worth caching
-        return _build_filter(dict(zip(SELECTOR_ANNOTATIONS, relevant, strict=True)), policy)
+    values = tuple(annotations.get(key) for key in _VALUED)
+    size = 0
+    for key, value in zip(_VALUED, values, strict=True):
+        if isinstance(value, str):
+            if len(value) > MAX_ANNOTATION_VALUE:
+                raise Refused(
+                    f"annotation {key} is {len(value)} characters long; legacy values are short"
+                    f" UUID or type lists (at most {MAX_ANNOTATION_VALUE}): list fewer",
+                    code=422,
+                    reason="annotation-too-long",
+                )
+            size += len(value)
+    # Only whether they are set counts for the annotations DRA cannot honour, so that is all
+    # that is kept of them (their values may be megabytes).
+    present = tuple(annotations.get(key) is not None for key in _NOT_HONOURED)
+    relevant = (*values, *present)
+    if size <= _CACHED_VALUES_UP_TO:
+        try:
+            return _device_filter(relevant, policy)
+        except TypeError:  # an unhashable annotation value (not a string): not worth caching
+            pass
+    return _build_filter(_as_annotations(relevant), policy)
+
+
+def _as_annotations(relevant: tuple[Any, ...]) -> dict[str, Any]:
+    found = dict(zip(SELECTOR_ANNOTATIONS, relevant, strict=True))
+    for key in _NOT_HONOURED:
+        found[key] = True if found[key] else None
+    return found
 
 
 @functools.lru_cache(maxsize=1024)
 def _device_filter(relevant: tuple[Any, ...], policy: Policy) -> DeviceFilter:
-    return _build_filter(dict(zip(SELECTOR_ANNOTATIONS, relevant, strict=True)), policy)
+    return _build_filter(_as_annotations(relevant), policy)
 
 
 def _build_filter(annotations: dict[str, Any], policy: Policy) -> DeviceFilter:
@@ -112,7 +143,7 @@ def _unsupported(annotations: dict[str, Any]) -> list[str]:
     mode = annotations.get(VGPU_MODE)
     if mode is not None and (not isinstance(mode, str) or HAMI_CORE_MODE not in mode):
         raise Refused(
-            f"annotation {VGPU_MODE}={mode!s} asks for a GPU mode this DRA driver does not"
+            f"annotation {VGPU_MODE}={str(mode)[:80]} asks for a GPU mode this DRA driver does not"
             f" offer (only {HAMI_CORE_MODE}); add {HAMI_CORE_MODE} or remove the annotation",
             code=422,
         )

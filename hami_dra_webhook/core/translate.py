@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
 from hami_dra_webhook.core import patch
 from hami_dra_webhook.core.claims import (
     DRA_LABEL,
@@ -37,6 +39,10 @@ from hami_dra_webhook.core.selectors import device_filter
 from hami_dra_webhook.core.types import ContainerRef, JsonObject, Refused
 
 OPT_OUT_LABEL = "hami.io/webhook"
+# What one admission may write: a pod with more distinct GPU requests than this is not a
+# legacy manifest, and each template is created before the answer.
+MAX_TEMPLATES_PER_POD = 16
+MAX_TEMPLATE_BYTES_PER_POD = 256 * 1024
 DEFAULT_SCHEDULERS = (None, "", "default-scheduler")
 TASK_PRIORITY_ENV = "CUDA_TASK_PRIORITY"
 CORE_POLICY_ENV = "GPU_CORE_UTILIZATION_POLICY"
@@ -141,12 +147,35 @@ def _translate(
     used = {key for gpu in gpus for key in (*gpu.request.in_limits, *gpu.request.in_requests)}
     return Converted(
         patch=ops,
-        templates=list(templates.values()),
+        templates=_within_bounds(list(templates.values())),
         plan=tuple(plan),
         warnings=warnings,
         resources=[name for name in names if name in used],
         init_claims_held=init_claims_held,
     )
+
+
+def _within_bounds(templates: list[JsonObject]) -> list[JsonObject]:
+    """Bounds on what one admission may write to the cluster: templates are created before
+    the answer, by whoever may create a pod (or reach the webhook)."""
+    if len(templates) > MAX_TEMPLATES_PER_POD:
+        raise Refused(
+            f"the pod needs {len(templates)} ResourceClaimTemplates (one for each distinct GPU"
+            f" request); at most {MAX_TEMPLATES_PER_POD} are made for one pod: give its GPU"
+            " containers identical requests, or split the pod",
+            code=422,
+            reason="too-many-templates",
+        )
+    size = len(orjson.dumps(templates))
+    if size > MAX_TEMPLATE_BYTES_PER_POD:
+        raise Refused(
+            f"the pod's ResourceClaimTemplates would take {size} bytes; at most"
+            f" {MAX_TEMPLATE_BYTES_PER_POD} are written for one pod: list fewer GPU UUIDs or"
+            " types in its annotations",
+            code=422,
+            reason="templates-too-large",
+        )
+    return templates
 
 
 def _hide_ops(

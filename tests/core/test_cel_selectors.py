@@ -171,7 +171,9 @@ def test_the_10_kib_selector_limit_is_exact() -> None:
 
     assert MAX_SELECTOR_LENGTH == 10 * 1024
     base = len(device_filter({"nvidia.com/use-gpuuuid": "x"}, DEFAULT_POLICY).selectors[-1]) - 1
-    at_limit = "x" * (MAX_SELECTOR_LENGTH - base)
+    # A value itself is at most 4 KiB: escaped characters (6 bytes each) reach the limit.
+    escaped, plain = divmod(MAX_SELECTOR_LENGTH - base, 6)
+    at_limit = "\u00e9" * escaped + "x" * plain
     selector = device_filter({"nvidia.com/use-gpuuuid": at_limit}, DEFAULT_POLICY).selectors[-1]
     assert len(selector.encode()) == MAX_SELECTOR_LENGTH
     with pytest.raises(Refused) as raised:

@@ -1,0 +1,97 @@
+"""Issue 11, findings 7, 8 and 10 in the core: what a pod's annotations and containers may
+make the webhook keep in memory or write to the cluster is bounded, and what is over a bound
+is refused with a message before anything is written."""
+
+from __future__ import annotations
+
+import tracemalloc
+from typing import Any
+
+from hami_dra_webhook.core.decision import Converted, Refusal
+from hami_dra_webhook.core.policy import DEFAULT_POLICY
+from hami_dra_webhook.core.selectors import (
+    MAX_ANNOTATION_VALUE,
+    NUMA_BIND,
+    USE_TYPE,
+    USE_UUID,
+    device_filter,
+)
+from hami_dra_webhook.core.translate import (
+    MAX_TEMPLATE_BYTES_PER_POD,
+    MAX_TEMPLATES_PER_POD,
+    translate_pod,
+)
+
+
+def _pod(annotations: dict[str, str], containers: int = 1) -> dict[str, Any]:
+    return {
+        "metadata": {"name": "p", "annotations": annotations},
+        "spec": {
+            "containers": [
+                {
+                    "name": f"c{i}",
+                    "resources": {
+                        "limits": {"nvidia.com/gpu": "1", "nvidia.com/gpumem": str(1000 + i)}
+                    },
+                }
+                for i in range(containers)
+            ]
+        },
+    }
+
+
+def _growth(calls: int, annotations_of: Any) -> int:
+    """Bytes still held after `calls` filters of distinct annotations (their garbage gone)."""
+    device_filter({}, DEFAULT_POLICY)
+    tracemalloc.start()
+    before = tracemalloc.take_snapshot()
+    for index in range(calls):
+        device_filter(annotations_of(index), DEFAULT_POLICY)
+    after = tracemalloc.take_snapshot()
+    tracemalloc.stop()
+    return sum(stat.size_diff for stat in after.compare_to(before, "filename"))
+
+
+def test_values_of_annotations_dra_cannot_honour_are_not_kept() -> None:
+    """Finding 7: 100 pods with 2.9 MB numa-bind values took RSS from 77 to 360 MiB."""
+    held = _growth(100, lambda i: {NUMA_BIND: f"{i}" + "x" * 1_000_000})
+    assert held < 256 * 1024, held
+
+
+def test_long_distinct_type_lists_are_not_cached() -> None:
+    """Finding 8: distinct type/UUID annotations of valid size grew the caches to ~636 MiB."""
+    held = _growth(2000, lambda i: {USE_TYPE: f"A{i}," + "B" * (MAX_ANNOTATION_VALUE - 10)})
+    assert held < 1024 * 1024, held
+
+
+def test_an_annotation_over_the_bound_is_refused_with_its_size() -> None:
+    decision = translate_pod(_pod({USE_UUID: "G" * (MAX_ANNOTATION_VALUE + 1)}), DEFAULT_POLICY)
+    assert isinstance(decision, Refusal) and decision.reason == "annotation-too-long"
+    assert f"{MAX_ANNOTATION_VALUE + 1} characters" in decision.message
+    at_bound = translate_pod(_pod({USE_UUID: "G" * MAX_ANNOTATION_VALUE}), DEFAULT_POLICY)
+    assert isinstance(at_bound, Converted)
+
+
+def test_templates_per_pod_are_bounded_in_number() -> None:
+    """Finding 10: each GPU container got its own template, with no limit per pod."""
+    most = translate_pod(_pod({}, MAX_TEMPLATES_PER_POD), DEFAULT_POLICY)
+    assert isinstance(most, Converted) and len(most.templates) == MAX_TEMPLATES_PER_POD
+    over = translate_pod(_pod({}, MAX_TEMPLATES_PER_POD + 1), DEFAULT_POLICY)
+    assert isinstance(over, Refusal) and over.reason == "too-many-templates"
+
+
+def test_templates_per_pod_are_bounded_in_bytes() -> None:
+    """Finding 10: a 36 KB review wrote 55.7 MB of templates (each repeats the selectors)."""
+    uuids = ",".join(f"GPU-{i:08d}-aaaa-bbbb-cccc-dddddddddddd" for i in range(99))
+    types = ",".join(f"T{i:03d}" for i in range(700))
+    annotations = {
+        USE_UUID: uuids,
+        "nvidia.com/nouse-gpuuuid": uuids,
+        USE_TYPE: types,
+        "nvidia.com/nouse-gputype": types,
+    }
+    decision = translate_pod(_pod(annotations, MAX_TEMPLATES_PER_POD), DEFAULT_POLICY)
+    assert isinstance(decision, Refusal) and decision.reason == "templates-too-large"
+    assert f"at most {MAX_TEMPLATE_BYTES_PER_POD}" in decision.message
+    fewer = translate_pod(_pod(annotations, 2), DEFAULT_POLICY)
+    assert isinstance(fewer, Converted)
