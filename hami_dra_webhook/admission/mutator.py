@@ -16,6 +16,7 @@ from hami_dra_webhook.cluster.state import ClusterState
 from hami_dra_webhook.cluster.template_store import TemplateStore, TemplateUnavailable
 from hami_dra_webhook.core import review
 from hami_dra_webhook.core.decision import Converted, Decision, Refusal, Unchanged
+from hami_dra_webhook.core.ephemeral import privileged_ephemeral
 from hami_dra_webhook.core.policy import Policy
 from hami_dra_webhook.core.reapply import strip_reapplied
 from hami_dra_webhook.core.types import JsonObject
@@ -71,6 +72,9 @@ class PodMutator:
     cluster: ClusterState | None = None
     budget: float = 5.0
     cache: TranslationCache = field(default_factory=TranslationCache)
+    # The namespaces the webhook configuration excludes, excluded here too: a caller who
+    # reaches the port directly must not get templates written there either.
+    excluded_namespaces: frozenset[str] = frozenset({"kube-system"})
     _with_sizes: dict[tuple[int, ...], Policy] = field(default_factory=dict, repr=False)
 
     async def mutate(self, request: review.AdmissionRequest) -> MutationRecord:
@@ -102,6 +106,9 @@ class PodMutator:
         record: MutationRecord,
     ) -> tuple[Decision, list[str], dict[str, str] | None]:
         """The decision for this request, the cluster's warnings and the audit annotations."""
+        if request.adds_ephemeral_containers:
+            refused = privileged_ephemeral(pod, request.old_object, self.policy)
+            return (refused, [], {"outcome": "refused"}) if refused else (_UNCHANGED, [], None)
         if not request.is_pod or request.operation not in ("CREATE", "UPDATE"):
             return _UNCHANGED, [], None
         if request.operation == "UPDATE":
@@ -122,6 +129,9 @@ class PodMutator:
                 reason="bad-namespace",
             )
             return refusal, [], None
+        if namespace in self.excluded_namespaces:
+            excluded = f"namespace {namespace} is excluded from conversion; nothing changed"
+            return Unchanged(warnings=[excluded], left_alone=excluded), [], None
         decision = self.cache.decide(pod, self._effective_policy(), namespace)
         if isinstance(decision, Refusal):
             return decision, [], {"outcome": "refused"}

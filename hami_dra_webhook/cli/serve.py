@@ -126,7 +126,7 @@ async def _serve(settings: Any, policy: Any) -> int:
 async def _serve_with(settings: Any, policy: Any, metrics: Any, cleanup: list[Path]) -> int:
     from hami_dra_webhook.admission.mutator import PodMutator
     from hami_dra_webhook.admission.translation_cache import TranslationCache
-    from hami_dra_webhook.cluster.template_store import OfflineTemplateStore
+    from hami_dra_webhook.cluster.template_store import ApiTemplateStore, OfflineTemplateStore
     from hami_dra_webhook.server import memory
     from hami_dra_webhook.server.app import Parts, create_app
     from hami_dra_webhook.server.connections import ConnectionGuard
@@ -137,10 +137,14 @@ async def _serve_with(settings: Any, policy: Any, metrics: Any, cleanup: list[Pa
     background: list[Any] = []
     cert_file, key_file = await _certificate_files(settings, api, background, cleanup)
     try:
-        tls = ReloadingTLS(Path(cert_file), Path(key_file), settings.tls_min_version)
+        tls = ReloadingTLS(
+            Path(cert_file), Path(key_file), settings.tls_min_version, settings.client_ca_file
+        )
     except (OSError, ValueError) as error:
         raise StartupError(
-            f"cannot load the certificate {cert_file} / {key_file}: {error}"
+            f"cannot load the certificate {cert_file} / {key_file}"
+            + (f" or the client CA {settings.client_ca_file}" if settings.client_ca_file else "")
+            + f": {error}"
         ) from error
     mutator = PodMutator(
         policy=policy,
@@ -148,11 +152,22 @@ async def _serve_with(settings: Any, policy: Any, metrics: Any, cleanup: list[Pa
         cluster=cluster,
         budget=settings.admission_budget,
         cache=TranslationCache(max_bytes=settings.translation_cache_bytes),
+        excluded_namespaces=frozenset(
+            n.strip() for n in settings.excluded_namespaces.split(",") if n.strip()
+        ),
     )
     if api is None:
         log.warning("no cluster configured: running offline, templates are logged, not created")
+    if isinstance(store, ApiTemplateStore):
+        background.append(store.keep_true)
     parts = Parts(
-        settings=settings, mutator=mutator, metrics=metrics, tls=tls, api=api, cluster=cluster
+        settings=settings,
+        mutator=mutator,
+        metrics=metrics,
+        tls=tls,
+        api=api,
+        cluster=cluster,
+        background=background,  # the self-managed certificates' renewal, the template watch
     )
     app = create_app(parts)
     guard = ConnectionGuard(limits_of(settings), metrics.rejected, on_many_closed=memory.trim)
@@ -306,7 +321,7 @@ async def _cluster_parts(settings: Any, metrics: Any) -> tuple[Any, Any, Any]:
         if not in_cluster():
             return None, None, None
     from hami_dra_webhook.cluster.state import ClusterState
-    from hami_dra_webhook.cluster.template_store import ApiTemplateStore
+    from hami_dra_webhook.cluster.template_store import ApiTemplateStore, NamespaceRate
     from hami_dra_webhook.kube.client import KubernetesApi, load_configuration
 
     try:
@@ -320,5 +335,10 @@ async def _cluster_parts(settings: Any, metrics: Any) -> tuple[Any, Any, Any]:
     if configuration is None:
         return None, None, None
     api = KubernetesApi(configuration)
-    store = ApiTemplateStore(api, cache_ttl=settings.cache_ttl, events=metrics)
+    store = ApiTemplateStore(
+        api,
+        cache_ttl=settings.cache_ttl,
+        events=metrics,
+        rate=NamespaceRate(settings.template_rate, settings.template_burst),
+    )
     return api, ClusterState(), store

@@ -5,6 +5,12 @@ backoff, so templates are created before the admission answers, and failures ref
 Templates known to exist are cached for `cache_ttl` seconds, so the hot path makes no API call;
 each confirmation also stamps `hami.io/last-used`, which the garbage collector respects (its
 grace period must be far longer than the cache TTL: see gc.py).
+
+The cache is kept true by a watch on the webhook's own templates (`keep_true`): one deleted by
+anyone leaves the cache at once, and while the watch is down the cache is emptied (nothing seen
+then can be trusted). It is bounded: expired entries are pruned, at most `max_entries` kept.
+API confirmations are rate-limited per namespace, so that no caller can make the webhook write
+templates without bound.
 """
 
 from __future__ import annotations
@@ -21,6 +27,8 @@ from hami_dra_webhook.core.types import JsonObject
 from hami_dra_webhook.kube.port import ApiError, KubeApi
 
 LAST_USED_ANNOTATION = "hami.io/last-used"
+MANAGED_SELECTOR = "app.kubernetes.io/managed-by=hami-dra-webhook"
+MAX_NAMESPACE_BUCKETS = 4096
 log = logging.getLogger("hami_dra_webhook.templates")
 
 
@@ -65,6 +73,43 @@ class Clocks:
     wall: Callable[[], float] = time.time
 
 
+@dataclass
+class _Bucket:
+    tokens: float
+    at: float
+
+
+class NamespaceRate:
+    """A token bucket per namespace: `burst` API confirmations at once, `per_second` after.
+    At most MAX_NAMESPACE_BUCKETS namespaces are remembered (a full bucket is forgotten first,
+    since forgetting it changes nothing)."""
+
+    def __init__(self, per_second: float, burst: float) -> None:
+        self.per_second, self.burst = per_second, burst
+        self._buckets: dict[str, _Bucket] = {}
+
+    def take(self, namespace: str, count: int, now: float) -> bool:
+        bucket = self._buckets.pop(namespace, None)
+        if bucket is None:
+            if len(self._buckets) >= MAX_NAMESPACE_BUCKETS:
+                self._forget_one(now)
+            bucket = _Bucket(self.burst, now)
+        bucket.tokens = min(self.burst, bucket.tokens + (now - bucket.at) * self.per_second)
+        bucket.at = now
+        self._buckets[namespace] = bucket  # the most recently used last
+        if bucket.tokens < count:
+            return False
+        bucket.tokens -= count
+        return True
+
+    def _forget_one(self, now: float) -> None:
+        for name, bucket in self._buckets.items():
+            if bucket.tokens + (now - bucket.at) * self.per_second >= self.burst:
+                del self._buckets[name]
+                return
+        del self._buckets[next(iter(self._buckets))]
+
+
 class ApiTemplateStore:
     """Templates through the API: cached, one in-flight confirmation per template, deadlines."""
 
@@ -74,6 +119,8 @@ class ApiTemplateStore:
         cache_ttl: float = 300.0,
         events: StoreEvents | None = None,
         clocks: Clocks | None = None,
+        rate: NamespaceRate | None = None,
+        max_entries: int = 65536,
     ) -> None:
         self._api = api
         self._ttl = cache_ttl
@@ -81,9 +128,48 @@ class ApiTemplateStore:
         self._clocks = clocks or Clocks()
         self._known: dict[tuple[str, str], float] = {}
         self._in_flight: dict[tuple[str, str], asyncio.Future[None]] = {}
+        self._rate = rate or NamespaceRate(per_second=20.0, burst=100.0)
+        self._max_entries = max_entries
+        self._prune_at = 1024
+        self.watching = False
 
     def forget(self) -> None:
         self._known.clear()
+
+    def __len__(self) -> int:
+        return len(self._known)
+
+    def _remember(self, key: tuple[str, str], expires: float) -> None:
+        self._known.pop(key, None)  # re-inserted: the newest entry comes last
+        self._known[key] = expires
+        if len(self._known) >= self._prune_at:
+            now = self._clocks.monotonic()
+            self._known = {k: t for k, t in self._known.items() if t > now}
+            while len(self._known) >= self._max_entries:
+                del self._known[next(iter(self._known))]
+            self._prune_at = max(1024, 2 * len(self._known))
+
+    async def keep_true(self, retry: float = 5.0) -> None:
+        """Watch the webhook's templates; drop each one deleted from the cache (forever)."""
+        while True:
+            broken = False
+            try:
+                async for event in self._api.watch_templates(MANAGED_SELECTOR):
+                    kind = event.get("type")
+                    if kind == "WATCHING":
+                        self.forget()  # what was deleted before the watch began is unknown
+                        self.watching = True
+                    elif kind == "DELETED":
+                        metadata = (event.get("object") or {}).get("metadata") or {}
+                        key = (str(metadata.get("namespace")), str(metadata.get("name")))
+                        self._known.pop(key, None)
+            except ApiError as error:
+                log.warning("watching ResourceClaimTemplates failed (%s); retrying", error)
+                broken = True
+            self.watching = False
+            self.forget()
+            if broken:
+                await asyncio.sleep(retry)
 
     async def ensure(
         self, namespace: str, templates: list[JsonObject], *, dry_run: bool, deadline: float
@@ -97,6 +183,13 @@ class ApiTemplateStore:
             else:
                 self._events.cache_miss()
                 missing.append(template)
+        if missing and not self._rate.take(namespace, len(missing), now):
+            self._events.api_error(429)
+            raise TemplateUnavailable(
+                429,
+                f"too many new ResourceClaimTemplates in namespace {namespace} (at most"
+                f" {self._rate.per_second:g} a second after {self._rate.burst:g}); retry",
+            )
         if missing:
             # The deadline holds even when something awaited here hangs; cache hits need no timer.
             try:
@@ -182,7 +275,7 @@ class ApiTemplateStore:
             raise TemplateUnavailable(
                 503, f"ResourceClaimTemplate {namespace}/{name} keeps disappearing; retry"
             )
-        self._known[(namespace, name)] = confirmed_at + self._ttl
+        self._remember((namespace, name), confirmed_at + self._ttl)
 
     async def _create(
         self, namespace: str, template: JsonObject, *, dry_run: bool, deadline: float

@@ -68,6 +68,15 @@ class AdmissionRequest(BaseModel):
     def is_pod(self) -> bool:
         return self.kind.group == "" and self.kind.kind == "Pod" and not self.sub_resource
 
+    @property
+    def adds_ephemeral_containers(self) -> bool:
+        return (
+            self.kind.group == ""
+            and self.kind.kind == "Pod"
+            and self.sub_resource == "ephemeralcontainers"
+            and self.operation == "UPDATE"
+        )
+
 
 class AdmissionReview(BaseModel):
     model_config = ConfigDict(extra="allow", populate_by_name=True)

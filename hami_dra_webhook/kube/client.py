@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -126,6 +127,60 @@ class KubernetesApi:
 
     async def list_templates(self, label_selector: str, *, timeout: float) -> list[JsonObject]:
         return await self._list(paths.ALL_TEMPLATES, [("labelSelector", label_selector)], timeout)
+
+    async def watch_templates(
+        self, label_selector: str, *, window: int = 300
+    ) -> AsyncIterator[JsonObject]:
+        """See KubeApi.watch_templates. One watch lasts `window` seconds (the server ends it);
+        the caller starts the next, whose first event says the cache must start afresh."""
+        answer = await self._call(
+            "GET",
+            paths.ALL_TEMPLATES,
+            [("labelSelector", label_selector), ("limit", "1")],
+            None,
+            30.0,
+        )
+        version = str((answer.get("metadata") or {}).get("resourceVersion") or "")
+        query = [
+            ("labelSelector", label_selector),
+            ("watch", "true"),
+            ("allowWatchBookmarks", "true"),
+            ("timeoutSeconds", str(window)),
+            ("resourceVersion", version),
+        ]
+        client = self._api_client()
+        try:
+            params = await client.param_serialize(
+                method="GET",
+                resource_path=paths.ALL_TEMPLATES,
+                query_params=query,
+                header_params={"Accept": "application/json"},
+                auth_settings=["BearerToken"],
+            )
+            deadline = aiohttp.ClientTimeout(total=None, sock_read=window + 30)
+            response = await client.call_api(*params, _request_timeout=deadline)
+        except ApiException as error:
+            raise ApiError(error.status or 0, "Unreachable", str(error.reason)) from error
+        except Exception as error:  # aiohttp: refused and reset connections, TLS, DNS
+            raise ApiError(0, type(error).__name__, str(error)[:300]) from error
+        stream = response.response
+        try:
+            if response.status >= 300:
+                raise ApiError.from_status(
+                    response.status, json.loads(await stream.read() or b"{}")
+                )
+            yield {"type": "WATCHING"}
+            while line := await stream.content.readline():
+                event = json.loads(line)
+                if event.get("type") == "ERROR":  # e.g. 410: the version is too old
+                    raise ApiError.from_status(
+                        int((event.get("object") or {}).get("code") or 0), event.get("object")
+                    )
+                yield event
+        except (aiohttp.ClientError, TimeoutError, ValueError) as error:
+            raise ApiError(0, type(error).__name__, str(error)[:300]) from error
+        finally:
+            stream.release()
 
     async def list_pods(self, namespace: str, *, timeout: float) -> list[JsonObject]:
         return await self._list(paths.pods(namespace), [], timeout)

@@ -4,6 +4,7 @@ and every API path it uses, built in one place with each name quoted."""
 from __future__ import annotations
 
 import os
+from collections.abc import AsyncIterator
 from typing import Any, Protocol
 from urllib.parse import quote
 
@@ -130,6 +131,12 @@ class KubeApi(Protocol):
     ) -> JsonObject: ...
 
     async def list_templates(self, label_selector: str, *, timeout: float) -> list[JsonObject]: ...
+
+    def watch_templates(self, label_selector: str) -> AsyncIterator[JsonObject]:
+        """Events of the templates the selector matches, in every namespace, from now on: first
+        `{"type": "WATCHING"}` once the watch stands, then ADDED, MODIFIED, DELETED; it ends
+        (raising ApiError) when the watch breaks."""
+        ...
 
     async def list_pods(self, namespace: str, *, timeout: float) -> list[JsonObject]: ...
 

@@ -30,6 +30,11 @@ class Settings(BaseSettings):
         None, description="serving certificate (PEM); none: a self-signed one for localhost"
     )
     key_file: Path | None = Field(None, description="its private key (PEM)")
+    client_ca_file: Path | None = Field(
+        None,
+        description="require callers of the HTTPS port to present a certificate this CA"
+        " signed (kube-apiserver's webhook client certificate); none: any caller",
+    )
     config: Path | None = Field(
         None, description="HAMi device-config.yaml with the hamiDraWebhook section"
     )
@@ -104,6 +109,17 @@ class Settings(BaseSettings):
         8 << 20,
         ge=0,
         description="memory for decisions already made (pods of one ReplicaSet are alike); 0: none",
+    )
+    excluded_namespaces: str = Field(
+        "kube-system",
+        description="namespaces whose pods are never converted, comma-separated (the chart"
+        " passes those its webhook configuration excludes)",
+    )
+    template_rate: float = Field(
+        20.0, gt=0, description="new ResourceClaimTemplates a second, per namespace"
+    )
+    template_burst: float = Field(
+        100.0, ge=1, description="new ResourceClaimTemplates at once, per namespace"
     )
     bare_endpoint: bool = Field(
         False, description="serve POST /bare (reads the body, fixed answer): for benchmarks"

@@ -42,8 +42,17 @@ _RANK = {"": 0, "soon": 1, "expired": 2}
 
 
 class ReloadingTLS:
-    def __init__(self, cert_file: Path, key_file: Path, min_version: str = "1.3") -> None:
+    def __init__(
+        self,
+        cert_file: Path,
+        key_file: Path,
+        min_version: str = "1.3",
+        client_ca_file: Path | None = None,
+    ) -> None:
         self.cert_file, self.key_file = cert_file, key_file
+        # With a client CA, only callers with a certificate it signed get past the handshake
+        # (kube-apiserver presents one from its admission configuration's kubeConfigFile).
+        self.client_ca_file = client_ca_file
         check_key_permissions(key_file)
         self.min_version = VERSIONS[min_version]
         self._stamp = self._files_stamp()
@@ -62,6 +71,9 @@ class ReloadingTLS:
         context.set_ciphers(TLS12_CIPHERS)
         context.options |= ssl.OP_NO_COMPRESSION | ssl.OP_CIPHER_SERVER_PREFERENCE
         context.set_alpn_protocols(["http/1.1"])
+        if self.client_ca_file is not None:
+            context.verify_mode = ssl.CERT_REQUIRED
+            context.load_verify_locations(self.client_ca_file)
         return context
 
     def _load(self) -> ssl.SSLContext:

@@ -118,7 +118,7 @@ def test_webhook_configuration() -> None:
             "operations": ["CREATE", "UPDATE"],
             "apiGroups": [""],
             "apiVersions": ["v1"],
-            "resources": ["pods"],
+            "resources": ["pods", "pods/ephemeralcontainers"],
             "scope": "Namespaced",
         }
     ]
@@ -298,7 +298,7 @@ def test_rbac_is_least_privilege() -> None:
         {
             "apiGroups": ["resource.k8s.io"],
             "resources": ["resourceclaimtemplates"],
-            "verbs": ["create", "get", "list", "patch", "delete"],
+            "verbs": ["create", "get", "list", "watch", "patch", "delete"],
         },
         {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
         {

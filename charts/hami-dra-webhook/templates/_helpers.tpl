@@ -153,3 +153,17 @@ webhook), else empty. */}}
 {{- end -}}
 {{- end -}}
 {{- end -}}
+
+{{/* The template name prefix of deviceConfig's hamiDraWebhook section (as the webhook reads
+it): what the ephemeral-containers match condition recognizes converted pods by. */}}
+{{- define "hdw.templatePrefix" -}}
+{{- $config := fromYaml .Values.deviceConfig -}}
+{{- $web := default dict (get $config "hamiDraWebhook") -}}
+{{- default "hami-gpu-" (get $web "templateNamePrefix") -}}
+{{- end -}}
+
+{{/* The namespaces never converted, comma-separated: the webhook configuration does not send
+them, and the webhook refuses to write templates there when called directly. */}}
+{{- define "hdw.excludedNamespaces" -}}
+{{- concat (list "kube-system" .Release.Namespace) .Values.admission.excludeNamespaces | uniq | join "," -}}
+{{- end -}}
