@@ -130,7 +130,7 @@ class ApiTemplateStore:
         self._in_flight: dict[tuple[str, str], asyncio.Future[None]] = {}
         self._rate = rate or NamespaceRate(per_second=20.0, burst=100.0)
         self._max_entries = max_entries
-        self._prune_at = 1024
+        self._prune_at = min(1024, max_entries)
         self.watching = False
 
     def forget(self) -> None:
@@ -145,9 +145,10 @@ class ApiTemplateStore:
         if len(self._known) >= self._prune_at:
             now = self._clocks.monotonic()
             self._known = {k: t for k, t in self._known.items() if t > now}
-            while len(self._known) >= self._max_entries:
+            while len(self._known) >= self._max_entries:  # the oldest first
                 del self._known[next(iter(self._known))]
-            self._prune_at = max(1024, 2 * len(self._known))
+            floor = min(1024, self._max_entries)
+            self._prune_at = min(self._max_entries, max(floor, 2 * len(self._known)))
 
     async def keep_true(self, retry: float = 5.0) -> None:
         """Watch the webhook's templates; drop each one deleted from the cache (forever)."""

@@ -1,0 +1,168 @@
+"""Issue 11, findings 10, 13 and 18: the template cache is kept true by a watch on the real
+kube-apiserver, stays bounded, and API confirmations are rate-limited per namespace."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import pytest
+
+from hami_dra_webhook.cluster.template_store import (
+    ApiTemplateStore,
+    Clocks,
+    NamespaceRate,
+    TemplateUnavailable,
+)
+from hami_dra_webhook.core.policy import DEFAULT_POLICY
+from hami_dra_webhook.core.translate import translate_pod
+from hami_dra_webhook.kube.client import KubernetesApi
+from tests.e2e.harness import Cluster
+from tests.support.api_calls import CallsThrough
+from tests.support.loop import run
+
+
+def templates(memory: int, namespace: str) -> list[dict[str, Any]]:
+    pod = {
+        "spec": {
+            "containers": [
+                {
+                    "name": "c",
+                    "resources": {
+                        "limits": {"nvidia.com/gpu": "1", "nvidia.com/gpumem": str(memory)}
+                    },
+                }
+            ]
+        }
+    }
+    return translate_pod(pod, DEFAULT_POLICY, namespace).templates
+
+
+async def _ensure(store: ApiTemplateStore, namespace: str, items: list[dict[str, Any]]) -> None:
+    await store.ensure(namespace, items, dry_run=False, deadline=time.monotonic() + 5)
+
+
+def test_a_template_deleted_by_anyone_leaves_the_cache_at_once(
+    kube: Cluster, real_api: KubernetesApi
+) -> None:
+    """Finding 13: a cached template deleted by someone else went unnoticed for up to 300 s,
+    and pods were admitted pointing at a template that did not exist."""
+    namespace = kube.create_namespace("watch")
+    api = CallsThrough(real_api)
+    store = ApiTemplateStore(api, cache_ttl=300)
+    items = templates(4000, namespace)
+    name = items[0]["metadata"]["name"]
+
+    async def scenario() -> tuple[int, float, bool]:
+        watching = asyncio.create_task(store.keep_true())
+        try:
+            while not store.watching:
+                await asyncio.sleep(0.02)
+            await _ensure(store, namespace, items)
+            await _ensure(store, namespace, items)  # cached: no API call
+            creates = api.calls["create_template"]
+            kube.kubectl("delete", "resourceclaimtemplate", name, "-n", namespace)
+            started = time.monotonic()
+            while len(store) and time.monotonic() - started < 10:
+                await asyncio.sleep(0.02)
+            forgotten_after = time.monotonic() - started
+            await _ensure(store, namespace, items)  # so it is created again
+            return api.calls["create_template"] - creates, forgotten_after, store.watching
+        finally:
+            watching.cancel()
+            await asyncio.gather(watching, return_exceptions=True)
+
+    recreated, forgotten_after, watching = run(scenario())
+    assert watching and forgotten_after < 5 and recreated == 1
+    assert [
+        t["metadata"]["name"] for t in kube.get("resourceclaimtemplates", "-n", namespace)["items"]
+    ] == [name]
+
+
+def test_while_the_watch_is_down_nothing_stays_cached(
+    kube: Cluster, real_api: KubernetesApi
+) -> None:
+    """A watch that breaks (here: a store whose watch cannot start) empties the cache."""
+    namespace = kube.create_namespace("nowatch")
+
+    class Broken(CallsThrough):
+        def watch_templates(self, selector: str) -> Any:
+            return real_api.watch_templates(selector + ",not a selector")  # 400
+
+    broken = ApiTemplateStore(Broken(real_api), cache_ttl=300)
+
+    async def scenario() -> tuple[int, int]:
+        await _ensure(broken, namespace, templates(4100, namespace))
+        before = len(broken)
+        task = asyncio.create_task(broken.keep_true(retry=0.05))
+        await asyncio.sleep(0.5)
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        return before, len(broken)
+
+    before, after = run(scenario())
+    assert (before, after) == (1, 0) and not broken.watching
+
+
+def test_expired_entries_are_pruned_and_the_cache_is_bounded(
+    kube: Cluster, real_api: KubernetesApi
+) -> None:
+    """Finding 18: the confirmed-template cache never dropped entries, even expired ones."""
+    namespace = kube.create_namespace("prune")
+    now = [1000.0]
+    store = ApiTemplateStore(
+        real_api,
+        cache_ttl=1.0,
+        clocks=Clocks(monotonic=lambda: now[0]),
+        max_entries=300,
+        rate=NamespaceRate(per_second=1e9, burst=1e9),
+    )
+
+    def add(memories: range) -> None:
+        batch = [t for memory in memories for t in templates(memory, namespace)]
+        run(store.ensure(namespace, batch, dry_run=False, deadline=time.monotonic() + 60))
+
+    add(range(100, 350))
+    assert len(store) == 250
+    now[0] += 5.0  # all of them expired
+    add(range(400, 460))
+    assert len(store) <= 60  # the expired ones went when the cache reached its mark
+    add(range(500, 800))  # none expired: the oldest go past the bound
+    assert len(store) <= 300
+
+
+def test_new_templates_are_rate_limited_per_namespace(
+    kube: Cluster, real_api: KubernetesApi
+) -> None:
+    """Finding 10: one caller wrote 55.7 MB of templates; about 40 such requests would fill
+    etcd. Confirmations past the burst are refused with 429 until the bucket refills, per
+    namespace: another namespace is not held up."""
+    busy, other = kube.create_namespace("rate"), kube.create_namespace("rate-other")
+    store = ApiTemplateStore(real_api, rate=NamespaceRate(per_second=2.0, burst=5.0))
+
+    async def burst() -> tuple[int, int]:
+        admitted = refused = 0
+        for memory in range(300, 310):
+            try:
+                await _ensure(store, busy, templates(memory, busy))
+                admitted += 1
+            except TemplateUnavailable as error:
+                assert error.code == 429 and busy in error.message
+                refused += 1
+        await _ensure(store, other, templates(300, other))  # its own bucket
+        return admitted, refused
+
+    admitted, refused = run(burst())
+    assert (admitted, refused) == (5, 5)
+    assert len(kube.get("resourceclaimtemplates", "-n", busy)["items"]) == 5
+    time.sleep(0.6)  # one more token
+    run(_ensure(store, busy, templates(400, busy)))
+
+
+@pytest.mark.parametrize("namespaces", [5000])
+def test_the_rate_limiter_remembers_a_bounded_number_of_namespaces(namespaces: int) -> None:
+    rate = NamespaceRate(per_second=1.0, burst=2.0)
+    for index in range(namespaces):
+        assert rate.take(f"ns-{index}", 1, now=float(index))
+    assert len(rate._buckets) <= 4096
