@@ -150,8 +150,10 @@ class ApiTemplateStore:
             floor = min(1024, self._max_entries)
             self._prune_at = min(self._max_entries, max(floor, 2 * len(self._known)))
 
-    async def keep_true(self, retry: float = 5.0) -> None:
-        """Watch the webhook's templates; drop each one deleted from the cache (forever)."""
+    async def keep_true(self, retry: float = 5.0, longest: float = 60.0) -> None:
+        """Watch the webhook's templates; drop each one deleted from the cache (forever).
+        A watch that cannot start is retried after `retry` seconds, doubling to `longest`."""
+        wait = retry
         while True:
             broken = False
             try:
@@ -160,17 +162,21 @@ class ApiTemplateStore:
                     if kind == "WATCHING":
                         self.forget()  # what was deleted before the watch began is unknown
                         self.watching = True
+                        wait = retry
                     elif kind == "DELETED":
                         metadata = (event.get("object") or {}).get("metadata") or {}
                         key = (str(metadata.get("namespace")), str(metadata.get("name")))
                         self._known.pop(key, None)
             except ApiError as error:
-                log.warning("watching ResourceClaimTemplates failed (%s); retrying", error)
+                log.warning(
+                    "watching ResourceClaimTemplates failed (%s); retrying in %gs", error, wait
+                )
                 broken = True
             self.watching = False
             self.forget()
             if broken:
-                await asyncio.sleep(retry)
+                await asyncio.sleep(wait)
+                wait = min(longest, wait * 2)
 
     async def ensure(
         self, namespace: str, templates: list[JsonObject], *, dry_run: bool, deadline: float

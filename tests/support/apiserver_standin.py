@@ -6,7 +6,8 @@ made to do at a chosen moment: answer 500 or 429, reset a connection mid-request
 body and close, stall for seconds, or stop answering at all. It serves only the calls the
 webhook process makes (version, the capacity probe, DeviceClasses, ResourceSlices, template
 create and stamp) in the API's wire format (`Status` bodies, 201/409/404). Faults are set per
-test: `fail[(method, kind)] = status`, `delay[...] = seconds`, `reset`, `truncate`, `stop()`.
+test: `fail[(method, kind)] = status`, `delay[...] = seconds`, `reset`, `truncate`, `trickle`
+(one byte of the answer every 0.1 s), `stop()`.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ class StandIn:
         self.delay: dict[tuple[str, str], float] = {}
         self.reset: set[tuple[str, str]] = set()
         self.truncate: set[tuple[str, str]] = set()  # headers and half a body, then a close
+        self.trickle: set[tuple[str, str]] = set()  # an answer sent one byte at a time
         self.received: Counter[tuple[str, str]] = Counter()  # requests seen, faults included
         self.token = "standin-token"
         self._version = 1000
@@ -151,6 +153,17 @@ class _Handler(BaseHTTPRequestHandler):
             time.sleep(state.delay[(method, kind)])
         if (method, kind) in state.reset:
             self.connection.shutdown(2)  # a connection reset mid-request
+            self.close_connection = True
+            return None
+        if (method, kind) in state.trickle:
+            answer = json.dumps(status_body(409, "AlreadyExists", "trickled")).encode()
+            head = b"HTTP/1.1 409 Conflict\r\nContent-Type: application/json\r\n"
+            data = head + b"Content-Length: %d\r\n\r\n" % len(answer) + answer
+            with contextlib.suppress(OSError):  # the client gives up long before the end
+                for index in range(len(data)):
+                    self.wfile.write(data[index : index + 1])
+                    self.wfile.flush()
+                    time.sleep(0.1)
             self.close_connection = True
             return None
         if (method, kind) in state.truncate:

@@ -1,0 +1,169 @@
+"""Issue 11, findings 10, 12, 15 and 20, through the real webhook process: what a caller who
+reaches the port, or may create pods, could make it write, and how it stops."""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.e2e.harness import Cluster, wait_for
+from tests.support.apiserver_standin import StandIn
+from tests.support.reviews import gpu_pod, review
+from tests.support.webhook_process import Webhook
+
+
+@pytest.fixture
+def webhook(kube: Cluster, tmp_path: Path) -> Iterator[Webhook]:
+    process = Webhook(
+        tmp_path,
+        *("--kubeconfig", str(kube.plane.admin_kubeconfig), "--gc-interval", "0"),
+        *("--excluded-namespaces", "kube-system,hami-system"),
+    )
+    yield process
+    process.stop()
+
+
+def _templates(kube: Cluster, namespace: str) -> list[str]:
+    items = kube.get("resourceclaimtemplates", "-n", namespace)["items"]
+    return [t["metadata"]["name"] for t in items]
+
+
+def test_excluded_namespaces_get_no_templates_from_a_direct_caller(
+    webhook: Webhook, kube: Cluster
+) -> None:
+    """Finding 10: a caller without credentials put a review with namespace kube-system on
+    the wire, and a template was created there, in a namespace the chart excludes."""
+    before = _templates(kube, "kube-system")
+    status, body = webhook.post(review(gpu_pod(), namespace="kube-system"))
+    answer = body["response"]
+    assert status == 200 and answer["allowed"] is True and "patch" not in answer
+    assert any("excluded" in w for w in answer.get("warnings", []))
+    assert _templates(kube, "kube-system") == before
+
+
+def test_a_refused_review_writes_nothing(webhook: Webhook, kube: Cluster) -> None:
+    """Finding 10: a review that ended refused still left 908 templates behind. A pod over a
+    bound is refused before the first template is written."""
+    namespace = kube.create_namespace("refused")
+    pod = gpu_pod()
+    pod["spec"]["containers"] = [
+        {
+            "name": f"c{i}",
+            "image": "cuda",
+            "resources": {"limits": {"nvidia.com/gpu": "1", "nvidia.com/gpumem": str(1000 + i)}},
+        }
+        for i in range(40)
+    ]
+    answer = webhook.post(review(pod, namespace=namespace))[1]["response"]
+    assert answer["allowed"] is False and "at most 16" in answer["status"]["message"]
+    assert _templates(kube, namespace) == []
+
+
+def test_privileged_ephemeral_container_in_a_gpu_pod_is_refused(webhook: Webhook) -> None:
+    """Finding 20: a privileged ephemeral container added to a GPU pod was never checked."""
+    converted = gpu_pod()
+    converted["metadata"]["labels"] = {"hami.io/dra": "true"}
+    debug = {"name": "debugger", "image": "busybox", "securityContext": {"privileged": True}}
+    added = {**converted, "spec": {**converted["spec"], "ephemeralContainers": [debug]}}
+    request = review(added, operation="UPDATE", old=converted)
+    request["request"]["subResource"] = "ephemeralcontainers"
+    answer = webhook.post(request)[1]["response"]
+    assert (
+        answer["allowed"] is False
+        and "ephemeral container 'debugger'" in answer["status"]["message"]
+    )
+    unprivileged = {**debug, "securityContext": {}}
+    calm = {**converted, "spec": {**converted["spec"], "ephemeralContainers": [unprivileged]}}
+    request = review(calm, operation="UPDATE", old=converted)
+    request["request"]["subResource"] = "ephemeralcontainers"
+    assert webhook.post(request)[1]["response"]["allowed"] is True
+
+
+def test_an_api_answering_a_byte_at_a_time_holds_nothing_up(
+    standin: StandIn, tmp_path: Path
+) -> None:
+    """Finding 12: an API answering one byte at a time kept all 8 worker threads busy, and
+    admissions kept failing for 55 s after the API was healthy again."""
+    webhook = Webhook(
+        tmp_path,
+        *("--kubeconfig", str(standin.kubeconfig(tmp_path)), "--gc-interval", "0"),
+        *("--admission-budget", "1"),
+    )
+    try:
+        standin.trickle.add(("POST", "templates"))
+        answers: list[dict[str, Any]] = []
+
+        def admit(memory: int) -> None:
+            pod = gpu_pod()
+            pod["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpumem"] = str(memory)
+            answers.append(webhook.post(review(pod))[1]["response"])
+
+        started = time.monotonic()
+        threads = [threading.Thread(target=admit, args=(1000 + i,)) for i in range(16)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert time.monotonic() - started < 4
+        assert len(answers) == 16 and not any(a["allowed"] for a in answers)
+        assert {a["status"]["code"] for a in answers} <= {503, 504}
+        standin.trickle.clear()
+        healthy = time.monotonic()
+        answer = webhook.post(review(gpu_pod()))[1]["response"]
+        assert answer["allowed"] is True and time.monotonic() - healthy < 1.5
+    finally:
+        webhook.stop()
+
+
+def test_sigterm_drains_before_the_listener_closes(tmp_path: Path) -> None:
+    """Finding 15: SIGTERM stopped accepting connections at once, while kube-apiserver still
+    sends to the endpoint that is going away."""
+    webhook = Webhook(tmp_path, "--gc-interval", "0", "--drain-delay", "2")
+    try:
+        connection = webhook.connection()
+        assert webhook.post(review(gpu_pod()), connection)[0] == 200
+        webhook.process.send_signal(signal.SIGTERM)
+        signalled = time.monotonic()
+        wait_for(lambda: webhook.get_ops("/readyz")[0] == 503, "readyz to say shutting down")
+        assert b"shutting down" in webhook.get_ops("/readyz")[1]
+        # Still answered during the drain: on the kept connection, and on new ones.
+        assert webhook.post(review(gpu_pod()), connection)[0] == 200
+        assert webhook.post(review(gpu_pod()))[0] == 200
+        assert time.monotonic() - signalled < 2
+        webhook.process.wait(timeout=15)
+        assert time.monotonic() - signalled >= 2
+        connection.close()
+    finally:
+        webhook.stop()
+
+
+def test_sighup_loses_nothing(tmp_path: Path) -> None:
+    """Finding 15: SIGHUP killed the process at once, losing in-flight requests."""
+    webhook = Webhook(tmp_path, "--gc-interval", "0")
+    try:
+        connection = webhook.connection()
+        statuses: list[int] = []
+        stop = threading.Event()
+
+        def keep_admitting() -> None:
+            while not stop.is_set():
+                statuses.append(webhook.post(review(gpu_pod()), connection)[0])
+
+        thread = threading.Thread(target=keep_admitting)
+        thread.start()
+        for _ in range(5):
+            webhook.process.send_signal(signal.SIGHUP)
+            time.sleep(0.2)
+        stop.set()
+        thread.join()
+        connection.close()
+        assert webhook.process.poll() is None and statuses and set(statuses) == {200}
+        wait_for(lambda: "SIGHUP: certificate files" in webhook.log(), "the SIGHUP log line")
+    finally:
+        webhook.stop()
