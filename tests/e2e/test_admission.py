@@ -102,3 +102,25 @@ def test_overwrite_env_hides_gpus_from_pods_without_them(
         hami.restart()
     cluster.apply(plain_pod("cpu-again"), namespace=namespace)
     assert "env" not in cluster.pod(namespace, "cpu-again")["spec"]["containers"][0]
+
+
+def test_a_privileged_debug_container_is_refused_in_a_gpu_pod(
+    cluster: Cluster, hami: Release, namespace: str
+) -> None:
+    """Issue 11, finding 20: `kubectl debug --profile=sysadmin` adds a privileged ephemeral
+    container (pods/ephemeralcontainers); in a GPU pod it would see every GPU on the node. The
+    chart routes the subresource, its match condition sends converted pods only."""
+    cluster.apply(gpu_pod("debugged", {"nvidia.com/gpu": 1}), namespace=namespace)
+    cluster.apply(plain_pod("plain"), namespace=namespace)
+    before = hami.metric("hami_dra_admissions_total")
+    debug = ("debug", "-n", namespace, "--image=busybox", "--attach=false")
+    refused = cluster.kubectl(*debug, "--profile=sysadmin", "debugged", check=False)
+    assert refused.returncode != 0
+    assert f'admission webhook "{WEBHOOK}" denied the request' in refused.stderr
+    assert "ephemeral container" in refused.stderr and "privileged" in refused.stderr
+    assert not cluster.pod(namespace, "debugged")["spec"].get("ephemeralContainers")
+    # Without privileged it is added; in a pod without GPUs the webhook is never called.
+    cluster.kubectl(*debug, "--profile=general", "debugged")
+    assert len(cluster.pod(namespace, "debugged")["spec"]["ephemeralContainers"]) == 1
+    cluster.kubectl(*debug, "--profile=sysadmin", "plain")
+    assert hami.metric("hami_dra_admissions_total") == before + 2
