@@ -99,10 +99,8 @@ def _loop_factory() -> Any:
 
 
 async def _serve(settings: Any, policy: Any) -> int:
-    from hami_dra_webhook.server.memory import keep_large_blocks_apart
     from hami_dra_webhook.server.metrics import Metrics
 
-    keep_large_blocks_apart()
     metrics = Metrics()
     cleanup: list[Path] = []
 
@@ -170,7 +168,7 @@ async def _serve_with(settings: Any, policy: Any, metrics: Any, cleanup: list[Pa
         background=background,  # the self-managed certificates' renewal, the template watch
     )
     app = create_app(parts)
-    guard = ConnectionGuard(limits_of(settings), metrics.rejected, on_many_closed=memory.trim)
+    guard = ConnectionGuard(limits_of(settings), metrics.rejected, on_many_closed=memory.trim_soon)
     config = guarded_config(
         app,
         settings.host,

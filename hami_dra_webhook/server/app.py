@@ -110,7 +110,7 @@ def create_app(parts: Parts) -> Dispatch:
         metrics.rejected(_BODY_REJECTIONS.get(status, "read_timeout"))
 
     limit, timeout = settings.max_body_bytes, settings.request_read_timeout
-    budget = BodyBudget(settings.max_bodies_bytes, on_drained=memory.trim)
+    budget = BodyBudget(settings.max_bodies_bytes, on_drained=memory.trim_soon)
     posts: dict[str, Any] = {"/mutate": BodyEndpoint(mutate, limit, timeout, rejected, budget)}
     if settings.bare_endpoint:
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import ssl
+import time
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -69,9 +70,13 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         self._tls = tls
         self._raw: asyncio.Transport | None = None
         self._accepted = self._connected = False
-        self._head_open = True  # between the end of one request and the head of the next
         self._head_bytes = 0  # bytes read while a head is open (a head that never ends)
-        self._target_bytes = self._header_bytes = 0  # of the head being parsed
+        self._tail = b""  # the last bytes of a head that came in pieces
+        self._proven = self._head_tracked = False
+        self.idle_since: float | None = None
+        limits = guard.limits
+        self._max_head, self._max_target = limits.max_head_bytes, limits.max_target_bytes
+        self._max_requests = limits.max_requests
 
     # The connection's life: accepted, TLS, HTTP, gone.
 
@@ -128,11 +133,21 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         elif self._raw is not None:
             self._raw.abort()  # the handshake fails, and _handshake_done accounts for it
 
-    # Reading requests.
+    # Reading requests. The common case, a whole head in one read, costs one length check;
+    # only a head that comes in pieces, or is too long, takes the slower paths.
 
     def data_received(self, data: bytes) -> None:
         self._unset_keepalive_if_required()
-        if self._head_open:
+        cycle = self.cycle
+        head_open = cycle is None or not cycle.more_body  # not inside a request's body
+        if head_open:
+            if self._head_bytes + len(data) > self._max_head and not self._head_ends_in(data):
+                self._refuse(
+                    431,
+                    f"the request line and headers are over {self._max_head} bytes",
+                    "head_too_large",
+                )
+                return
             self._head_bytes += len(data)
         try:
             self.parser.feed_data(data)
@@ -145,38 +160,32 @@ class GuardedHttpProtocol(HttpToolsProtocol):
             else:
                 self._refuse(400, "invalid HTTP request", "malformed_http")
             return
-        limit = self.guard.limits.max_head_bytes
-        if self._head_open and self._head_bytes > limit:
-            self._refuse(
-                431, f"the request line and headers are over {limit} bytes", "head_too_large"
-            )
+        if head_open and self._head_bytes and (self.cycle is cycle):
+            # Part of a head (no new request began): the rest has a deadline.
+            self._tail = data[-3:]
+            if self._proven and not self._head_tracked:
+                self._head_tracked = True
+                self.guard.head_pending(self)
 
-    def on_message_begin(self) -> None:
-        super().on_message_begin()
-        self._target_bytes = self._header_bytes = 0
-        self.guard.head_started(self)
-
-    def on_url(self, url: bytes) -> None:
-        self._target_bytes += len(url)
-        limit = self.guard.limits.max_target_bytes
-        if self._target_bytes > limit:
-            raise _Refused(414, f"the request target is over {limit} bytes", "target_too_long")
-        super().on_url(url)
-
-    def on_header(self, name: bytes, value: bytes) -> None:
-        # The whole head may come in one read together with a body: count it here too.
-        self._header_bytes += len(name) + len(value) + 4
-        limit = self.guard.limits.max_head_bytes
-        if self._header_bytes + self._target_bytes > limit:
-            raise _Refused(
-                431, f"the request line and headers are over {limit} bytes", "head_too_large"
-            )
-        super().on_header(name, value)
+    def _head_ends_in(self, data: bytes) -> bool:
+        """Whether the head being read ends in `data` within the limit (the rest is body)."""
+        joined = self._tail + data
+        return joined.find(b"\r\n\r\n", 0, self._max_head - self._head_bytes + len(self._tail)) >= 0
 
     def on_headers_complete(self) -> None:
-        self._head_open, self._head_bytes = False, 0
-        self.guard.head_complete(self)
-        if len(self.tasks) < self.guard.limits.max_requests:
+        if len(self.url) > self._max_target:
+            raise _Refused(
+                414, f"the request target is over {self._max_target} bytes", "target_too_long"
+            )
+        self._head_bytes, self._tail = 0, b""
+        self.idle_since = None
+        if not self._proven:
+            self._proven = True
+            self.guard.proven_now(self)
+        elif self._head_tracked:
+            self._head_tracked = False
+            self.guard.head_done(self)
+        if len(self.tasks) < self._max_requests:
             super().on_headers_complete()
             return
         self.guard.dropped("busy")
@@ -186,22 +195,15 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         finally:
             self.app = app
 
-    def on_message_complete(self) -> None:
-        super().on_message_complete()
-        self._head_open, self._head_bytes = True, 0
-
     def on_response_complete(self) -> None:
         # Answered before its body was read to the end (a refusal, a GET with a body): the rest
         # would hold the connection with no deadline, so it is closed instead.
         unread = not self.pipeline and self.cycle is not None and self.cycle.more_body
-        waiting = bool(self.pipeline)
         super().on_response_complete()
-        if self.transport.is_closing():
-            return
-        if unread:
+        if unread and not self.transport.is_closing():
             self._cut_off()
-        elif not waiting:
-            self.guard.became_idle(self)
+        else:
+            self.idle_since = time.monotonic()
 
     def _refuse(self, status: int, text: str, reason: str) -> None:
         self.guard.dropped(reason)
