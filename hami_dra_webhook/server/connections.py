@@ -62,7 +62,7 @@ class ConnectionGuard:
         self._on_drop = on_drop
         self._clock = clock
         # A burst of connections leaves its memory scattered over the heap: handed back
-        # (memory.trim) once every TRIM_EVERY closes.
+        # (memory.trim_soon) once every TRIM_EVERY closes.
         self._on_many_closed = on_many_closed
         self._closed_since = 0
         # Insertion-ordered: the first entry is the oldest. Values: when the state began.
