@@ -29,6 +29,12 @@ MODES = {
         "certificates.custom.secretName=my-tls",
         "certificates.custom.caBundle=Y2E=",
     ],
+    "callers-closed": [
+        "admission.clientAuth.enabled=true",
+        "admission.clientAuth.caBundle=PEM",
+        "networkPolicy.enabled=true",
+        "networkPolicy.controlPlaneCIDRs={10.0.0.0/28,192.0.2.10/32}",
+    ],
 }
 CUSTOM_RESOURCES = {
     ("cert-manager.io/v1", "Issuer"),
@@ -531,3 +537,68 @@ def test_helm_test_pod_checks_a_dry_run_admission() -> None:
 def test_chart_metadata() -> None:
     chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
     assert chart["home"] and chart["sources"] and chart["icon"].startswith("https://")
+
+
+def _match_request(expression: str, pod: dict[str, Any], request: dict[str, Any]) -> bool:
+    import celpy
+
+    program = _ENV.program(_ENV.compile(expression))
+    return bool(
+        program.evaluate({"object": celpy.json_to_cel(pod), "request": celpy.json_to_cel(request)})
+    )
+
+
+def test_ephemeral_containers_are_sent_for_converted_pods_only() -> None:
+    """Issue 11, finding 20: pods/ephemeralcontainers is routed, and only pods the webhook
+    converted (its label, or a claim from one of its templates) are sent."""
+    config = find(render(), "MutatingWebhookConfiguration")
+    assert config["webhooks"][0]["rules"][0]["resources"] == ["pods", "pods/ephemeralcontainers"]
+    (condition,) = config["webhooks"][0]["matchConditions"]
+    debug = {"operation": "UPDATE", "subResource": "ephemeralcontainers"}
+    plain = {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c"}]}}
+    labelled = {**plain, "metadata": {"name": "p", "labels": {"hami.io/dra": "true"}}}
+    claimed = {
+        **plain,
+        "spec": {
+            **plain["spec"],
+            "resourceClaims": [{"name": "g", "resourceClaimTemplateName": "hami-gpu-1"}],
+        },
+    }
+    other_claim = {
+        **plain,
+        "spec": {
+            **plain["spec"],
+            "resourceClaims": [{"name": "g", "resourceClaimTemplateName": "x"}],
+        },
+    }
+    assert _match_request(condition["expression"], labelled, debug)
+    assert _match_request(condition["expression"], claimed, debug)
+    assert not _match_request(condition["expression"], plain, debug)
+    assert not _match_request(condition["expression"], other_claim, debug)
+
+
+def test_shutdown_exclusions_and_callers() -> None:
+    """Issue 11, finding 15 and the callers: preStop drain, grace period, the webhook's own
+    namespace exclusions, client certificates and the NetworkPolicy."""
+    documents = render(*MODES["callers-closed"], "webhook.shutdown.drainSeconds=7")
+    pod = find(documents, "Deployment")["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert container["lifecycle"] == {"preStop": {"sleep": {"seconds": 7}}}
+    assert pod["terminationGracePeriodSeconds"] == 7 + 15 + 5
+    assert "--graceful-shutdown=15" in container["args"]
+    config = find(documents, "MutatingWebhookConfiguration")
+    (excluded,) = [
+        e["values"]
+        for e in config["webhooks"][0]["namespaceSelector"]["matchExpressions"]
+        if e["key"] == "kubernetes.io/metadata.name"
+    ]
+    assert f"--excluded-namespaces={','.join(excluded)}" in container["args"]
+    assert "--client-ca-file=/etc/hami-dra-webhook/client-ca/ca.crt" in container["args"]
+    assert find(documents, "ConfigMap", "hami-dra-webhook-client-ca")["data"] == {"ca.crt": "PEM"}
+    policy = find(documents, "NetworkPolicy")["spec"]
+    https, ops = policy["ingress"]
+    assert https["ports"] == [{"port": 8443, "protocol": "TCP"}]
+    assert [peer["ipBlock"]["cidr"] for peer in https["from"]] == ["10.0.0.0/28", "192.0.2.10/32"]
+    assert ops == {"ports": [{"port": 8080, "protocol": "TCP"}]}  # probes: from anywhere
+    refused = run_helm("template", "x", str(CHART), "--set", "networkPolicy.enabled=true")
+    assert refused.returncode != 0 and "controlPlaneCIDRs" in refused.stderr

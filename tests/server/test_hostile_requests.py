@@ -3,6 +3,7 @@ reaches the port, or may create pods, could make it write, and how it stops."""
 
 from __future__ import annotations
 
+import json
 import signal
 import threading
 import time
@@ -165,5 +166,32 @@ def test_sighup_loses_nothing(tmp_path: Path) -> None:
         connection.close()
         assert webhook.process.poll() is None and statuses and set(statuses) == {200}
         wait_for(lambda: "SIGHUP: certificate files" in webhook.log(), "the SIGHUP log line")
+    finally:
+        webhook.stop()
+
+
+def test_many_containers_of_one_name_hold_nothing_up(tmp_path: Path) -> None:
+    """Finding 9: one 1.58 MB pod of same-named containers held the event loop 47.7 s (claim
+    naming was quadratic), and a normal request waited 47.2 s."""
+    webhook = Webhook(tmp_path, "--gc-interval", "0")
+    try:
+        pod = gpu_pod()
+        container = {"name": "c", "image": "cuda", "resources": {"limits": {"nvidia.com/gpu": "1"}}}
+        pod["spec"]["containers"] = [container] * 20000
+        body = json.dumps(review(pod)).encode()
+        assert len(body) > 1_500_000
+        answers: list[dict[str, Any]] = []
+        attack = threading.Thread(target=lambda: answers.append(webhook.post(body)[1]))
+        started = time.monotonic()
+        attack.start()
+        time.sleep(0.05)
+        normal = time.monotonic()
+        assert webhook.post(review(gpu_pod()))[1]["response"]["allowed"] is True
+        waited = time.monotonic() - normal
+        attack.join(timeout=30)
+        assert answers and answers[0]["response"]["allowed"] is False
+        message = answers[0]["response"]["status"]["message"]
+        assert "more than one container is named" in message
+        assert time.monotonic() - started < 5 and waited < 2, waited
     finally:
         webhook.stop()
