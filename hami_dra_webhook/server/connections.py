@@ -69,6 +69,7 @@ class ConnectionGuard:
         self.unproven: dict[Closable, float] = {}
         self.heads: dict[Closable, float] = {}  # proven, with a head that did not come whole
         self.proven: set[Closable] = set()
+        self.lingering = 0  # connections reading the rest of a refused body (protocol.py)
         self._sweeping: asyncio.TimerHandle | None = None
 
     @property

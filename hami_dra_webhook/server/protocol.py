@@ -23,6 +23,11 @@ from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
 from hami_dra_webhook.server.connections import ConnectionGuard
 
+# What is read and dropped of a body after its refusal (see on_response_complete).
+LINGER_BYTES = 8 * 1024 * 1024
+LINGER_SECONDS = 1.0
+MAX_LINGERING = 4  # connections lingering at once, per port
+
 
 class _Refused(Exception):
     """Raised inside a parser callback: the parser stops, the request is answered and closed."""
@@ -72,6 +77,7 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         self._accepted = self._connected = False
         self._head_bytes = 0  # bytes read while a head is open (a head that never ends)
         self._tail = b""  # the last bytes of a head that came in pieces
+        self._lingering, self._linger_left = False, 0
         self._proven = self._head_tracked = False
         self.idle_since: float | None = None
         limits = guard.limits
@@ -117,6 +123,8 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         super().connection_made(transport)
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self._lingering:
+            self._stop_lingering()
         if self._connected:
             super().connection_lost(exc)
         self._gone()
@@ -138,6 +146,12 @@ class GuardedHttpProtocol(HttpToolsProtocol):
 
     def data_received(self, data: bytes) -> None:
         self._unset_keepalive_if_required()
+        if self._lingering:
+            self._linger_left -= len(data)
+            if self._linger_left < 0:
+                self._stop_lingering()
+                self._cut_off()
+                return
         cycle = self.cycle
         head_open = cycle is None or not cycle.more_body  # not inside a request's body
         if head_open:
@@ -160,6 +174,8 @@ class GuardedHttpProtocol(HttpToolsProtocol):
             else:
                 self._refuse(400, "invalid HTTP request", "malformed_http")
             return
+        if self._lingering and not self.cycle.more_body:  # the refused body is all read
+            self._stop_lingering()
         if head_open and self._head_bytes and (self.cycle is cycle):
             # Part of a head (no new request began): the rest has a deadline.
             self._tail = data[-3:]
@@ -197,13 +213,28 @@ class GuardedHttpProtocol(HttpToolsProtocol):
 
     def on_response_complete(self) -> None:
         # Answered before its body was read to the end (a refusal, a GET with a body): the rest
-        # would hold the connection with no deadline, so it is closed instead.
+        # is read and dropped for at most a second and LINGER_BYTES, so that a client that
+        # sends its body before reading the answer still gets it; then the connection is cut
+        # (otherwise the rest would hold it with no deadline).
         unread = not self.pipeline and self.cycle is not None and self.cycle.more_body
         super().on_response_complete()
-        if unread and not self.transport.is_closing():
+        if not unread or self.transport.is_closing():
+            self.idle_since = time.monotonic()
+        elif self.guard.lingering >= MAX_LINGERING:  # many at once: an attack, not a client
             self._cut_off()
         else:
-            self.idle_since = time.monotonic()
+            self.guard.lingering += 1
+            self._lingering, self._linger_left = True, LINGER_BYTES
+            self.loop.call_later(LINGER_SECONDS, self._linger_over)
+
+    def _stop_lingering(self) -> None:
+        self._lingering = False
+        self.guard.lingering -= 1
+
+    def _linger_over(self) -> None:
+        if self._lingering:
+            self._stop_lingering()
+            self._cut_off()
 
     def _refuse(self, status: int, text: str, reason: str) -> None:
         self.guard.dropped(reason)

@@ -114,16 +114,25 @@ def test_slow_loris_connections_do_not_starve_others(webhook: Webhook) -> None:
 
 
 def test_concurrency_is_bounded(tmp_path: Path) -> None:
+    """Requests being answered count, not connections: idle ones never take a slot."""
     process = Webhook(tmp_path, "--gc-interval", "0", env={"HAMI_DRA_MAX_CONCURRENCY": "3"})
     try:
-        held = [process.connection() for _ in range(3)]
-        for connection in held:
+        idle = [process.connection() for _ in range(10)]
+        for connection in idle:
             connection.connect()
-        extra = process.connection()
-        status, _ = process.post(review(gpu_pod()), extra)
-        extra.close()
+        assert process.post(review(gpu_pod()))[0] == 200  # ten idle ones hold no slot
+        # Three requests whose bodies have not all come yet are being answered.
+        held = [raw_tls(process) for _ in range(3)]
+        for sock in held:
+            sock.sendall(
+                b"POST /mutate HTTP/1.1\r\nHost: localhost\r\nContent-Length: 100\r\n\r\n{"
+            )
+        time.sleep(0.3)
+        status, _ = process.post(review(gpu_pod()))
         assert status == 503
-        for connection in held:
+        for sock in held:
+            sock.close()
+        for connection in idle:
             connection.close()
         # Served again once the server has noticed the closed connections.
         wait_for(lambda: process.post(review(gpu_pod()))[0] == 200, "a free slot", timeout=5)

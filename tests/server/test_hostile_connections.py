@@ -42,7 +42,13 @@ def tls_socket(webhook: Webhook, timeout: float = 10) -> ssl.SSLSocket:
     if context is None:
         context = _CONTEXTS[webhook.ca_file] = webhook.context()
     sock = socket.create_connection(("127.0.0.1", webhook.port), timeout=timeout)
-    return context.wrap_socket(sock, server_hostname="localhost")
+    tls = context.wrap_socket(sock, server_hostname="localhost", do_handshake_on_connect=False)
+    try:
+        tls.do_handshake()
+    except BaseException:
+        tls.close()  # pushed out during its handshake: nothing left open
+        raise
+    return tls
 
 
 def closed_by_server(sock: socket.socket, within: float) -> bool:
