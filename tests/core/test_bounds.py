@@ -92,6 +92,60 @@ def test_templates_per_pod_are_bounded_in_bytes() -> None:
     }
     decision = translate_pod(_pod(annotations, MAX_TEMPLATES_PER_POD), DEFAULT_POLICY)
     assert isinstance(decision, Refusal) and decision.reason == "templates-too-large"
-    assert f"at most {MAX_TEMPLATE_BYTES_PER_POD}" in decision.message
+    assert decision.code == 422
+    size = decision.message.split(" would take ")[1].split(" bytes")[0]
+    assert decision.message == (
+        f"the pod's ResourceClaimTemplates would take {size} bytes; at most"
+        f" {MAX_TEMPLATE_BYTES_PER_POD} are written for one pod: list fewer GPU UUIDs or"
+        " types in its annotations"
+    )
+    assert int(size) > MAX_TEMPLATE_BYTES_PER_POD
+    # The same pod with as many containers as fit in the bytes is converted.
+    fitting = int(MAX_TEMPLATE_BYTES_PER_POD / (int(size) / MAX_TEMPLATES_PER_POD))
+    assert isinstance(translate_pod(_pod(annotations, fitting), DEFAULT_POLICY), Converted)
     fewer = translate_pod(_pod(annotations, 2), DEFAULT_POLICY)
     assert isinstance(fewer, Converted)
+
+
+def test_exactly_what_is_short_is_cached() -> None:
+    from hami_dra_webhook.core import selectors
+
+    selectors._device_filter.cache_clear()
+
+    def cached_after(annotations: dict[str, str]) -> int:
+        device_filter(annotations, DEFAULT_POLICY)
+        return selectors._device_filter.cache_info().currsize
+
+    # 1,024 characters in all: cached (and found again).
+    assert cached_after({USE_UUID: "a" * 512, USE_TYPE: "b" * 512}) == 1
+    before = selectors._device_filter.cache_info().hits
+    assert cached_after({USE_UUID: "a" * 512, USE_TYPE: "b" * 512}) == 1
+    assert selectors._device_filter.cache_info().hits == before + 1
+    # One more, or two values short alone but long together: not cached.
+    assert cached_after({USE_UUID: "a" * 512, USE_TYPE: "b" * 513}) == 1
+    assert cached_after({USE_UUID: "c" * 600, USE_TYPE: "d" * 600}) == 1
+    assert cached_after({USE_UUID: "e"}) == 2
+
+
+def test_a_long_vgpu_mode_is_cut_in_the_message() -> None:
+    decision = translate_pod(_pod({"nvidia.com/vgpu-mode": "m" * 100}), DEFAULT_POLICY)
+    assert isinstance(decision, Refusal)
+    assert f"nvidia.com/vgpu-mode={'m' * 80} asks for a GPU mode" in decision.message
+
+
+def test_the_bounds_messages_are_exact() -> None:
+    over = translate_pod(_pod({}, MAX_TEMPLATES_PER_POD + 1), DEFAULT_POLICY)
+    assert isinstance(over, Refusal) and (over.code, over.reason) == (422, "too-many-templates")
+    assert over.message == (
+        "the pod needs 17 ResourceClaimTemplates (one for each distinct GPU request); at most 16"
+        " are made for one pod: give its GPU containers identical requests, or split the pod"
+    )
+    long_value = translate_pod(_pod({USE_TYPE: "T" * 5000}), DEFAULT_POLICY)
+    assert isinstance(long_value, Refusal) and long_value.code == 422
+    assert long_value.reason == "annotation-too-long"
+    assert long_value.message == (
+        "annotation nvidia.com/use-gputype is 5000 characters long; legacy values are short"
+        " UUID or type lists (at most 4096): list fewer"
+    )
+    assert MAX_TEMPLATES_PER_POD == 16 and MAX_TEMPLATE_BYTES_PER_POD == 256 * 1024
+    assert MAX_ANNOTATION_VALUE == 4096
