@@ -168,7 +168,7 @@ async def _serve_with(settings: Any, policy: Any, metrics: Any, cleanup: list[Pa
         background=background,  # the self-managed certificates' renewal, the template watch
     )
     app = create_app(parts)
-    guard = ConnectionGuard(limits_of(settings), metrics.rejected, on_many_closed=memory.trim_soon)
+    guard = ConnectionGuard(limits_of(settings), metrics.rejected, on_closed=memory.trim_soon)
     config = guarded_config(
         app,
         settings.host,
@@ -186,6 +186,10 @@ async def _serve_with(settings: Any, policy: Any, metrics: Any, cleanup: list[Pa
 
     server = WebhookServer(config, guard, parts.lifecycle, settings.drain_delay, hangup)
     ops, ops_socket = _ops_server(settings, parts) if settings.ops_port else (None, None)
+    guards = {"webhook": guard}
+    if ops is not None:
+        guards["ops"] = ops.guard
+    metrics.watch_connections(guards)
     # Everything imported and built so far lives as long as the process: keep it out of the
     # cyclic collector's way, so that collections triggered by request garbage stay short.
     gc.collect()

@@ -26,7 +26,6 @@ from dataclasses import dataclass
 from typing import Protocol
 
 SWEEP_INTERVAL = 0.5
-TRIM_EVERY = 256
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,15 +55,14 @@ class ConnectionGuard:
         limits: ConnectionLimits,
         on_drop: Callable[[str], None] = lambda reason: None,
         clock: Callable[[], float] | None = None,
-        on_many_closed: Callable[[], None] = lambda: None,
+        on_closed: Callable[[], None] = lambda: None,
     ) -> None:
         self.limits = limits
         self._on_drop = on_drop
         self._clock = clock
-        # A burst of connections leaves its memory scattered over the heap: handed back
-        # (memory.trim_soon) once every TRIM_EVERY closes.
-        self._on_many_closed = on_many_closed
-        self._closed_since = 0
+        # A burst of connections leaves its memory scattered over the heap: handed back once
+        # they are gone (memory.trim_soon: at most once a second).
+        self._on_closed = on_closed
         # Insertion-ordered: the first entry is the oldest. Values: when the state began.
         self.unproven: dict[Closable, float] = {}
         self.heads: dict[Closable, float] = {}  # proven, with a head that did not come whole
@@ -134,10 +132,7 @@ class ConnectionGuard:
         self.unproven.pop(connection, None)
         self.heads.pop(connection, None)
         self.proven.discard(connection)
-        self._closed_since += 1
-        if self._closed_since >= TRIM_EVERY:
-            self._closed_since = 0
-            self._on_many_closed()
+        self._on_closed()
 
     def _push_out(self, table: dict[Closable, float], reason: str) -> None:
         oldest = next(iter(table))

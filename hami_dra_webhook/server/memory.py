@@ -40,14 +40,19 @@ SETTLE = 1.0
 
 
 def trim_soon() -> None:
-    """Trim once things have settled: SETTLE seconds after the last call (what a burst frees
-    goes a little after it ends: aborted connections, their buffers)."""
+    """Trim SETTLE seconds from now, unless a trim is already due: what a burst frees goes a
+    little after it ends (aborted connections, their buffers), and a steady stream of calls
+    makes at most one trim a second."""
     global _pending  # noqa: PLW0603 (one pending trim per process)
-    if _LIBC is None:
+    if _LIBC is None or _pending is not None:
         return
-    if _pending is not None:
-        _pending.cancel()
-    _pending = asyncio.get_running_loop().call_later(SETTLE, trim)
+    _pending = asyncio.get_running_loop().call_later(SETTLE, _trim_due)
+
+
+def _trim_due() -> None:
+    global _pending  # noqa: PLW0603
+    _pending = None
+    trim()
 
 
 def trim() -> None:

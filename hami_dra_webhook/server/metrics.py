@@ -112,6 +112,10 @@ class Metrics:
         """Its hits, misses and size, read at scrape time (nothing on the hot path)."""
         self.registry.register(_CacheCollector(cache))
 
+    def watch_connections(self, guards: dict[str, Any]) -> None:
+        """Open and unproven connections of each port's guard, read at scrape time."""
+        self.registry.register(_ConnectionCollector(guards))
+
     def rejected(self, reason: str) -> None:
         self._rejections[reason].inc()
 
@@ -164,3 +168,22 @@ class _CacheCollector:
         )
         size.add_metric([], self.cache.bytes)
         return [lookups, size]
+
+
+class _ConnectionCollector:
+    def __init__(self, guards: dict[str, Any]) -> None:
+        self.guards = guards  # port name ("webhook", "ops") -> ConnectionGuard
+
+    def collect(self) -> Any:
+        opened = GaugeMetricFamily(
+            "hami_dra_connections_open", "Open connections, by port", labels=["port"]
+        )
+        unproven = GaugeMetricFamily(
+            "hami_dra_connections_unproven",
+            "Connections that have not sent a first request (TLS handshake included), by port",
+            labels=["port"],
+        )
+        for port, guard in self.guards.items():
+            opened.add_metric([port], guard.open)
+            unproven.add_metric([port], len(guard.unproven))
+        return [opened, unproven]
