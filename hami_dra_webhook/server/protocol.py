@@ -17,11 +17,11 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 import httptools
-import orjson
 from uvicorn.protocols.http.flow_control import service_unavailable
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
 from hami_dra_webhook.server.connections import ConnectionGuard
+from hami_dra_webhook.server.endpoint import message
 
 # What is read and dropped of a body after its refusal (see on_response_complete).
 LINGER_BYTES = 8 * 1024 * 1024
@@ -176,7 +176,7 @@ class GuardedHttpProtocol(HttpToolsProtocol):
             return
         if self._lingering and not self.cycle.more_body:  # the refused body is all read
             self._stop_lingering()
-        if head_open and self._head_bytes and (self.cycle is cycle):
+        if head_open and self._head_bytes:
             # Part of a head (no new request began): the rest has a deadline.
             self._tail = data[-3:]
             if self._proven and not self._head_tracked:
@@ -243,7 +243,7 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         if self.cycle is not None and not self.cycle.response_complete:
             self.transport.abort()  # an answer is still being written: no second one
             return
-        body = orjson.dumps({"message": text})
+        status, body = message(status, text)  # the shape every refusal of the server has
         self.transport.write(
             b"".join(
                 (
