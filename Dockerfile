@@ -1,18 +1,19 @@
 # hami-dra-webhook: the admission webhook image. Two stages: the first builds a virtual
 # environment from wheels, the second copies only that environment onto a slim Python.
 # No compilers or build tools reach the final image. Reproducible inputs: the base image by
-# digest (a tag can be re-pushed, a digest cannot) and every dependency from
-# requirements.lock, pinned with its hashes (pip refuses anything else).
+# digest (a tag can be re-pushed, a digest cannot), every dependency from requirements.lock and
+# the build backend from requirements-build.lock, each pinned with its hashes (pip refuses
+# anything else).
 
 ARG BASE=python:3.11.11-slim-bookworm@sha256:081075da77b2b55c23c088251026fb69a7b2bf92471e491ff5fd75c192fd38e5
 
 FROM ${BASE} AS build
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /src
-COPY requirements.lock ./
+COPY requirements.lock requirements-build.lock ./
 RUN python -m venv /opt/hami-dra-webhook \
  && /opt/hami-dra-webhook/bin/pip install --no-compile --require-hashes --only-binary=:all: \
-      -r requirements.lock
+      -r requirements.lock -r requirements-build.lock
 COPY pyproject.toml README.md ./
 COPY hami_dra_webhook ./hami_dra_webhook
 RUN /opt/hami-dra-webhook/bin/pip install --no-compile --no-deps --no-build-isolation . \

@@ -67,3 +67,24 @@ def test_the_lock_pins_every_runtime_dependency_with_hashes() -> None:
         key = requirement.name.lower().replace("_", "-").replace(".", "-")
         assert key in pinned, f"{requirement.name} is not in requirements.lock: run pip-compile"
         assert requirement.specifier.contains(pinned[key]), (requirement, pinned[key])
+
+
+def test_the_build_lock_satisfies_the_build_system() -> None:
+    """The image builds the project without build isolation, with what requirements-build.lock
+    pins: each [build-system] requirement of pyproject.toml is in it, hashed, at a version the
+    requirement allows (setuptools >= 77 reads the SPDX `license`; a venv's own is older)."""
+    import tomllib
+
+    from packaging.requirements import Requirement
+
+    root = DOCKERFILE.parent
+    lock = (root / "requirements-build.lock").read_text()
+    pinned = dict(re.findall(r"^([A-Za-z0-9_.-]+)==(\S+) \\\n\s+--hash=sha256:[0-9a-f]{64}", lock, re.MULTILINE))
+    with open(root / "pyproject.toml", "rb") as handle:
+        required = tomllib.load(handle)["build-system"]["requires"]
+    for line in required:
+        requirement = Requirement(line)
+        assert requirement.name in pinned, f"{requirement.name} is not pinned in requirements-build.lock"
+        assert requirement.specifier.contains(pinned[requirement.name]), (requirement, pinned)
+    build = DOCKERFILE.read_text().split("\nFROM ")[1]
+    assert "-r requirements-build.lock" in build and "--no-build-isolation" in build

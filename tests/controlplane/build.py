@@ -28,6 +28,9 @@ from tests.controlplane.versions import ETCD_VERSION, Release
 
 HERE = Path(__file__).resolve().parent
 KUBE_COMMANDS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
+# The node of tests/node: built from the same module (its tools.go pins them) where a release has
+# them, in a cache folder of its own so that the control plane alone never waits for them.
+NODE_COMMANDS = ("kubelet", "kube-proxy")
 LDFLAGS_BASE = "-s -w"
 
 
@@ -110,8 +113,11 @@ def _locked(path: Path) -> Iterator[None]:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-def _build(module: Path, packages: list[str], ldflags: str, target: Path) -> float:
-    """`go build` the packages into `target` (written whole, then renamed); returns seconds."""
+def _build(
+    module: Path, packages: list[str], ldflags: str, target: Path, *flags: str, cgo: bool = True
+) -> float:
+    """`go build` the packages into `target` (written whole, then renamed); returns seconds.
+    `flags` go to `go build` (e.g. `-tags`); `cgo=False` builds static binaries."""
     if target.is_dir():
         return 0.0
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -119,9 +125,13 @@ def _build(module: Path, packages: list[str], ldflags: str, target: Path) -> flo
     with tempfile.TemporaryDirectory(dir=target.parent, prefix=".building-") as scratch:
         output = Path(scratch) / "bin"
         output.mkdir()
-        command = [go(), "build", "-trimpath", "-ldflags", ldflags, "-o", f"{output}/", *packages]
+        command = [
+            *(go(), "build", "-trimpath", *flags, "-ldflags", ldflags),
+            *("-o", f"{output}/", *packages),
+        ]
+        environment = _go_env() if cgo else {**_go_env(), "CGO_ENABLED": "0"}
         result = subprocess.run(
-            command, cwd=module, env=_go_env(), capture_output=True, text=True, check=False
+            command, cwd=module, env=environment, capture_output=True, text=True, check=False
         )
         if result.returncode != 0:
             raise RuntimeError(
@@ -149,3 +159,22 @@ def build(release: Release) -> Binaries:
         seconds = _build(module, packages, ldflags, folder)
     etcd, etcd_seconds = build_etcd()
     return Binaries(folder=folder, etcd=etcd, built_seconds=seconds + etcd_seconds)
+
+
+def node_commands_pinned(release: Release) -> bool:
+    """Whether `release`'s module pins the kubelet and kube-proxy (its tools.go names them)."""
+    tools = (HERE / release.module / "tools.go").read_text()
+    return all(f'"k8s.io/kubernetes/cmd/{command}"' in tools for command in NODE_COMMANDS)
+
+
+def build_node(release: Release) -> tuple[Path, float]:
+    """The folder holding `kubelet` and `kube-proxy` of `release`, built on first use."""
+    if not node_commands_pinned(release):
+        raise RuntimeError(f"tests/controlplane/{release.module}/tools.go pins no kubelet")
+    module = HERE / release.module
+    ldflags = version_ldflags(release)
+    folder = cache_root() / f"node-v{release.version}-{_key(module, ldflags)}"
+    packages = [f"k8s.io/kubernetes/cmd/{command}" for command in NODE_COMMANDS]
+    with _locked(cache_root() / f"node-v{release.version}.lock"):
+        seconds = _build(module, packages, ldflags, folder)
+    return folder, seconds

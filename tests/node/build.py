@@ -1,0 +1,135 @@
+"""Build (or reuse) everything the real node of tests/node runs, outside the tracked files.
+
+    python -m tests.node build 1.36        # prints what it built or reused, and where
+
+- kubelet and kube-proxy: from the same pinned `k8s.io/kubernetes` module as the control plane
+  (tests/controlplane/v<minor>/tools.go), cached beside it (tests.controlplane.build.build_node);
+- containerd v2, ctr and the runc shim (tests/node/go/containerd), the CNI plugins bridge,
+  host-local, loopback and portmap (tests/node/go/cni), the sandbox's pause program
+  (tests/node/go/pause) and the DRA kubelet plugin stand-in (tests/node/go/draplugin): pinned
+  Go modules, go.sum committed, built with `-mod=readonly` under a key of their module files,
+  the Go version and the flags, in the control plane's cache folder;
+- runc, iptables, buildah, debootstrap, busybox-static and bash-static: Debian's packages
+  (installed by scripts/test where missing; `DebianMissing` says which).
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from tests.controlplane.build import (
+    LDFLAGS_BASE,
+    _build,
+    _key,
+    _locked,
+    build,
+    build_node,
+    cache_root,
+    go,
+)
+from tests.controlplane.versions import Release
+
+HERE = Path(__file__).resolve().parent
+GO = HERE / "go"
+CONTAINERD_VERSION = "v2.4.2"
+CONTAINERD_FLAGS = (
+    f"{LDFLAGS_BASE} -X github.com/containerd/containerd/v2/version.Version={CONTAINERD_VERSION}"
+)
+CONTAINERD_TAGS = "no_btrfs,no_devmapper,no_zfs"
+# Debian's packages the node needs, by the command that tells whether each is there.
+DEBIAN = {
+    "runc": "runc",
+    "iptables": "iptables",
+    "buildah": "buildah",
+    "debootstrap": "debootstrap",
+    "busybox": "busybox-static",
+    "bash-static": "bash-static",
+    "unshare": "util-linux",
+    "nsenter": "util-linux",
+    "ip": "iproute2",
+}
+
+
+class DebianMissing(RuntimeError):
+    """A Debian package the node needs is not installed."""
+
+
+@dataclass(frozen=True)
+class NodeBinaries:
+    kube: Path  # kube-apiserver, kube-controller-manager, kube-scheduler (and etcd beside)
+    node: Path  # kubelet, kube-proxy
+    containerd: Path  # containerd, ctr, containerd-shim-runc-v2
+    cni: Path  # bridge, host-local, loopback, portmap
+    pause: Path
+    plugin: Path  # hami-kubelet-plugin (the stand-in)
+    built_seconds: float
+
+    def path(self, command: str) -> Path:
+        for folder in (self.kube, self.node, self.containerd):
+            if (folder / command).is_file():
+                return folder / command
+        raise FileNotFoundError(command)
+
+
+def debian_missing() -> list[str]:
+    return sorted({package for command, package in DEBIAN.items() if not shutil.which(command)})
+
+
+def _module_build(name: str, packages: list[str], ldflags: str, *flags: str) -> tuple[Path, float]:
+    module = GO / name
+    folder = cache_root() / f"node-{name}-{_key(module, ' '.join((ldflags, *flags, 'static')))}"
+    with _locked(cache_root() / f"node-{name}.lock"):
+        seconds = _build(module, packages, ldflags, folder, *flags, cgo=False)
+    return folder, seconds
+
+
+def build_all(release: Release) -> NodeBinaries:
+    """Everything the node of `release` runs, built on first use (raises GoMissing without Go,
+    DebianMissing without Debian's packages)."""
+    go()
+    missing = debian_missing()
+    if missing:
+        raise DebianMissing(
+            f"the node tests need Debian's {', '.join(missing)}: apt-get install {' '.join(missing)}"
+        )
+    kube = build(release)
+    node, node_seconds = build_node(release)
+    containerd, containerd_seconds = _module_build(
+        "containerd",
+        [
+            "github.com/containerd/containerd/v2/cmd/containerd",
+            "github.com/containerd/containerd/v2/cmd/ctr",
+            "github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2",
+        ],
+        CONTAINERD_FLAGS,
+        "-tags",
+        CONTAINERD_TAGS,
+    )
+    cni, cni_seconds = _module_build(
+        "cni",
+        [
+            "github.com/containernetworking/plugins/plugins/main/bridge",
+            "github.com/containernetworking/plugins/plugins/main/loopback",
+            "github.com/containernetworking/plugins/plugins/ipam/host-local",
+            "github.com/containernetworking/plugins/plugins/meta/portmap",
+        ],
+        LDFLAGS_BASE,
+    )
+    pause, pause_seconds = _module_build("pause", ["."], LDFLAGS_BASE)
+    plugin, plugin_seconds = _module_build("draplugin", ["."], LDFLAGS_BASE)
+    return NodeBinaries(
+        kube=kube.folder,
+        node=node,
+        containerd=containerd,
+        cni=cni,
+        pause=pause / "pause",
+        plugin=plugin / "draplugin",
+        built_seconds=kube.built_seconds
+        + node_seconds
+        + containerd_seconds
+        + cni_seconds
+        + pause_seconds
+        + plugin_seconds,
+    )
