@@ -76,6 +76,10 @@ class ControlPlane:
     consumable_capacity: bool
     controllers: bool = True  # kube-controller-manager and kube-scheduler
     apiserver_args: tuple[str, ...] = ()  # e.g. --runtime-config for a test's special server
+    # Slice flags (a second occurrence in apiserver_args would append, not replace): the real
+    # node of tests/node runs Node,RBAC and every controller.
+    authorization_modes: str = "RBAC"
+    controller_list: str = CONTROLLERS
     processes: list[Process] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -201,7 +205,7 @@ class ControlPlane:
                 f"--tls-cert-file={serving.cert}",
                 f"--tls-private-key-file={serving.key}",
                 f"--client-ca-file={self.pki.ca}",
-                "--authorization-mode=RBAC",
+                f"--authorization-mode={self.authorization_modes}",
                 "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
                 f"--service-account-key-file={self.pki.service_account_pub}",
                 f"--service-account-signing-key-file={self.pki.service_account_key}",
@@ -242,7 +246,7 @@ class ControlPlane:
         self._start_controller(
             "kube-controller-manager",
             "system:kube-controller-manager",
-            f"--controllers={CONTROLLERS}",
+            f"--controllers={self.controller_list}",
             "--use-service-account-credentials=true",
             f"--service-account-private-key-file={self.pki.service_account_key}",
             f"--root-ca-file={self.pki.ca}",

