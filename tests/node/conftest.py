@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from tests.controlplane.build import GoMissing
 from tests.controlplane.cluster import ControlPlane
@@ -29,9 +30,28 @@ from tests.node.host import NODE_IP, HostState, NetworkNamespace
 from tests.node.images import PLUGIN_IMAGE, PROJECT_IMAGE, LocalImages, local_images
 from tests.node.node import BOUND_PATHS, RealNode
 from tests.node.workloads import IMAGE_NAMES
+from tests.support.chart_tools import CHART
 from tests.support.tools import tool
 
 VERSIONS = ("1.36", "1.37")
+# The chart's default device config plus the stand-in's card sizes (for gpumem-percentage).
+DEVICE_CONFIG = """nvidia:
+  resourceCountName: nvidia.com/gpu
+  resourceMemoryName: nvidia.com/gpumem
+  resourceMemoryPercentageName: nvidia.com/gpumem-percentage
+  resourceCoreName: nvidia.com/gpucores
+  resourcePriorityName: nvidia.com/priority
+  defaultMemory: 0
+  defaultCores: 0
+  defaultGPUNum: 1
+  memoryFactor: 1
+  gpuCorePolicy: default
+hamiDraWebhook:
+  driverName: hami-core-gpu.project-hami.io
+  deviceClassName: hami-core-gpu.project-hami.io
+  deviceMemorySizes: [24Gi, 80Gi]
+  refusePrivileged: true
+"""
 RELEASE = "hami-dra-webhook"
 NAMESPACE = "hami-system"
 
@@ -80,7 +100,9 @@ class NodeCluster(Cluster):
     real: RealNode | None = None
 
     def helm_install(self, *sets: str, name: str = RELEASE, wait: bool = True) -> None:
-        args = ["install", name, "charts/hami-dra-webhook", "-n", NAMESPACE, "--create-namespace"]
+        values = self.folder / "node-values.yaml"
+        values.write_text(yaml.safe_dump({"deviceConfig": DEVICE_CONFIG}))
+        args = ["install", name, str(CHART), "-n", NAMESPACE, "--create-namespace", "-f", str(values)]
         for item in (*chart_sets(), *sets):
             args += ["--set", item]
         self.helm(*args)
@@ -91,6 +113,8 @@ class NodeCluster(Cluster):
         fullname = name if "hami-dra-webhook" in name else f"{name}-hami-dra-webhook"
         self.kubectl("rollout", "status", f"deployment/{fullname}", "-n", NAMESPACE, "--timeout=180s")
         self.kubectl("rollout", "status", f"daemonset/{fullname}-driver", "-n", NAMESPACE, "--timeout=180s")
+        daemonset = self.get("daemonset", f"{fullname}-driver", "-n", NAMESPACE)
+        assert daemonset["status"]["numberReady"] == 1, daemonset["status"]
         wait_for(self.driver_slice, "the driver's ResourceSlice", timeout=60)
 
     def driver_slice(self) -> dict[str, Any] | None:

@@ -37,9 +37,9 @@ from tests.controlplane.build import _locked, cache_root
 ROOT = Path(__file__).resolve().parents[2]
 PYTHON_BASE = "localhost/python:3.11-bookworm"
 PROJECT_IMAGE = "localhost/hami-dra-webhook:node-test"
-TEST_IMAGE = "localhost/node-test/shell:1"
-PAUSE_IMAGE = "localhost/node-test/pause:1"
-PLUGIN_IMAGE = "localhost/node-test/hami-kubelet-plugin:1"
+TEST_IMAGE = "localhost/node-test/shell:v1"
+PAUSE_IMAGE = "localhost/node-test/pause:v1"
+PLUGIN_IMAGE = "localhost/node-test/hami-kubelet-plugin:v1"
 # Bump to make the base anew (its packages come from Debian's archive at that time).
 PYTHON_BASE_REVISION = "bookworm-python3.11-1"
 
@@ -182,6 +182,8 @@ def shell_rootfs(folder: Path) -> Path:
     (folder / "tmp").chmod(0o1777)
     (folder / "root").mkdir()
     _write(folder / "bin" / "nvidia-smi", NVIDIA_SMI)
+    # HAMi's example.yaml loops over the CUDA sample: a stand-in that reports and pauses.
+    _write(folder / "cuda-samples" / "vectorAdd", NVIDIA_SMI.replace("exit 0", "sleep 5"))
     return folder
 
 

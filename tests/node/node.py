@@ -385,6 +385,8 @@ state = "{base}/state"
                 f"--cert-dir={base / 'pki'}",
                 f"--hostname-override={self.name}",
                 f"--node-ip={NODE_IP}",
+                # What GPU feature discovery labels a GPU node with: the driver goes there.
+                "--node-labels=nvidia.com/gpu.present=true",
                 "--v=2",
             ],
             env=self._path_env(),
