@@ -216,6 +216,9 @@ def chart(node_cluster: NodeCluster) -> NodeCluster:
 def namespace(chart: NodeCluster) -> Iterator[str]:
     name = chart.create_namespace("node")
     yield name
+    # The examples' `sleep` ignores SIGTERM as PID 1: end the pods after 1 s, not 30.
+    chart.kubectl("delete", "deployments,replicasets,jobs", "--all", "-n", name, "--cascade=orphan")
+    chart.kubectl("delete", "pods", "--all", "-n", name, "--grace-period=1", "--wait=false")
     chart.kubectl("delete", "namespace", name, "--wait=false")
     wait_for(
         lambda: chart.kubectl("get", "namespace", name, check=False).returncode != 0,
