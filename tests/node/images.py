@@ -176,7 +176,11 @@ def shell_rootfs(folder: Path) -> Path:
     for link in ("usr/bin", "usr/sbin", "sbin"):
         (folder / link).parent.mkdir(parents=True, exist_ok=True)
         (folder / link).symlink_to("/bin")
-    _write(folder / "etc/passwd", "root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534::/:/bin/sh\n", 0o644)
+    _write(
+        folder / "etc/passwd",
+        "root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534::/:/bin/sh\n",
+        0o644,
+    )
     _write(folder / "etc/group", "root:x:0:\nnogroup:x:65534:\n", 0o644)
     (folder / "tmp").mkdir(mode=0o1777)
     (folder / "tmp").chmod(0o1777)

@@ -105,7 +105,11 @@ class RealNode:
     def _hierarchies(self) -> list[Path]:
         """Every cgroup hierarchy: the v1 ones, and cgroup v2 at `unified` on a hybrid machine
         (runc makes the pod groups there too)."""
-        return [path for path in sorted(CGROUP_ROOT.iterdir()) if path.is_dir() and not path.is_symlink()]
+        return [
+            path
+            for path in sorted(CGROUP_ROOT.iterdir())
+            if path.is_dir() and not path.is_symlink()
+        ]
 
     def _make_cgroup_root(self) -> None:
         for hierarchy in self._hierarchies():
@@ -223,7 +227,9 @@ class RealNode:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if process.popen.poll() is not None:
-                raise NodeError(f"{process.name} exited ({process.popen.returncode}):\n{process.tail()}")
+                raise NodeError(
+                    f"{process.name} exited ({process.popen.returncode}):\n{process.tail()}"
+                )
             with contextlib.suppress(Exception):
                 if check():
                     return

@@ -28,8 +28,16 @@ def test_the_webhook_pods_run_restricted_and_ready(chart: NodeCluster) -> None:
         # The user the image declares and the chart requires, as the kubelet ran it.
         status = pod["status"]["containerStatuses"][0]
         assert status["ready"] and status["restartCount"] == 0
-        user = chart.kubectl("exec", "-n", NAMESPACE, pod["metadata"]["name"], "--", "python", "-c",
-                             "import os; print(os.getuid(), os.getgid())").stdout.split()
+        user = chart.kubectl(
+            "exec",
+            "-n",
+            NAMESPACE,
+            pod["metadata"]["name"],
+            "--",
+            "python",
+            "-c",
+            "import os; print(os.getuid(), os.getgid())",
+        ).stdout.split()
         assert user == ["65532", "65532"]
 
 
@@ -45,7 +53,9 @@ def test_self_managed_certificate_written_from_inside_the_pod(chart: NodeCluster
         assert config["service"]["name"] == RELEASE
         assert base64.b64decode(config["caBundle"]) == ca
     # Only the webhook's pods could have written it: no process on this machine has run it.
-    webhook_pods = {p["metadata"]["name"] for p in chart.pods(NAMESPACE, "app.kubernetes.io/component=webhook")}
+    webhook_pods = {
+        p["metadata"]["name"] for p in chart.pods(NAMESPACE, "app.kubernetes.io/component=webhook")
+    }
     logs = "".join(chart.kubectl("logs", "-n", NAMESPACE, name).stdout for name in webhook_pods)
     assert "certificate" in logs.lower(), logs[-2000:]
 
@@ -74,7 +84,9 @@ def test_driver_daemonset_publishes_what_v0_1_0_publishes(chart: NodeCluster) ->
         assert device["attributes"] == want["attributes"], name
         assert device["allowMultipleAllocations"] is True
         for capacity in ("cores", "memory"):
-            assert _quantities(device["capacity"][capacity]) == _quantities(want["capacity"][capacity])
+            assert _quantities(device["capacity"][capacity]) == _quantities(
+                want["capacity"][capacity]
+            )
 
 
 def _quantities(value: object) -> str:
@@ -99,7 +111,13 @@ def test_a_legacy_pod_through_the_service_is_converted_and_runs(
                     "name": "cuda",
                     "image": "docker.io/library/ubuntu:22.04",
                     "command": ["nvidia-smi"],
-                    "resources": {"limits": {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 3000, "nvidia.com/gpucores": 30}},
+                    "resources": {
+                        "limits": {
+                            "nvidia.com/gpu": 1,
+                            "nvidia.com/gpumem": 3000,
+                            "nvidia.com/gpucores": 30,
+                        }
+                    },
                 }
             ],
         },

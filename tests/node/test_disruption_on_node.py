@@ -44,7 +44,7 @@ POD = {
                 "image": "docker.io/library/ubuntu:22.04",
                 "resources": {"limits": {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 1000}},
             }
-        ]
+        ],
     },
 }
 
@@ -108,7 +108,9 @@ def test_no_pod_creation_fails_while_the_webhook_restarts_or_loses_a_replica(
         time.sleep(3)
         creates.phase = "rollout restart"
         chart.kubectl("rollout", "restart", f"deployment/{RELEASE}", "-n", NAMESPACE)
-        chart.kubectl("rollout", "status", f"deployment/{RELEASE}", "-n", NAMESPACE, "--timeout=120s")
+        chart.kubectl(
+            "rollout", "status", f"deployment/{RELEASE}", "-n", NAMESPACE, "--timeout=120s"
+        )
         wait_for(lambda: len(_webhook_pods(chart)) == 2, "the old pods gone", timeout=60)
         creates.phase = "steady again"
         time.sleep(3)
@@ -119,7 +121,8 @@ def test_no_pod_creation_fails_while_the_webhook_restarts_or_loses_a_replica(
         restarts = _kill_container(chart, victim)
         wait_for(
             lambda: (
-                (s := chart.pod(NAMESPACE, name)["status"]["containerStatuses"][0])["restartCount"] > restarts
+                (s := chart.pod(NAMESPACE, name)["status"]["containerStatuses"][0])["restartCount"]
+                > restarts
                 and s["ready"]
             ),
             "the killed container restarted and ready",

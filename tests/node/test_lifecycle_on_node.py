@@ -18,7 +18,9 @@ from tests.node.workloads import gpu_env, limits_of
 L4_0 = "GPU-1c000000-0000-4000-8000-000000000000"
 
 
-def gpu_pod(name: str, limits: dict[str, int], annotations: dict[str, str] | None = None) -> dict[str, Any]:
+def gpu_pod(
+    name: str, limits: dict[str, int], annotations: dict[str, str] | None = None
+) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -64,10 +66,17 @@ def test_capacity_comes_back(chart: NodeCluster, namespace: str) -> None:
     for index in range(8):
         apply(chart, namespace, gpu_pod(f"fill-{index}", {"nvidia.com/gpumem": 3000}, pin))
     for index in range(8):
-        wait_for(lambda index=index: phase(chart, namespace, f"fill-{index}") == "Running", f"fill-{index} running", timeout=120)
+        wait_for(
+            lambda index=index: phase(chart, namespace, f"fill-{index}") == "Running",
+            f"fill-{index} running",
+            timeout=120,
+        )
     apply(chart, namespace, gpu_pod("ninth", {"nvidia.com/gpumem": 3000}, pin))
     wait_for(
-        lambda: "cannot allocate all claims" in json.dumps(chart.pod(namespace, "ninth")["status"].get("conditions", [])),
+        lambda: (
+            "cannot allocate all claims"
+            in json.dumps(chart.pod(namespace, "ninth")["status"].get("conditions", []))
+        ),
         "the ninth pod unschedulable",
         timeout=60,
     )
@@ -79,18 +88,34 @@ def test_capacity_comes_back(chart: NodeCluster, namespace: str) -> None:
     gone_uid = chart.get("resourceclaim", gone_claim, "-n", namespace)["metadata"]["uid"]
     assert any(gone_uid in name for name in prepared)
     chart.kubectl("delete", "pod", "fill-0", "-n", namespace, "--grace-period=1")
-    wait_for(lambda: phase(chart, namespace, "ninth") == "Running", "the ninth pod running", timeout=120)
-    assert chart.kubectl("get", "resourceclaim", gone_claim, "-n", namespace, check=False).returncode != 0
-    wait_for(lambda: not any(gone_uid in name for name in cdi_specs(chart)), "the ended pod's claim unprepared")
+    wait_for(
+        lambda: phase(chart, namespace, "ninth") == "Running", "the ninth pod running", timeout=120
+    )
+    assert (
+        chart.kubectl("get", "resourceclaim", gone_claim, "-n", namespace, check=False).returncode
+        != 0
+    )
+    wait_for(
+        lambda: not any(gone_uid in name for name in cdi_specs(chart)),
+        "the ended pod's claim unprepared",
+    )
     env = gpu_env(chart.kubectl("exec", "-n", namespace, "ninth", "--", "env").stdout)
     assert limits_of(env) == [("3000m", "0")] and env["NVIDIA_VISIBLE_DEVICES"] == L4_0
 
 
 def test_running_pods_survive_a_kubelet_restart(chart: NodeCluster, namespace: str) -> None:
-    apply(chart, namespace, gpu_pod("steady", {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 3000, "nvidia.com/gpucores": 30}))
+    apply(
+        chart,
+        namespace,
+        gpu_pod(
+            "steady", {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 3000, "nvidia.com/gpucores": 30}
+        ),
+    )
     wait_for(lambda: phase(chart, namespace, "steady") == "Running", "the pod running", timeout=120)
     before = chart.pod(namespace, "steady")["status"]["containerStatuses"][0]
-    claim = chart.pod(namespace, "steady")["status"]["resourceClaimStatuses"][0]["resourceClaimName"]
+    claim = chart.pod(namespace, "steady")["status"]["resourceClaimStatuses"][0][
+        "resourceClaimName"
+    ]
     uid = chart.get("resourceclaim", claim, "-n", namespace)["metadata"]["uid"]
     assert chart.real is not None
     chart.real.restart_kubelet()
@@ -114,7 +139,11 @@ def test_running_pods_survive_a_kubelet_restart(chart: NodeCluster, namespace: s
     assert limits_of(gpu_env(shown)) == [("3000m", "30")]
     # New pods still get their claims prepared by the restarted kubelet.
     apply(chart, namespace, gpu_pod("after-restart", {"nvidia.com/gpumem": 1000}))
-    wait_for(lambda: phase(chart, namespace, "after-restart") == "Running", "a new pod running", timeout=120)
+    wait_for(
+        lambda: phase(chart, namespace, "after-restart") == "Running",
+        "a new pod running",
+        timeout=120,
+    )
 
 
 def test_a_claim_the_driver_cannot_prepare_is_reported_and_leaves_nothing(
@@ -192,11 +221,20 @@ def test_check_tells_the_truth_about_this_cluster(chart: NodeCluster) -> None:
     publishes devices, the runtime has CDI; no line fails."""
     result = subprocess.run(
         [
-            sys.executable, "-m", "hami_dra_webhook", "check",
+            sys.executable,
+            "-m",
+            "hami_dra_webhook",
+            "check",
             f"--kubeconfig={chart.plane.admin_kubeconfig}",
-            f"--webhook-namespace={NAMESPACE}", f"--release={RELEASE}", "-o", "json",
+            f"--webhook-namespace={NAMESPACE}",
+            f"--release={RELEASE}",
+            "-o",
+            "json",
         ],
-        capture_output=True, text=True, check=False, timeout=120,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
     )
     assert result.returncode in (0, 1), result.stdout + result.stderr
     report = json.loads(result.stdout)

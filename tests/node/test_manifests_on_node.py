@@ -101,7 +101,9 @@ def test_every_hami_example_has_an_expectation() -> None:
     assert sorted(p.name for p in _hami_examples()) == sorted(HAMI_CASES)
 
 
-def _phase_reached(cluster: NodeCluster, namespace: str, key: str, expected: Runs | Waits) -> list[dict[str, Any]] | None:
+def _phase_reached(
+    cluster: NodeCluster, namespace: str, key: str, expected: Runs | Waits
+) -> list[dict[str, Any]] | None:
     if "=" in key:
         pods = cluster.pods(namespace, key)
     else:
@@ -118,21 +120,31 @@ def _phase_reached(cluster: NodeCluster, namespace: str, key: str, expected: Run
         else:
             conditions = {c["type"]: c for c in pod["status"].get("conditions", [])}
             scheduled = conditions.get("PodScheduled")
-            if not scheduled or scheduled["status"] != "False" or expected.reason not in scheduled.get("message", ""):
+            if (
+                not scheduled
+                or scheduled["status"] != "False"
+                or expected.reason not in scheduled.get("message", "")
+            ):
                 return None
     return pods
 
 
-def check_container_limits(cluster: NodeCluster, namespace: str, pod: dict[str, Any], container: str, devices: list[Device]) -> None:
+def check_container_limits(
+    cluster: NodeCluster, namespace: str, pod: dict[str, Any], container: str, devices: list[Device]
+) -> None:
     name = pod["metadata"]["name"]
-    env = gpu_env(cluster.kubectl("exec", "-n", namespace, name, "-c", container, "--", "env").stdout)
+    env = gpu_env(
+        cluster.kubectl("exec", "-n", namespace, name, "-c", container, "--", "env").stdout
+    )
     limits = limits_of(env)
     assert len(limits) == len(devices), (name, container, env)
     # The driver numbers a claim's cards in its own order: compare as a multiset of matches.
     remaining = list(devices)
     for memory, cores in limits:
         match = next((d for d in remaining if memory in d[0] and cores == d[1]), None)
-        assert match is not None, f"{name}/{container}: {memory}, {cores} not in {remaining} ({env})"
+        assert match is not None, (
+            f"{name}/{container}: {memory}, {cores} not in {remaining} ({env})"
+        )
         remaining.remove(match)
     uuids = env["NVIDIA_VISIBLE_DEVICES"].split(",")
     assert len(set(uuids)) == len(devices), f"{len(devices)} different cards expected: {uuids}"
@@ -155,7 +167,9 @@ def apply_and_check(cluster: NodeCluster, namespace: str, path: Path, case: Case
             # Converted: no legacy resource is left, and the pod references its claims.
             for container in pod["spec"]["containers"]:
                 limits = container.get("resources", {}).get("limits", {})
-                assert not [k for k in limits if k.startswith("nvidia.com/") and "mig" not in k], limits
+                assert not [k for k in limits if k.startswith("nvidia.com/") and "mig" not in k], (
+                    limits
+                )
             if isinstance(expected, Runs):
                 for container, devices in expected.containers.items():
                     check_container_limits(cluster, namespace, pod, container, devices)
@@ -179,15 +193,24 @@ def _time(value: str) -> datetime.datetime:
     return datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
 
 
-def test_init_containers_run_first_each_with_its_own_limits(chart: NodeCluster, namespace: str) -> None:
+def test_init_containers_run_first_each_with_its_own_limits(
+    chart: NodeCluster, namespace: str
+) -> None:
     """examples/init-container.yaml: a GPU init container runs (and ends) before the app
     container starts; the restartable sidecar and the app keep their own limits."""
     chart.kubectl("apply", "-n", namespace, "-f", str(EXAMPLES / "init-container.yaml"))
     selector = "job-name=warm-then-run"
     pod = wait_for(
         lambda: next(
-            (p for p in chart.pods(namespace, selector) if p["status"].get("phase") == "Running"
-             and all(s.get("state", {}).get("running") for s in p["status"].get("containerStatuses", []))),
+            (
+                p
+                for p in chart.pods(namespace, selector)
+                if p["status"].get("phase") == "Running"
+                and all(
+                    s.get("state", {}).get("running")
+                    for s in p["status"].get("containerStatuses", [])
+                )
+            ),
             None,
         ),
         "the Job's pod with its app container running",

@@ -58,7 +58,9 @@ def image_names() -> tuple[str, ...]:
     names = set()
     for path in _manifest_files():
         for document in yaml.safe_load_all(path.read_text()):
-            names.update(full_image_name(image) for image in _images_of(document) if "@" not in image)
+            names.update(
+                full_image_name(image) for image in _images_of(document) if "@" not in image
+            )
     return tuple(sorted(names))
 
 

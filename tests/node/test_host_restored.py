@@ -1,0 +1,62 @@
+"""The node leaves this machine as it found it: a node of its own is started, runs a pod with
+a DRA claim (so that the kubelet, containerd, runc, the CNI bridge and kube-proxy all leave
+their marks), and is stopped; every fact HostState reads is then as before, and no process of
+it is left."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from tests.e2e.harness import wait_for
+from tests.node.conftest import confined_cluster, node_versions
+from tests.node.host import HostState
+from tests.node.images import LocalImages
+from tests.node.node import BOUND_PATHS
+
+
+def _our_processes(folder: Path) -> list[str]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) != os.getpid():
+            try:
+                command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            if str(folder) in command:
+                found.append(command)
+    return found
+
+
+def test_the_machine_is_as_before_after_a_node(node_images: LocalImages, tmp_path: Path) -> None:
+    node_minor = node_versions()[0]  # once a run: the same fixture code serves every version
+    before = HostState.read(BOUND_PATHS)
+    with confined_cluster(node_minor, tmp_path, node_images, node_name="node-restore") as cluster:
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "marks"},
+            "spec": {
+                "restartPolicy": "Never",
+                "containers": [
+                    {
+                        "name": "c",
+                        "image": "docker.io/library/ubuntu:22.04",
+                        "command": ["sh", "-c", "sleep 600"],
+                    }
+                ],
+            },
+        }
+        cluster.kubectl("apply", "-n", "default", "-f", "-", stdin=json.dumps(pod))
+        wait_for(
+            lambda: cluster.pod("default", "marks")["status"].get("phase") == "Running",
+            "a pod running",
+            timeout=120,
+        )
+        during = HostState.read(BOUND_PATHS)
+        assert before.differences(during), (
+            "a running node must show on the machine (mounts, cgroups)"
+        )
+    assert before.differences(HostState.read(BOUND_PATHS)) == {}
+    assert _our_processes(tmp_path) == []
