@@ -79,12 +79,18 @@ def test_the_build_lock_satisfies_the_build_system() -> None:
 
     root = DOCKERFILE.parent
     lock = (root / "requirements-build.lock").read_text()
-    pinned = dict(re.findall(r"^([A-Za-z0-9_.-]+)==(\S+) \\\n\s+--hash=sha256:[0-9a-f]{64}", lock, re.MULTILINE))
+    pinned = dict(
+        re.findall(
+            r"^([A-Za-z0-9_.-]+)==(\S+) \\\n\s+--hash=sha256:[0-9a-f]{64}", lock, re.MULTILINE
+        )
+    )
     with open(root / "pyproject.toml", "rb") as handle:
         required = tomllib.load(handle)["build-system"]["requires"]
     for line in required:
         requirement = Requirement(line)
-        assert requirement.name in pinned, f"{requirement.name} is not pinned in requirements-build.lock"
+        assert requirement.name in pinned, (
+            f"{requirement.name} is not pinned in requirements-build.lock"
+        )
         assert requirement.specifier.contains(pinned[requirement.name]), (requirement, pinned)
     build = DOCKERFILE.read_text().split("\nFROM ")[1]
     assert "-r requirements-build.lock" in build and "--no-build-isolation" in build
