@@ -150,14 +150,20 @@ def build_etcd() -> tuple[Path, float]:
     return folder / "etcd", seconds
 
 
-def build(release: Release) -> Binaries:
-    """The binaries of `release`, built on first use."""
+def _build_kubernetes(release: Release, name: str, commands: tuple[str, ...]) -> tuple[Path, float]:
+    """`commands` of k8s.io/kubernetes at `release`, cached as `<name>-v<version>-<key>`."""
     module = HERE / release.module
     ldflags = version_ldflags(release)
-    folder = cache_root() / f"kubernetes-v{release.version}-{_key(module, ldflags)}"
-    packages = [f"k8s.io/kubernetes/cmd/{command}" for command in KUBE_COMMANDS]
-    with _locked(cache_root() / f"kubernetes-v{release.version}.lock"):
+    folder = cache_root() / f"{name}-v{release.version}-{_key(module, ldflags)}"
+    packages = [f"k8s.io/kubernetes/cmd/{command}" for command in commands]
+    with _locked(cache_root() / f"{name}-v{release.version}.lock"):
         seconds = _build(module, packages, ldflags, folder)
+    return folder, seconds
+
+
+def build(release: Release) -> Binaries:
+    """The binaries of `release`, built on first use."""
+    folder, seconds = _build_kubernetes(release, "kubernetes", KUBE_COMMANDS)
     etcd, etcd_seconds = build_etcd()
     return Binaries(folder=folder, etcd=etcd, built_seconds=seconds + etcd_seconds)
 
@@ -172,10 +178,4 @@ def build_node(release: Release) -> tuple[Path, float]:
     """The folder holding `kubelet` and `kube-proxy` of `release`, built on first use."""
     if not node_commands_pinned(release):
         raise RuntimeError(f"tests/controlplane/{release.module}/tools.go pins no kubelet")
-    module = HERE / release.module
-    ldflags = version_ldflags(release)
-    folder = cache_root() / f"node-v{release.version}-{_key(module, ldflags)}"
-    packages = [f"k8s.io/kubernetes/cmd/{command}" for command in NODE_COMMANDS]
-    with _locked(cache_root() / f"node-v{release.version}.lock"):
-        seconds = _build(module, packages, ldflags, folder)
-    return folder, seconds
+    return _build_kubernetes(release, "node", NODE_COMMANDS)

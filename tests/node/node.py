@@ -14,6 +14,7 @@ kubelet changes.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import json
 import os
@@ -69,6 +70,7 @@ class RealNode:
     # -- lifecycle ---------------------------------------------------------------------------
 
     def start(self, images: LocalImages) -> RealNode:
+        atexit.register(self.stop)  # an interrupted run still stops the node
         self._kernel.save()
         try:
             self._make_cgroup_root()
@@ -99,6 +101,7 @@ class RealNode:
                 path.rmdir()
         self._made_mount_points.clear()
         self._kernel.restore()
+        atexit.unregister(self.stop)
 
     # -- the pieces --------------------------------------------------------------------------
 
@@ -381,30 +384,26 @@ state = "{base}/state"
             "syncFrequency": "5s",
         }
         (base / "config.yaml").write_text(json.dumps(config, indent=1))
-        self.kubelet = self._spawn(
-            "kubelet",
-            [
-                str(self.binaries.path("kubelet")),
-                f"--config={base / 'config.yaml'}",
-                f"--kubeconfig={kubeconfig}",
-                f"--root-dir={KUBELET_ROOT}",
-                f"--cert-dir={base / 'pki'}",
-                f"--hostname-override={self.name}",
-                f"--node-ip={NODE_IP}",
-                # What GPU feature discovery labels a GPU node with: the driver goes there.
-                "--node-labels=nvidia.com/gpu.present=true",
-                "--v=2",
-            ],
-            env=self._path_env(),
-        )
+        self._kubelet_command = [
+            str(self.binaries.path("kubelet")),
+            f"--config={base / 'config.yaml'}",
+            f"--kubeconfig={kubeconfig}",
+            f"--root-dir={KUBELET_ROOT}",
+            f"--cert-dir={base / 'pki'}",
+            f"--hostname-override={self.name}",
+            f"--node-ip={NODE_IP}",
+            # What GPU feature discovery labels a GPU node with: the driver goes there.
+            "--node-labels=nvidia.com/gpu.present=true",
+            "--v=2",
+        ]
+        self.kubelet = self._spawn("kubelet", self._kubelet_command, env=self._path_env())
         self.wait_ready()
 
     def restart_kubelet(self) -> None:
         """Stop the kubelet (SIGTERM) and start it again with the same configuration."""
-        command = self.kubelet.popen.args
         self.kubelet.stop()
         self.processes.remove(self.kubelet)
-        self.kubelet = self._spawn("kubelet", list(command)[4:], env=self._path_env())
+        self.kubelet = self._spawn("kubelet", self._kubelet_command, env=self._path_env())
         self.wait_ready()
 
     def node_object(self) -> dict[str, Any] | None:
