@@ -157,6 +157,36 @@ def test_webhook_configuration() -> None:
     assert custom["webhooks"][0]["clientConfig"]["caBundle"] == "Y2E="
 
 
+def test_cert_manager_mode_signs_the_serving_certificate_with_a_ca_of_its_own() -> None:
+    """Without issuerRef, the serving certificate is signed by a CA of the release's own, so a
+    renewal of it leaves the caBundle unchanged; the CA keeps its key when renewed."""
+    documents = render(*MODES["certManager"])
+    certificates = {
+        d["metadata"]["name"]: d["spec"] for d in documents if d["kind"] == "Certificate"
+    }
+    issuers = {d["metadata"]["name"]: d["spec"] for d in documents if d["kind"] == "Issuer"}
+    assert issuers == {
+        "hami-dra-webhook-selfsigned": {"selfSigned": {}},
+        "hami-dra-webhook-ca": {"ca": {"secretName": "hami-dra-webhook-ca"}},
+    }
+    ca, serving = certificates["hami-dra-webhook-ca"], certificates["hami-dra-webhook"]
+    assert ca["isCA"] is True and ca["secretName"] == "hami-dra-webhook-ca"
+    assert ca["issuerRef"] == {"name": "hami-dra-webhook-selfsigned", "kind": "Issuer"}
+    assert ca["privateKey"]["rotationPolicy"] == "Never"
+    assert ca["duration"] == "87600h"
+    assert serving["issuerRef"] == {"name": "hami-dra-webhook-ca", "kind": "Issuer"}
+    assert serving["secretName"] == "hami-dra-webhook-tls"
+    assert "hami-dra-webhook.hami-system.svc" in serving["dnsNames"]
+    own = render(*MODES["certManager-own-issuer"])
+    assert [d["metadata"]["name"] for d in own if d["kind"] in ("Issuer", "Certificate")] == [
+        "hami-dra-webhook"
+    ]
+    assert find(own, "Certificate")["spec"]["issuerRef"] == {
+        "name": "corp-ca",
+        "kind": "ClusterIssuer",
+    }
+
+
 def _match(expression: str, pod: dict[str, Any]) -> bool:
     import celpy
 

@@ -6,9 +6,12 @@
   (tests/controlplane/v<minor>/tools.go), cached beside it (tests.controlplane.build.build_node);
 - containerd v2, ctr and the runc shim (tests/node/go/containerd), the CNI plugins bridge,
   host-local, loopback and portmap (tests/node/go/cni), the sandbox's pause program
-  (tests/node/go/pause) and the DRA kubelet plugin stand-in (tests/node/go/draplugin): pinned
-  Go modules, go.sum committed, built with `-mod=readonly` under a key of their module files,
-  the Go version and the flags, in the control plane's cache folder;
+  (tests/node/go/pause), the DRA kubelet plugin stand-in (tests/node/go/draplugin) and
+  cert-manager v1.21's controller and CA injector (tests/node/go/certmanager): pinned Go
+  modules, go.sum committed, built with `-mod=readonly` under a key of their module files and
+  sources, the Go version and the flags, in the control plane's cache folder;
+- cert-manager's own Helm chart and CRDs: read from the pinned cert-manager module in Go's
+  module cache (`cert_manager_module`), never copied into this repository;
 - runc, iptables, buildah, debootstrap, busybox-static and bash-static: Debian's packages
   (installed by scripts/test where missing; `DebianMissing` says which).
 """
@@ -16,7 +19,9 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import shutil
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,6 +29,7 @@ from tests.controlplane.build import (
     LDFLAGS_BASE,
     Binaries,
     _build,
+    _go_env,
     _key,
     _locked,
     build,
@@ -66,6 +72,7 @@ class NodeBinaries:
     cni: Path  # bridge, host-local, loopback, portmap
     pause: Path
     plugin: Path  # hami-kubelet-plugin (the stand-in)
+    cert_manager: Path  # controller, cainjector (cert-manager v1.21's, wired here)
     built_seconds: float
 
     def path(self, command: str) -> Path:
@@ -81,11 +88,13 @@ def debian_missing() -> list[str]:
 
 def _source_key(module: Path, settings: str) -> str:
     """The control plane's key (go.mod, go.sum, Go version, flags) plus the module's own
-    sources: the pause program and the plugin are built from files in this repository."""
+    sources: the pause program, the plugin and cert-manager's commands are built from files in
+    this repository."""
     digest = hashlib.sha256(settings.encode())
-    for path in sorted(module.glob("*")):
+    for path in sorted(module.rglob("*")):
         if path.suffix == ".go" or path.name in ("go.mod", "go.sum"):
-            digest.update(path.name.encode() + b"\0" + path.read_bytes())
+            name = str(path.relative_to(module))
+            digest.update(name.encode() + b"\0" + path.read_bytes())
     return _key(module, digest.hexdigest())
 
 
@@ -131,6 +140,9 @@ def build_all(release: Release) -> NodeBinaries:
     )
     pause, pause_seconds = _module_build("pause", ["."], LDFLAGS_BASE)
     plugin, plugin_seconds = _module_build("draplugin", ["."], LDFLAGS_BASE)
+    cert_manager, cert_manager_seconds = _module_build(
+        "certmanager", ["./controller", "./cainjector"], LDFLAGS_BASE
+    )
     return NodeBinaries(
         control_plane=kube,
         node=node,
@@ -138,10 +150,29 @@ def build_all(release: Release) -> NodeBinaries:
         cni=cni,
         pause=pause / "pause",
         plugin=plugin / "draplugin",
+        cert_manager=cert_manager,
         built_seconds=kube.built_seconds
         + node_seconds
         + containerd_seconds
         + cni_seconds
         + pause_seconds
-        + plugin_seconds,
+        + plugin_seconds
+        + cert_manager_seconds,
     )
+
+
+CERT_MANAGER_MODULE = "github.com/cert-manager/cert-manager"
+
+
+def cert_manager_module() -> Path:
+    """The pinned cert-manager module's folder in Go's module cache (its chart is under
+    deploy/charts/cert-manager): downloaded by the build, verified against go.sum."""
+    result = subprocess.run(
+        [go(), "mod", "download", "-json", CERT_MANAGER_MODULE],
+        cwd=GO / "certmanager",
+        env=_go_env(),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return Path(json.loads(result.stdout)["Dir"])

@@ -89,7 +89,11 @@ def node_images(tmp_path_factory: pytest.TempPathFactory) -> LocalImages:
     network namespace, where PyPI is reachable)."""
     binaries = binaries_or_skip(node_versions()[0])
     return local_images(
-        tmp_path_factory.mktemp("images"), binaries.pause, binaries.plugin, IMAGE_NAMES
+        tmp_path_factory.mktemp("images"),
+        binaries.pause,
+        binaries.plugin,
+        binaries.cert_manager,
+        IMAGE_NAMES,
     )
 
 

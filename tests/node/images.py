@@ -10,6 +10,9 @@
 - The pause image (the CRI sandbox) and the DRA plugin stand-in's image (the test image plus
   `hami-kubelet-plugin`, the two scripts the chart's DaemonSet runs, and stand-in files for
   HAMi-core's libvgpu.so and ld.so.preload).
+- cert-manager's controller and CA injector images: each one static binary
+  (tests/node/go/certmanager) and a numeric non-root user, as cert-manager's chart requires
+  (runAsNonRoot without runAsUser).
 - A Python 3.11 base from Debian bookworm (`debootstrap`), cached as an archive; the project's
   image built FROM IT by `buildah` from the repository's Dockerfile as it ships (only
   `--build-arg BASE=` is given), with buildah's layer cache in the cache folder.
@@ -40,6 +43,11 @@ PROJECT_IMAGE = "localhost/hami-dra-webhook:node-test"
 TEST_IMAGE = "localhost/node-test/shell:v1"
 PAUSE_IMAGE = "localhost/node-test/pause:v1"
 PLUGIN_IMAGE = "localhost/node-test/hami-kubelet-plugin:v1"
+CERT_MANAGER_VERSION = "v1.21.2"  # tests/node/go/certmanager/go.mod
+CERT_MANAGER_IMAGES = {
+    command: f"localhost/node-test/cert-manager-{command}:{CERT_MANAGER_VERSION}"
+    for command in ("controller", "cainjector")
+}
 # Bump to make the base anew (its packages come from Debian's archive at that time).
 PYTHON_BASE_REVISION = "bookworm-python3.11-1"
 
@@ -231,6 +239,20 @@ def _plugin_archive(scratch: Path, plugin: Path) -> Path:
     )
 
 
+def _cert_manager_archives(scratch: Path, commands: Path) -> dict[Path, tuple[str, ...]]:
+    archives: dict[Path, tuple[str, ...]] = {}
+    for command, name in CERT_MANAGER_IMAGES.items():
+        rootfs = scratch / f"cert-manager-{command}-rootfs"
+        rootfs.mkdir()
+        shutil.copy2(commands / command, rootfs / f"cert-manager-{command}")
+        (rootfs / "tmp").mkdir(mode=0o1777)
+        config = {"Entrypoint": [f"/cert-manager-{command}"], "User": "1000:1000"}
+        archives[oci_archive(rootfs, scratch / f"cert-manager-{command}.tar", name, config)] = (
+            name,
+        )
+    return archives
+
+
 def python_base() -> Path:
     """An OCI archive of Debian bookworm with python3.11 and venv, made once (debootstrap)."""
     folder = cache_root() / f"python-base-{PYTHON_BASE_REVISION}"
@@ -314,12 +336,15 @@ def project_image(scratch: Path) -> tuple[Path, float]:
     return archive, time.monotonic() - started
 
 
-def local_images(scratch: Path, pause: Path, plugin: Path, names: Iterable[str]) -> LocalImages:
+def local_images(
+    scratch: Path, pause: Path, plugin: Path, cert_manager: Path, names: Iterable[str]
+) -> LocalImages:
     """Every image the node runs, as archives in `scratch` (the project's built anew)."""
     scratch.mkdir(parents=True, exist_ok=True)
     archives = _shell_archive(scratch, names)
     archives[_pause_archive(scratch, pause)] = (PAUSE_IMAGE,)
     archives[_plugin_archive(scratch, plugin)] = (PLUGIN_IMAGE,)
+    archives.update(_cert_manager_archives(scratch, cert_manager))
     project, seconds = project_image(scratch)
     archives[project] = (PROJECT_IMAGE,)
     return LocalImages(archives, seconds)

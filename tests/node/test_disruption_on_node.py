@@ -9,13 +9,9 @@ kube-apiserver does not retry a refused connection, nor a request whose connecti
 The test holds that window to what it is: only those transport errors, only within 5 s of the
 kill, none after (measured: 0 to 3 failed creates, all within 0.2 s of the kill).
 
-The creates are real (stored, through the whole admission chain); each pod asks for a node that
-does not exist, so it is never scheduled, and is deleted right after it is created, so a 2-core
-node is not flooded. (Server-side dry runs were tried first: after the rollout the new replicas
-refused them with 429, since a dry run never stores its template and each one counts against
-the webhook's per-namespace limit on new templates; real creates store it once.) The numbers
-(attempted, failed, worst latency) are printed and written to node-disruption.json in the run's
-folder.
+The creates are those of tests/node/creates.py (real, never scheduled, deleted at once). The
+numbers (attempted, failed, worst latency) are printed and written to node-disruption.json in
+the run's folder.
 """
 
 from __future__ import annotations
@@ -23,65 +19,11 @@ from __future__ import annotations
 import json
 import os
 import signal
-import threading
 import time
-from dataclasses import dataclass, field
 
 from tests.e2e.harness import wait_for
 from tests.node.conftest import NAMESPACE, RELEASE, NodeCluster
-
-MAX_CREATES = 3000
-MAX_SECONDS = 150.0
-POD = {
-    "apiVersion": "v1",
-    "kind": "Pod",
-    "metadata": {"generateName": "disruption-"},
-    "spec": {
-        "nodeSelector": {"node-test.hami.io/never": "true"},
-        "terminationGracePeriodSeconds": 0,
-        "containers": [
-            {
-                "name": "cuda",
-                "image": "docker.io/library/ubuntu:22.04",
-                "resources": {"limits": {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 1000}},
-            }
-        ],
-    },
-}
-
-
-@dataclass
-class Creates:
-    attempted: int = 0
-    failures: list[str] = field(default_factory=list)
-    failure_times: list[tuple[str, float]] = field(default_factory=list)
-    worst: float = 0.0
-    by_phase: dict[str, int] = field(default_factory=dict)
-    phase: str = "steady"
-
-
-def _client(cluster: NodeCluster, namespace: str, stop: threading.Event, out: Creates) -> None:
-    deadline = time.monotonic() + MAX_SECONDS
-    path = f"/api/v1/namespaces/{namespace}/pods"
-    while not stop.is_set() and out.attempted < MAX_CREATES and time.monotonic() < deadline:
-        started = time.monotonic()
-        try:
-            status, body = cluster.plane.request("POST", path, POD)
-        except OSError as error:
-            status, body = 0, {"message": repr(error)}
-        elapsed = time.monotonic() - started
-        out.attempted += 1
-        out.by_phase[out.phase] = out.by_phase.get(out.phase, 0) + 1
-        out.worst = max(out.worst, elapsed)
-        converted = status == 201 and body["spec"].get("resourceClaims")
-        if not converted:
-            message = body.get("message", str(body)) if isinstance(body, dict) else str(body)
-            out.failures.append(f"{out.phase}: {status} {message[-400:]}")
-            out.failure_times.append((out.phase, started))
-        if status == 201:
-            name = body["metadata"]["name"]
-            cluster.plane.request("DELETE", f"{path}/{name}", {"gracePeriodSeconds": 0})
-        time.sleep(0.02)
+from tests.node.creates import creating_pods
 
 
 def _webhook_pods(cluster: NodeCluster) -> list[dict[str, object]]:
@@ -102,11 +44,8 @@ def _kill_container(cluster: NodeCluster, pod: dict[str, object]) -> int:
 def test_no_pod_creation_fails_while_the_webhook_restarts_or_loses_a_replica(
     chart: NodeCluster, namespace: str
 ) -> None:
-    stop, creates = threading.Event(), Creates()
     killed_at = float("inf")
-    client = threading.Thread(target=_client, args=(chart, namespace, stop, creates), daemon=True)
-    client.start()
-    try:
+    with creating_pods(chart, namespace) as creates:
         time.sleep(3)
         creates.phase = "rollout restart"
         chart.kubectl("rollout", "restart", f"deployment/{RELEASE}", "-n", NAMESPACE)
@@ -132,17 +71,9 @@ def test_no_pod_creation_fails_while_the_webhook_restarts_or_loses_a_replica(
         )
         creates.phase = "after"
         time.sleep(3)
-    finally:
-        stop.set()
-        client.join(timeout=30)
-    numbers = {
-        "attempted": creates.attempted,
-        "failed": len(creates.failures),
+    numbers = creates.numbers() | {
         "failed_after_kill_s": [round(t - killed_at, 2) for _, t in creates.failure_times],
         "rollout_failed": sum(phase == "rollout restart" for phase, _ in creates.failure_times),
-        "worst_latency_s": round(creates.worst, 3),
-        "by_phase": creates.by_phase,
-        "failures": creates.failures[:20],
     }
     print(f"disruption: {json.dumps(numbers)}")
     (chart.folder / "node-disruption.json").write_text(json.dumps(numbers, indent=1))
