@@ -355,7 +355,14 @@ def _env_ops(
     env = container.get("env")
     if env is not None and not isinstance(env, list):
         raise Refused(f"{ref.label}: env is not a list", code=400)
-    present = {e.get("name"): e.get("value") for e in env or [] if isinstance(e, dict)}
+    present: dict[str, Any] = {}
+    for index, entry in enumerate(env or []):
+        if not isinstance(entry, dict):
+            raise Refused(f"{ref.label}: env[{index}] is not a map", code=400)
+        name = entry.get("name")
+        if not isinstance(name, str):
+            raise Refused(f"{ref.label}: env[{index}].name is not a string", code=400)
+        present[name] = entry.get("value")
     entries = []
     for name, value in wanted.items():
         if name not in present:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import copy
 from typing import Any
 
 from hypothesis import strategies as st
@@ -270,3 +272,99 @@ def odd_pods(draw: st.DrawFn) -> Any:
         ),
     )
     return draw(st.fixed_dictionaries({}, optional={"metadata": metadata, "spec": spec}) | JSON)
+
+
+# A GPU pod that touches every field the translation reads (metadata, annotations, labels,
+# scheduler, runtime class, claims, init and app containers, env, security context, requests,
+# limits and claims of resources); `pods_with_odd_fields` replaces some of them with any JSON.
+RICH_POD: dict[str, Any] = {
+    "apiVersion": "v1",
+    "kind": "Pod",
+    "metadata": {
+        "name": "p",
+        "generateName": "p-",
+        "labels": {"app": "a", "hami.io/dra": "true"},
+        "annotations": {
+            "nvidia.com/use-gputype": "A100,H100",
+            "nvidia.com/nouse-gputype": "T4",
+            "nvidia.com/use-gpuuuid": "GPU-1,GPU-2",
+            "nvidia.com/vgpu-mode": "hami-core",
+            "hami.io/gpu-scheduler-policy": "binpack",
+        },
+    },
+    "spec": {
+        "schedulerName": "hami-scheduler",
+        "runtimeClassName": "nvidia",
+        "hostNetwork": False,
+        "resourceClaims": [{"name": "other", "resourceClaimName": "other"}],
+        "initContainers": [
+            {
+                "name": "init",
+                "env": [{"name": "A", "value": "b"}],
+                "resources": {"limits": {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "1000"}},
+            }
+        ],
+        "containers": [
+            {
+                "name": "cuda",
+                "image": "i",
+                "env": [
+                    {"name": "X", "value": "y"},
+                    {"name": "CUDA_TASK_PRIORITY", "valueFrom": {"fieldRef": {"fieldPath": "x"}}},
+                ],
+                "securityContext": {"privileged": False, "capabilities": {"add": ["SYS_ADMIN"]}},
+                "resources": {
+                    "limits": {
+                        "nvidia.com/gpu": "2",
+                        "nvidia.com/gpumem": "3000",
+                        "nvidia.com/gpucores": "30",
+                        "nvidia.com/priority": "1",
+                        "cpu": "1",
+                    },
+                    "requests": {"nvidia.com/gpu": "2", "memory": "1Gi"},
+                    "claims": [{"name": "other"}],
+                },
+            },
+            {
+                "name": "pct",
+                "resources": {"limits": {"nvidia.com/gpumem-percentage": "50"}},
+            },
+            {"name": "plain", "image": "i"},
+        ],
+    },
+}
+
+
+def _paths(value: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    found = [prefix]
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            found += _paths(inner, (*prefix, key))
+    elif isinstance(value, list):
+        for index, inner in enumerate(value):
+            found += _paths(inner, (*prefix, index))
+    return found
+
+
+RICH_PATHS = _paths(RICH_POD)[1:]
+
+
+@st.composite
+def pods_with_odd_fields(draw: st.DrawFn) -> tuple[dict[str, Any], list[tuple[Any, ...]]]:
+    """RICH_POD with one to three of its fields (at any depth) replaced by any JSON value."""
+    pod = copy.deepcopy(RICH_POD)
+    chosen = draw(st.lists(st.sampled_from(RICH_PATHS), min_size=1, max_size=3, unique=True))
+    for path in chosen:
+        parent = pod
+        for step in path[:-1]:
+            if not isinstance(parent, dict | list):
+                break
+            try:
+                parent = parent[step]
+            except (KeyError, IndexError, TypeError):
+                break
+        else:
+            if isinstance(parent, dict | list):
+                with contextlib.suppress(IndexError, TypeError):
+                    parent[path[-1]] = draw(JSON)
+    return pod, chosen
