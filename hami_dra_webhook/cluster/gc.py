@@ -2,8 +2,10 @@
 
 Templates are shared by content and not owned by pods, so nothing else deletes them. A template
 is deleted only when (1) no pod in its namespace references it, (2) it was created and last
-confirmed (`hami.io/last-used`) more than `grace` seconds ago, and (3) it has not changed since it
-was read (the delete carries a resourceVersion precondition).
+confirmed (`hami.io/last-used`) more than `grace` seconds ago, (3) it has not changed since it
+was read (the delete carries a resourceVersion precondition), and (4) it is exactly a template the
+webhook writes (its name is a hash of its content): one that someone else made under the
+webhook's labels is never deleted, only counted.
 
 Why an admitted pod can never reference a deleted template: an admission uses a template only
 after confirming it (create, or stamping last-used) or from a cache entry younger than the cache
@@ -23,6 +25,7 @@ from datetime import datetime
 
 from hami_dra_webhook.cluster.template_store import LAST_USED_ANNOTATION
 from hami_dra_webhook.core.claims import MANAGED_BY, MANAGED_BY_LABEL
+from hami_dra_webhook.core.template_identity import not_written_by_webhook
 from hami_dra_webhook.core.types import JsonObject
 from hami_dra_webhook.kube.port import ApiError, KubeApi
 
@@ -37,11 +40,13 @@ class GcReport:
     in_use: list[str] = field(default_factory=list)
     recent: list[str] = field(default_factory=list)
     raced: list[str] = field(default_factory=list)
+    foreign: list[str] = field(default_factory=list)  # not the webhook's: never deleted
 
     def summary(self) -> str:
         return (
             f"deleted {len(self.deleted)}, in use {len(self.in_use)},"
-            f" used within the grace period {len(self.recent)}, changed meanwhile {len(self.raced)}"
+            f" used within the grace period {len(self.recent)}, changed meanwhile"
+            f" {len(self.raced)}, not written by the webhook (kept) {len(self.foreign)}"
         )
 
 
@@ -87,6 +92,8 @@ async def collect_garbage(
             name, where = metadata["name"], f"{namespace}/{metadata['name']}"
             if name in used:
                 report.in_use.append(where)
+            elif not_written_by_webhook(template) is not None:
+                report.foreign.append(where)
             elif last_used(template) > now - grace:
                 report.recent.append(where)
             elif dry_run:

@@ -6,11 +6,21 @@ Templates known to exist are cached for `cache_ttl` seconds, so the hot path mak
 each confirmation also stamps `hami.io/last-used`, which the garbage collector respects (its
 grace period must be far longer than the cache TTL: see gc.py).
 
-The cache is kept true by a watch on the webhook's own templates (`keep_true`): one deleted by
-anyone leaves the cache at once, and while the watch is down the cache is emptied (nothing seen
-then can be trusted). It is bounded: expired entries are pruned, at most `max_entries` kept.
-API confirmations are rate-limited per namespace, so that no caller can make the webhook write
-templates without bound.
+Only a template that is exactly what the webhook writes is ever used or stamped. An existing one
+(409) is read and compared: its labels, legacy-request annotation and spec must be what
+kube-apiserver stores for the webhook's template (learnt once per name from a server-side dry
+run, since the server may store a spec otherwise than written: a feature gate that drops
+capacity, say); then it is stamped by a JSON patch that holds only for the version read.
+Otherwise the pod is refused with what is wrong, and nothing is written
+(core/template_identity.py).
+
+The cache is kept true by a watch on the webhook's own templates (`keep_true`): one changed by
+anyone leaves the cache at once; one deleted while cached leaves it and is created again at once
+(it was confirmed within the cache TTL, so pods admitted in the watch's lag may reference it, and
+the garbage collector never deletes one that recent, see gc.py); while the watch is down the cache
+is emptied (nothing seen then can be trusted). It is bounded: expired entries are pruned, at most
+`max_entries` kept. API confirmations are rate-limited per namespace, so that no caller can make
+the webhook write templates without bound.
 """
 
 from __future__ import annotations
@@ -23,12 +33,16 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Protocol
 
+from hami_dra_webhook.core.template_identity import stamp_if_unchanged, what_differs
 from hami_dra_webhook.core.types import JsonObject
 from hami_dra_webhook.kube.port import ApiError, KubeApi
 
 LAST_USED_ANNOTATION = "hami.io/last-used"
 MANAGED_SELECTOR = "app.kubernetes.io/managed-by=hami-dra-webhook"
 MAX_NAMESPACE_BUCKETS = 4096
+MAX_STORED_FORMS = 4096
+RECREATE_BUDGET = 5.0  # seconds one re-creation after an out-of-band delete may take
+CONFIRM_TRIES = 3  # create, or read and stamp, again when the template changes meanwhile
 log = logging.getLogger("hami_dra_webhook.templates")
 
 
@@ -79,6 +93,16 @@ class _Bucket:
     at: float
 
 
+@dataclass(slots=True)
+class _Known:
+    """A confirmed template: until when it is trusted without asking, what it is, and the spec
+    kube-apiserver stores for it (what the watch compares changes with)."""
+
+    expires: float
+    template: JsonObject
+    stored_spec: JsonObject
+
+
 class NamespaceRate:
     """A token bucket per namespace: `burst` API confirmations at once, `per_second` after.
     At most MAX_NAMESPACE_BUCKETS namespaces are remembered (a full bucket is forgotten first,
@@ -126,8 +150,10 @@ class ApiTemplateStore:
         self._ttl = cache_ttl
         self._events = events or NoEvents()
         self._clocks = clocks or Clocks()
-        self._known: dict[tuple[str, str], float] = {}
+        self._known: dict[tuple[str, str], _Known] = {}
+        self._stored_forms: dict[str, JsonObject] = {}  # template name -> its spec as stored
         self._in_flight: dict[tuple[str, str], asyncio.Future[None]] = {}
+        self._recreating: set[asyncio.Task[None]] = set()
         self._rate = rate or NamespaceRate(per_second=20.0, burst=100.0)
         self._max_entries = max_entries
         self._prune_at = min(1024, max_entries)
@@ -139,44 +165,88 @@ class ApiTemplateStore:
     def __len__(self) -> int:
         return len(self._known)
 
-    def _remember(self, key: tuple[str, str], expires: float) -> None:
+    def _remember(self, key: tuple[str, str], known: _Known) -> None:
         self._known.pop(key, None)  # re-inserted: the newest entry comes last
-        self._known[key] = expires
+        self._known[key] = known
         if len(self._known) >= self._prune_at:
             now = self._clocks.monotonic()
-            self._known = {k: t for k, t in self._known.items() if t > now}
+            self._known = {k: e for k, e in self._known.items() if e.expires > now}
             while len(self._known) >= self._max_entries:  # the oldest first
                 del self._known[next(iter(self._known))]
             floor = min(1024, self._max_entries)
             self._prune_at = min(self._max_entries, max(floor, 2 * len(self._known)))
 
     async def keep_true(self, retry: float = 5.0, longest: float = 60.0) -> None:
-        """Watch the webhook's templates; drop each one deleted from the cache (forever).
-        A watch that cannot start is retried after `retry` seconds, doubling to `longest`."""
+        """Watch the webhook's templates: drop from the cache each one changed, drop and create
+        again each one deleted while cached (forever). A watch that cannot start is retried
+        after `retry` seconds, doubling to `longest`."""
         wait = retry
-        while True:
-            broken = False
-            try:
-                async for event in self._api.watch_templates(MANAGED_SELECTOR):
-                    kind = event.get("type")
-                    if kind == "WATCHING":
-                        self.forget()  # what was deleted before the watch began is unknown
-                        self.watching = True
-                        wait = retry
-                    elif kind == "DELETED":
-                        metadata = (event.get("object") or {}).get("metadata") or {}
-                        key = (str(metadata.get("namespace")), str(metadata.get("name")))
-                        self._known.pop(key, None)
-            except ApiError as error:
+        try:
+            while True:
+                broken = False
+                try:
+                    async for event in self._api.watch_templates(MANAGED_SELECTOR):
+                        kind = event.get("type")
+                        if kind == "WATCHING":
+                            self.forget()  # what was deleted before the watch began is unknown
+                            self.watching = True
+                            wait = retry
+                        elif kind in ("ADDED", "MODIFIED", "DELETED"):
+                            self._seen(str(kind), event.get("object") or {})
+                except ApiError as error:
+                    log.warning(
+                        "watching ResourceClaimTemplates failed (%s); retrying in %gs", error, wait
+                    )
+                    broken = True
+                self.watching = False
+                self.forget()
+                if broken:
+                    await asyncio.sleep(wait)
+                    wait = min(longest, wait * 2)
+        finally:
+            for task in self._recreating:
+                task.cancel()
+
+    def _seen(self, kind: str, stored: JsonObject) -> None:
+        metadata = stored.get("metadata") or {}
+        key = (str(metadata.get("namespace")), str(metadata.get("name")))
+        known = self._known.get(key)
+        if known is None:
+            return
+        if kind != "DELETED":
+            wrong = what_differs(stored, known.template, known.stored_spec)
+            if wrong:
+                del self._known[key]
                 log.warning(
-                    "watching ResourceClaimTemplates failed (%s); retrying in %gs", error, wait
+                    "ResourceClaimTemplate %s/%s was changed by someone else (%s): no longer"
+                    " used; pods that need it are refused until it is deleted",
+                    *key,
+                    wrong,
                 )
-                broken = True
-            self.watching = False
-            self.forget()
-            if broken:
-                await asyncio.sleep(wait)
-                wait = min(longest, wait * 2)
+            return
+        del self._known[key]
+        if known.expires > self._clocks.monotonic():
+            task = asyncio.get_running_loop().create_task(self._recreate(*key, known.template))
+            self._recreating.add(task)
+            task.add_done_callback(self._recreating.discard)
+
+    async def _recreate(self, namespace: str, name: str, template: JsonObject) -> None:
+        """Create again a template deleted while in use, within the namespace's rate."""
+        now = self._clocks.monotonic()
+        where = f"ResourceClaimTemplate {namespace}/{name} was deleted while in use"
+        if not self._rate.take(namespace, 1, now):
+            log.warning(
+                "%s; the next pod that needs it creates it (namespace over its rate)", where
+            )
+            return
+        try:
+            await self._ensure_one(
+                namespace, template, dry_run=False, deadline=now + RECREATE_BUDGET
+            )
+        except TemplateUnavailable as error:
+            log.warning("%s; creating it again failed: %s", where, error.message)
+        else:
+            log.warning("%s: created again", where)
 
     async def ensure(
         self, namespace: str, templates: list[JsonObject], *, dry_run: bool, deadline: float
@@ -184,8 +254,8 @@ class ApiTemplateStore:
         now = self._clocks.monotonic()
         missing = []
         for template in templates:
-            expires = self._known.get((namespace, template["metadata"]["name"]))
-            if expires is not None and expires > now:
+            known = self._known.get((namespace, template["metadata"]["name"]))
+            if known is not None and known.expires > now:
                 self._events.cache_hit()
             else:
                 self._events.cache_miss()
@@ -255,7 +325,8 @@ class ApiTemplateStore:
         await asyncio.shield(running)
 
     async def _confirm(self, namespace: str, template: JsonObject, deadline: float) -> None:
-        """Create it, or stamp last-used on the existing one; then cache it."""
+        """Create it, or stamp last-used on the existing one if it is exactly the webhook's
+        (else refuse); then cache it."""
         name = template["metadata"]["name"]
         stamp = {LAST_USED_ANNOTATION: rfc3339(self._clocks.wall())}
         body = {
@@ -267,40 +338,106 @@ class ApiTemplateStore:
             },
         }
         confirmed_at = self._clocks.monotonic()
-        for _ in range(2):
-            if await self._create(namespace, body, dry_run=False, deadline=deadline):
+        for _ in range(CONFIRM_TRIES):
+            created = await self._create(namespace, body, dry_run=False, deadline=deadline)
+            if created is not None:
+                stored_spec = created.get("spec")
+                if not isinstance(stored_spec, dict):
+                    stored_spec = await self._stored_form(namespace, template, deadline)
                 break
             try:
-                await self._api.annotate_template(
-                    namespace, name, stamp, timeout=self._left(deadline, name)
+                existing = await self._api.get_template(
+                    namespace, name, timeout=self._left(deadline, name)
+                )
+            except ApiError as error:
+                if error.status == 404:  # deleted since the 409: create it again
+                    continue
+                raise self._unavailable(error, namespace, name) from error
+            stored_spec = await self._stored_form(namespace, template, deadline)
+            wrong = what_differs(existing, template, stored_spec)
+            if wrong:
+                raise self._foreign(namespace, name, wrong)
+            version = str((existing.get("metadata") or {}).get("resourceVersion") or "")
+            try:
+                await self._api.patch_template(
+                    namespace,
+                    name,
+                    stamp_if_unchanged(version, stamp),
+                    timeout=self._left(deadline, name),
                 )
                 break
             except ApiError as error:
-                if error.status != 404:  # deleted since the 409: create it again
+                # 404: deleted since it was read; 422: changed since (the test failed). Again.
+                if error.status not in (404, 422):
                     raise self._unavailable(error, namespace, name) from error
         else:
             raise TemplateUnavailable(
-                503, f"ResourceClaimTemplate {namespace}/{name} keeps disappearing; retry"
+                503,
+                f"ResourceClaimTemplate {namespace}/{name} keeps changing or disappearing; retry",
             )
-        self._remember((namespace, name), confirmed_at + self._ttl)
+        expires = confirmed_at + self._ttl
+        self._remember((namespace, name), _Known(expires, template, stored_spec))
+
+    async def _stored_form(
+        self, namespace: str, template: JsonObject, deadline: float
+    ) -> JsonObject:
+        """The spec kube-apiserver stores for `template`: learnt once per name, from a
+        server-side dry run under a generated name (the name itself is taken)."""
+        name = template["metadata"]["name"]
+        known = self._stored_forms.get(name)
+        if known is not None:
+            return known
+        probe = {
+            **template,
+            "metadata": {
+                "generateName": f"{name}-",
+                "namespace": namespace,
+                "labels": template["metadata"]["labels"],
+                "annotations": template["metadata"]["annotations"],
+            },
+        }
+        answer = await self._create(namespace, probe, dry_run=True, deadline=deadline)
+        stored_spec = (answer or {}).get("spec")
+        if not isinstance(stored_spec, dict):
+            raise TemplateUnavailable(
+                503, f"the dry run of ResourceClaimTemplate {namespace}/{name} returned no spec"
+            )
+        if len(self._stored_forms) >= MAX_STORED_FORMS:
+            del self._stored_forms[next(iter(self._stored_forms))]
+        self._stored_forms[name] = stored_spec
+        return stored_spec
+
+    def _foreign(self, namespace: str, name: str, wrong: str) -> TemplateUnavailable:
+        """The refusal for a pod whose template's name is held by an object the webhook did
+        not write (nothing is stamped or changed on it)."""
+        what = f"ResourceClaimTemplate {namespace}/{name}"
+        self._events.api_error(409)
+        log.warning("refused to use %s, which the webhook did not write: %s", what, wrong)
+        return TemplateUnavailable(
+            409,
+            f"{what} exists but is not the one this webhook writes ({wrong}): someone else"
+            f" created or changed it, so it is not used; delete it (kubectl -n {namespace}"
+            f" delete resourceclaimtemplate {name}) and create the pod again",
+        )
 
     async def _create(
         self, namespace: str, template: JsonObject, *, dry_run: bool, deadline: float
-    ) -> bool:
-        """True when created (or validated); False when it already exists."""
-        name = template["metadata"]["name"]
+    ) -> JsonObject | None:
+        """The stored object when created (or validated); None when the name is taken."""
+        metadata = template["metadata"]
+        name = str(metadata.get("name") or metadata.get("generateName"))
         try:
-            await self._api.create_template(
+            created = await self._api.create_template(
                 namespace, template, dry_run=dry_run, timeout=self._left(deadline, name)
             )
         except ApiError as error:
             if error.status == 409:
-                return False
+                return None
             raise self._unavailable(error, namespace, name) from error
         if not dry_run:
             self._events.template_created()
             log.info("created ResourceClaimTemplate %s/%s", namespace, name)
-        return True
+        return created
 
     def _left(self, deadline: float, name: str) -> float:
         left = deadline - self._clocks.monotonic()

@@ -77,9 +77,13 @@ def _content(
             "spec": {"devices": _devices(share, selectors, policy)},
         },
     }
+    return policy.webhook.template_name_prefix + content_digest(body), body
+
+
+def content_digest(body: JsonObject) -> str:
+    """The hash a template's name ends in: of its labels, legacy-request annotation and spec."""
     canonical = json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
-    digest = hashlib.sha256(canonical).hexdigest()[:HASH_LENGTH]
-    return policy.webhook.template_name_prefix + digest, body
+    return hashlib.sha256(canonical).hexdigest()[:HASH_LENGTH]
 
 
 def _check_sizes(percentage: int, ref: ContainerRef, policy: Policy) -> None:

@@ -92,12 +92,15 @@ def parse_byte_size(text: str | int) -> int:
 
 
 def format_mib(mebibytes: int) -> str:
-    return f"{mebibytes}Mi"
+    """MiB as kube-apiserver stores the quantity (its canonical form: 40960 -> 40Gi, 3000 ->
+    3000Mi), so that a template is stored exactly as the webhook writes it."""
+    return format_bytes(mebibytes * MIB)
 
 
 def format_bytes(size: int) -> str:
-    """The shortest exact quantity for a byte count, in the binary units NVML sizes use."""
-    for suffix, shift in (("Ti", 40), ("Gi", 30), ("Mi", 20), ("Ki", 10)):
-        if size % (1 << shift) == 0:
+    """The shortest exact quantity for a byte count in binary units: Kubernetes' canonical
+    form of a binary quantity (the largest suffix that leaves a whole number)."""
+    for suffix, shift in (("Ei", 60), ("Pi", 50), ("Ti", 40), ("Gi", 30), ("Mi", 20), ("Ki", 10)):
+        if size and size % (1 << shift) == 0:
             return f"{size >> shift}{suffix}"
     return str(size)

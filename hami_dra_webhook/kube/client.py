@@ -24,7 +24,6 @@ from kubernetes.aio.client.exceptions import ApiException
 from hami_dra_webhook.core.types import JsonObject
 from hami_dra_webhook.kube.port import ApiError, in_cluster, paths
 
-MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
 FIELD_MANAGER = "hami-dra-webhook"
 Configuration = kubernetes.aio.client.Configuration
@@ -117,13 +116,15 @@ class KubernetesApi:
         query = [("fieldManager", FIELD_MANAGER)] + ([("dryRun", "All")] if dry_run else [])
         return await self._call("POST", paths.templates(namespace), query, template, timeout)
 
-    async def annotate_template(
-        self, namespace: str, name: str, annotations: dict[str, str], *, timeout: float
+    async def get_template(self, namespace: str, name: str, *, timeout: float) -> JsonObject:
+        return await self._call("GET", paths.template(namespace, name), [], None, timeout)
+
+    async def patch_template(
+        self, namespace: str, name: str, operations: list[JsonObject], *, timeout: float
     ) -> JsonObject:
         path = paths.template(namespace, name)
-        body = {"metadata": {"annotations": annotations}}
         query = [("fieldManager", FIELD_MANAGER)]
-        return await self._call("PATCH", path, query, body, timeout, content_type=MERGE_PATCH)
+        return await self._call("PATCH", path, query, operations, timeout, content_type=JSON_PATCH)
 
     async def list_templates(self, label_selector: str, *, timeout: float) -> list[JsonObject]:
         return await self._list(paths.ALL_TEMPLATES, [("labelSelector", label_selector)], timeout)

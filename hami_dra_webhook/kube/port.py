@@ -126,9 +126,13 @@ class KubeApi(Protocol):
         self, namespace: str, template: JsonObject, *, dry_run: bool, timeout: float
     ) -> JsonObject: ...
 
-    async def annotate_template(
-        self, namespace: str, name: str, annotations: dict[str, str], *, timeout: float
-    ) -> JsonObject: ...
+    async def get_template(self, namespace: str, name: str, *, timeout: float) -> JsonObject: ...
+
+    async def patch_template(
+        self, namespace: str, name: str, operations: list[JsonObject], *, timeout: float
+    ) -> JsonObject:
+        """An RFC 6902 JSON patch: a `test` operation that does not hold makes it fail (422)."""
+        ...
 
     async def list_templates(self, label_selector: str, *, timeout: float) -> list[JsonObject]: ...
 

@@ -43,16 +43,23 @@ async def _ensure(store: ApiTemplateStore, namespace: str, items: list[dict[str,
     await store.ensure(namespace, items, dry_run=False, deadline=time.monotonic() + 5)
 
 
-def test_a_template_deleted_by_anyone_leaves_the_cache_at_once(
+def test_a_template_deleted_by_anyone_while_in_use_is_created_again_at_once(
     kube: Cluster, real_api: KubernetesApi
 ) -> None:
-    """Finding 13: a cached template deleted by someone else went unnoticed for up to 300 s,
-    and pods were admitted pointing at a template that did not exist."""
+    """Finding 13 of the first hostile-callers issue (a cached template deleted by someone else
+    went unnoticed for up to 300 s) and finding 4 of the second (a pod admitted ~0.2 s after
+    such a delete, from the cache, pointed at a template that did not come back): the watch
+    drops it from the cache and, since it was confirmed within the cache TTL (so pods admitted
+    in the watch's lag may reference it), creates it again at once."""
     namespace = kube.create_namespace("watch")
     api = CallsThrough(real_api)
     store = ApiTemplateStore(api, cache_ttl=300)
     items = templates(4000, namespace)
     name = items[0]["metadata"]["name"]
+
+    def present() -> list[str]:
+        listed = kube.get("resourceclaimtemplates", "-n", namespace)["items"]
+        return [t["metadata"]["name"] for t in listed]
 
     async def scenario() -> tuple[int, float, bool]:
         watching = asyncio.create_task(store.keep_true())
@@ -64,20 +71,21 @@ def test_a_template_deleted_by_anyone_leaves_the_cache_at_once(
             creates = api.calls["create_template"]
             kube.kubectl("delete", "resourceclaimtemplate", name, "-n", namespace)
             started = time.monotonic()
-            while len(store) and time.monotonic() - started < 10:
-                await asyncio.sleep(0.02)
-            forgotten_after = time.monotonic() - started
-            await _ensure(store, namespace, items)  # so it is created again
-            return api.calls["create_template"] - creates, forgotten_after, store.watching
+            deadline = started + 10
+            while api.calls["create_template"] == creates and time.monotonic() < deadline:
+                await asyncio.sleep(0.01)
+            while present() != [name] and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
+            back_after = time.monotonic() - started
+            await _ensure(store, namespace, items)  # cached again: no API call
+            return api.calls["create_template"] - creates, back_after, store.watching
         finally:
             watching.cancel()
             await asyncio.gather(watching, return_exceptions=True)
 
-    recreated, forgotten_after, watching = run(scenario())
-    assert watching and forgotten_after < 5 and recreated == 1
-    assert [
-        t["metadata"]["name"] for t in kube.get("resourceclaimtemplates", "-n", namespace)["items"]
-    ] == [name]
+    recreated, back_after, watching = run(scenario())
+    assert watching and back_after < 5 and recreated == 1, (recreated, back_after)
+    assert present() == [name]
 
 
 def test_while_the_watch_is_down_nothing_stays_cached(

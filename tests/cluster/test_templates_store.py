@@ -77,7 +77,9 @@ def test_existing_template_is_stamped_not_failed(kube: Cluster, real_api: Kubern
     # nothing, and kube-apiserver then keeps the resourceVersion: see gc.py).
     later = ApiTemplateStore(api, clocks=Clocks(wall=lambda: time.time() + 5))
     ensure(later, templates(), namespace=namespace)
-    assert api.calls == {"create_template": 1, "annotate_template": 1}  # 409, then a stamp
+    # 409, a read, a dry run under a generated name (what the server stores for this template),
+    # then a stamp that holds only for the version read.
+    assert api.calls == {"create_template": 2, "get_template": 1, "patch_template": 1}
     [second] = stored(kube, namespace)
     assert second["metadata"]["resourceVersion"] != first["metadata"]["resourceVersion"]
     assert (
@@ -150,11 +152,11 @@ def test_deleted_between_conflict_and_stamp_is_created_again(
     name = templates()[0]["metadata"]["name"]
     api = CallsThrough(real_api)
     # Another replica's GC deletes it right after our 409: the stamp gets 404, we create again.
-    api.before["annotate_template"] = lambda: kube.kubectl(
+    api.before["patch_template"] = lambda: kube.kubectl(
         "delete", "resourceclaimtemplate", name, "-n", namespace
     )
     ensure(ApiTemplateStore(api), templates(), namespace=namespace)
-    assert api.calls == {"create_template": 2, "annotate_template": 1}
+    assert api.calls == {"create_template": 3, "get_template": 1, "patch_template": 1}
     assert [t["metadata"]["name"] for t in stored(kube, namespace)] == [name]
 
 

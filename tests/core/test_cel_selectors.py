@@ -146,8 +146,8 @@ def test_percentage_alternatives_pin_each_device_size() -> None:
         ]
         by_size[alternative["capacity"]["requests"]["memory"]] = matching
     assert by_size == {
-        "20480Mi": ["GPU-a100-80", "GPU-h100"],  # 25% of 81920 MiB
-        "10240Mi": ["GPU-a100-40"],  # 25% of 40960 MiB
+        "20Gi": ["GPU-a100-80", "GPU-h100"],  # 25% of 81920 MiB
+        "10Gi": ["GPU-a100-40"],  # 25% of 40960 MiB
     }
 
 

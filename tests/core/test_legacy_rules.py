@@ -53,7 +53,7 @@ ROWS: list[
         {G: "1", M: "3"},
         {"memoryFactor": 1024},
         {},
-        (1, "3072Mi", "0"),
+        (1, "3Gi", "0"),
     ),
     (
         "memoryFactor leaves defaultMemory alone",
@@ -70,7 +70,7 @@ ROWS: list[
         {G: "1", P: "50"},
         {"defaultCores": 5},
         SIZES_80,
-        (1, "40960Mi", "5"),
+        (1, "40Gi", "5"),
     ),
     # v2.10: gpumem-percentage 0 is present, like gpumem 0: not exclusive, memory falls through.
     ("percentage 0 is not exclusive", {G: "1", P: "0"}, {}, {}, (1, None, "0")),
@@ -92,7 +92,7 @@ ROWS: list[
         (1, "151Mi", "0"),
     ),
     ("gpumem beats percentage", {G: "1", M: "100", P: "50"}, {}, SIZES_80, (1, "100Mi", "0")),
-    ("percentage and gpucores", {G: "1", P: "25", C: "30"}, {}, SIZES_80, (1, "20480Mi", "30")),
+    ("percentage and gpucores", {G: "1", P: "25", C: "30"}, {}, SIZES_80, (1, "20Gi", "30")),
     ("count defaults from gpumem", {M: "1000"}, {}, {}, (1, "1000Mi", "0")),
     ("count defaults from gpucores", {C: "50"}, {"defaultGPUNum": 3}, {}, (3, None, "50")),
     ("count defaults from percentage", {P: "100"}, {}, {}, (1, None, "100")),

@@ -15,6 +15,7 @@ from hami_dra_webhook.core.claims import Taken, claim_name
 from hami_dra_webhook.core.quantity import (
     QuantityError,
     format_bytes,
+    format_mib,
     parse_byte_size,
     parse_plain_integer,
     parse_quantity,
@@ -107,12 +108,23 @@ def test_values_legacy_would_misread_are_refused(value: object, reason: str) -> 
         (80 << 30, "80Gi"),
         (1 << 40, "1Ti"),
         (1536 << 30, "1536Gi"),
-        (2 << 50, "2048Ti"),
+        (2 << 50, "2Pi"),  # Kubernetes canonical form
+        (3 << 60, "3Ei"),
+        (0, "0"),
     ],
 )
 def test_byte_sizes_format_to_the_largest_exact_binary_unit(size: int, text: str) -> None:
     assert format_bytes(size) == text
     assert parse_byte_size(text) == size
+
+
+@pytest.mark.parametrize(
+    ("mebibytes", "text"), [(3000, "3000Mi"), (1024, "1Gi"), (40960, "40Gi"), (1, "1Mi")]
+)
+def test_mib_are_written_as_kube_apiserver_stores_them(mebibytes: int, text: str) -> None:
+    """kube-apiserver keeps a quantity in its canonical form (seen on 1.37: 40960Mi is stored
+    as 40Gi); a template written that way is stored byte for byte as written."""
+    assert format_mib(mebibytes) == text
 
 
 def test_byte_sizes() -> None:

@@ -25,6 +25,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
+import jsonpatch
+import jsonpointer
+
 REASONS = {404: "NotFound", 409: "AlreadyExists", 429: "TooManyRequests", 500: "InternalError"}
 
 
@@ -189,6 +192,8 @@ class _Handler(BaseHTTPRequestHandler):
             return self._create(parts[4], body, dry_run=query.get("dryRun") == "All")
         if (method, kind) == ("PATCH", "template"):
             return self._stamp((parts[4], parts[6]), body)
+        if (method, kind) == ("GET", "template"):
+            return self._get((parts[4], parts[6]))
         return self._fail(404, f"the stand-in does not serve {method} {url.path}")
 
     def do_GET(self) -> None:
@@ -204,6 +209,8 @@ class _Handler(BaseHTTPRequestHandler):
         state = self.state
         stored = copy.deepcopy(body)
         metadata = stored["metadata"]
+        if "name" not in metadata:  # generateName, as kube-apiserver fills it
+            metadata["name"] = metadata["generateName"] + uuid.uuid4().hex[:5]
         name = metadata["name"]
         if (namespace, name) in state.templates:
             return self._fail(
@@ -220,14 +227,23 @@ class _Handler(BaseHTTPRequestHandler):
         return self._send(201, stored)
 
     def _stamp(self, key: tuple[str, str], body: Any) -> None:
+        """An RFC 6902 JSON patch, as kube-apiserver applies one: a `test` that does not hold
+        is a 422 and nothing is written."""
         state = self.state
         if key not in state.templates:
             return self._fail(404, f'resourceclaimtemplates.resource.k8s.io "{key[1]}" not found')
-        metadata = state.templates[key]["metadata"]
-        annotations = (body.get("metadata") or {}).get("annotations") or {}
-        metadata["annotations"] = {**metadata.get("annotations", {}), **annotations}
-        metadata["resourceVersion"] = state.next_version()
-        return self._send(200, state.templates[key])
+        try:
+            patched = jsonpatch.apply_patch(state.templates[key], body)
+        except (jsonpatch.JsonPatchException, jsonpointer.JsonPointerException) as error:
+            return self._fail(422, f"the server rejected our request: {error}")
+        patched["metadata"]["resourceVersion"] = state.next_version()
+        state.templates[key] = patched
+        return self._send(200, patched)
+
+    def _get(self, key: tuple[str, str]) -> None:
+        if key not in self.state.templates:
+            return self._fail(404, f'resourceclaimtemplates.resource.k8s.io "{key[1]}" not found')
+        return self._send(200, self.state.templates[key])
 
 
 def _kind(parts: list[str]) -> str:

@@ -1,0 +1,97 @@
+"""Whether a stored ResourceClaimTemplate is exactly one this webhook writes, and the JSON patch
+that stamps the one that was read and found so (finding 3 of the second hostile-callers issue: a
+namespace editor could create a template under a webhook name, and every later legacy pod was
+pointed at it).
+
+Two ways to tell, for two situations:
+- with the template at hand (an admission, the watch of cached ones): compare labels, the
+  legacy-request annotation and the spec kube-apiserver stores for it (`what_differs`); the stamp
+  then holds only for the version read (`stamp_if_unchanged`). (A JSON patch `test` of the spec
+  itself cannot be used: kube-apiserver compares raw JSON, and its encoding of `&&` in a CEL
+  selector, `\u0026\u0026`, never equals ours.)
+- with only the stored object (the garbage collector): its name ends in a hash of its labels,
+  annotation and spec (`not_written_by_webhook`).
+"""
+
+from __future__ import annotations
+
+from hami_dra_webhook.core.claims import LEGACY_REQUEST_ANNOTATION, content_digest, template_labels
+from hami_dra_webhook.core.types import JsonObject
+
+
+def _pointer(*parts: str) -> str:
+    return "/" + "/".join(p.replace("~", "~0").replace("/", "~1") for p in parts)
+
+
+def _record(template: JsonObject) -> str:
+    return str(template["metadata"]["annotations"][LEGACY_REQUEST_ANNOTATION])
+
+
+def stamp_if_unchanged(resource_version: str, stamp: dict[str, str]) -> list[JsonObject]:
+    """A JSON patch that writes `stamp` (annotations) only on the version that was read."""
+    test: JsonObject = {
+        "op": "test",
+        "path": "/metadata/resourceVersion",
+        "value": resource_version,
+    }
+    writes: list[JsonObject] = [
+        {"op": "add", "path": _pointer("metadata", "annotations", key), "value": value}
+        for key, value in stamp.items()
+    ]
+    return [test, *writes]
+
+
+def what_differs(stored: JsonObject, template: JsonObject, stored_spec: JsonObject) -> str:
+    """What makes `stored` another object than the webhook's `template` (empty: nothing),
+    `stored_spec` being the spec kube-apiserver stores for that template."""
+    metadata = stored.get("metadata")
+    metadata = metadata if isinstance(metadata, dict) else {}
+    labels = metadata.get("labels")
+    labels = labels if isinstance(labels, dict) else {}
+    annotations = metadata.get("annotations")
+    annotations = annotations if isinstance(annotations, dict) else {}
+    wrong = []
+    if any(labels.get(key) != value for key, value in template_labels().items()):
+        wrong.append("it lacks the webhook's labels")
+    record = _record(template)
+    if annotations.get(LEGACY_REQUEST_ANNOTATION) != record:
+        wrong.append(f"its {LEGACY_REQUEST_ANNOTATION} annotation is not {record}")
+    if stored.get("spec") != stored_spec:
+        wrong.append(f"its spec asks for something else than {record}")
+    return "; ".join(wrong)
+
+
+def not_written_by_webhook(stored: object) -> str | None:
+    """Why a stored template is not exactly one this webhook writes (None: it is).
+
+    Its name ends in a hash of its labels, its legacy-request annotation and its spec, and
+    kube-apiserver stores the spec as written where consumable capacity is kept (quantities are
+    written in their canonical form), so a template someone else made under a webhook name, or
+    changed since, shows. (Where kube-apiserver drops capacity, the webhook's own templates do not
+    verify either, and are kept: the safe side.)"""
+    if not isinstance(stored, dict) or not isinstance(stored.get("metadata"), dict):
+        return "it has no metadata"
+    metadata = stored["metadata"]
+    labels = metadata.get("labels")
+    if not isinstance(labels, dict) or any(
+        labels.get(key) != value for key, value in template_labels().items()
+    ):
+        return "it lacks the webhook's labels"
+    annotations = metadata.get("annotations")
+    record = annotations.get(LEGACY_REQUEST_ANNOTATION) if isinstance(annotations, dict) else None
+    if not isinstance(record, str):
+        return f"it has no {LEGACY_REQUEST_ANNOTATION} annotation"
+    spec = stored.get("spec")
+    name = metadata.get("name")
+    if not isinstance(spec, dict) or not isinstance(name, str):
+        return "it has no spec or no name"
+    body = {
+        "metadata": {
+            "labels": template_labels(),
+            "annotations": {LEGACY_REQUEST_ANNOTATION: record},
+        },
+        "spec": spec,
+    }
+    if not name.endswith(content_digest(body)):
+        return "its content is not what its name stands for"
+    return None

@@ -1,0 +1,87 @@
+"""A stored template is recognised as the webhook's only when it is exactly what the webhook
+writes under that name (finding 3 of the second hostile-callers issue: a template squatted under
+a webhook name, or changed since, must never be trusted, stamped or garbage-collected)."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from hami_dra_webhook.core.claims import LEGACY_REQUEST_ANNOTATION
+from hami_dra_webhook.core.template_identity import not_written_by_webhook
+
+CASES = Path(__file__).parents[1] / "cases"
+
+
+def _every_case_template() -> list[dict[str, Any]]:
+    found = []
+    for expected in sorted(CASES.glob("*/expected.yaml")):
+        report = yaml.safe_load(expected.read_text())
+        found += report.get("templates") or []
+    return found
+
+
+TEMPLATES = _every_case_template()
+
+
+def test_the_rule_cases_make_templates() -> None:
+    assert len(TEMPLATES) > 40
+
+
+@pytest.mark.parametrize("template", TEMPLATES, ids=lambda t: t["metadata"]["name"])
+def test_every_template_the_webhook_writes_is_recognised(template: dict[str, Any]) -> None:
+    stored = copy.deepcopy(template)
+    # What kube-apiserver adds on its own, and the webhook's stamp, change nothing.
+    stored["metadata"] |= {"uid": "u", "resourceVersion": "7", "namespace": "team-a"}
+    stored["metadata"]["annotations"]["hami.io/last-used"] = "2026-12-02T00:00:00Z"
+    stored["metadata"]["labels"]["team"] = "a"
+    assert not_written_by_webhook(stored) is None
+
+
+def _changed(path: tuple[Any, ...], value: Any) -> dict[str, Any]:
+    stored = copy.deepcopy(TEMPLATES[0])
+    target = stored
+    for step in path[:-1]:
+        target = target[step]
+    if value is None:
+        del target[path[-1]]
+    else:
+        target[path[-1]] = value
+    return stored
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "reason"),
+    [
+        (("metadata", "labels"), None, "it lacks the webhook's labels"),
+        (("metadata", "labels", "app.kubernetes.io/managed-by"), "me", "lacks the webhook's"),
+        (("metadata", "labels", "hami.io/dra"), None, "lacks the webhook's labels"),
+        (("metadata", "annotations", LEGACY_REQUEST_ANNOTATION), None, "no hami.io/legacy"),
+        (("metadata", "annotations", LEGACY_REQUEST_ANNOTATION), "nvidia.com/gpu=8", "content"),
+        (("spec", "spec", "devices", "requests"), [], "content is not what its name"),
+        (("spec", "spec", "devices", "requests", 0, "name"), "x", "content is not"),
+        (("spec",), None, "no spec"),
+        (("metadata", "name"), "hami-gpu-0000000000000000", "content is not"),
+        (("metadata",), None, "no metadata"),
+    ],
+)
+def test_a_template_that_differs_in_anything_is_not_the_webhooks(
+    path: tuple[Any, ...], value: Any, reason: str
+) -> None:
+    found = not_written_by_webhook(_changed(path, value))
+    assert found is not None and reason in found
+
+
+def test_a_whole_gpu_squatted_under_a_shared_templates_name_is_not_the_webhooks() -> None:
+    """The attack as played on kube-apiserver: the same name and labels, a whole GPU asked."""
+    shared = next(t for t in TEMPLATES if "memory" in str(t["spec"]["spec"]["devices"]["requests"]))
+    squatted = copy.deepcopy(shared)
+    squatted["spec"]["spec"]["devices"]["requests"] = [
+        {"name": "gpu", "exactly": {"deviceClassName": "hami-core-gpu.project-hami.io"}}
+    ]
+    assert not_written_by_webhook(squatted) == "its content is not what its name stands for"
+    assert not_written_by_webhook("not a map") == "it has no metadata"
