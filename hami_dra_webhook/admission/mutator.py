@@ -75,7 +75,7 @@ class PodMutator:
     # The namespaces the webhook configuration excludes, excluded here too: a caller who
     # reaches the port directly must not get templates written there either.
     excluded_namespaces: frozenset[str] = frozenset({"kube-system"})
-    _with_sizes: dict[tuple[int, ...], Policy] = field(default_factory=dict, repr=False)
+    _variants: dict[tuple[tuple[int, ...], bool], Policy] = field(default_factory=dict, repr=False)
 
     async def mutate(self, request: review.AdmissionRequest) -> MutationRecord:
         pod = request.object or {}
@@ -179,16 +179,20 @@ class PodMutator:
         return decision, warnings
 
     def _effective_policy(self) -> Policy:
-        """The policy, with the GPU memory sizes the cluster's ResourceSlices publish when a
-        cluster is reachable (configured sizes are the fallback)."""
+        """The policy, with what the cluster says when one is reachable: the GPU memory sizes
+        its ResourceSlices publish (configured sizes are the fallback), and no capacity
+        requests where kube-apiserver drops them (so templates are stored as written)."""
         sizes = self.cluster.memory_sizes if self.cluster is not None else ()
-        if not sizes or sizes == self.policy.webhook.device_memory_sizes:
+        sizes = sizes or self.policy.webhook.device_memory_sizes
+        capacity = self.policy.webhook.consumable_capacity and not self._capacity_dropped()
+        webhook = self.policy.webhook
+        if sizes == webhook.device_memory_sizes and capacity == webhook.consumable_capacity:
             return self.policy
-        cached = self._with_sizes.get(sizes)
+        cached = self._variants.get((sizes, capacity))
         if cached is None:
-            webhook = self.policy.webhook.model_copy(update={"device_memory_sizes": sizes})
-            cached = Policy(nvidia=self.policy.nvidia, webhook=webhook)
-            self._with_sizes = {sizes: cached}  # only the current sizes are kept
+            changed = {"device_memory_sizes": sizes, "consumable_capacity": capacity}
+            cached = Policy(nvidia=self.policy.nvidia, webhook=webhook.model_copy(update=changed))
+            self._variants = {(sizes, capacity): cached}  # only the current one is kept
         return cached
 
     def _capacity_dropped(self) -> bool:

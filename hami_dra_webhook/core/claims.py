@@ -130,17 +130,20 @@ def _exact(
     selectors: tuple[str, ...], memory_mib: int | None, cores: int, policy: Policy
 ) -> JsonObject:
     keys = policy.webhook.capacity_keys
-    # Cores are always explicit: the driver's default is 100, which would make a share exclusive.
-    capacity = {keys.cores: str(cores)}
-    if memory_mib is not None:
-        capacity[keys.memory] = format_mib(memory_mib)
-    return {
+    exact: JsonObject = {
         "deviceClassName": policy.webhook.device_class_name,
         "allocationMode": "ExactCount",
         "count": 1,
         "selectors": [{"cel": {"expression": expression}} for expression in selectors],
-        "capacity": {"requests": capacity},
     }
+    if policy.webhook.consumable_capacity:
+        # Cores are always explicit: the driver's default is 100, which would make a share
+        # exclusive.
+        capacity = {keys.cores: str(cores)}
+        if memory_mib is not None:
+            capacity[keys.memory] = format_mib(memory_mib)
+        exact["capacity"] = {"requests": capacity}
+    return exact
 
 
 def _per_size(

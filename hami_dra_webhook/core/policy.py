@@ -101,6 +101,10 @@ class WebhookConfig(_Section):
     # Where kube-apiserver drops consumable capacity (DRAConsumableCapacity off), shared GPU
     # requests would silently become whole GPUs: refused unless this is true (then a warning).
     allow_sharing_without_capacity: bool = Field(False, alias="allowSharingWithoutCapacity")
+    # False where kube-apiserver drops consumable capacity: templates then carry no capacity
+    # requests, as the server would store them anyway, so a stored template is byte for byte
+    # what was written (core/template_identity.py). The webhook sets it from its cluster probe.
+    consumable_capacity: bool = Field(True, alias="consumableCapacity")
     template_name_prefix: str = Field("hami-gpu-", alias="templateNamePrefix")
 
     @field_validator("driver_name", "device_class_name")
