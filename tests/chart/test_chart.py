@@ -118,16 +118,18 @@ def test_default_render_matches_the_golden_file(update_golden: bool) -> None:
 def test_webhook_configuration() -> None:
     documents = render("admission.excludeNamespaces={monitoring}", "admission.failurePolicy=Ignore")
     config = find(documents, "MutatingWebhookConfiguration")
-    (hook,) = config["webhooks"]
+    hook, ephemeral = config["webhooks"]
     assert hook["rules"] == [
         {
             "operations": ["CREATE", "UPDATE"],
             "apiGroups": [""],
             "apiVersions": ["v1"],
-            "resources": ["pods", "pods/ephemeralcontainers"],
+            "resources": ["pods"],
             "scope": "Namespaced",
         }
     ]
+    assert ephemeral["clientConfig"] == hook["clientConfig"]
+    assert ephemeral["failurePolicy"] == "Ignore" and ephemeral["sideEffects"] == "None"
     assert (
         hook["sideEffects"],
         hook["reinvocationPolicy"],
@@ -154,7 +156,7 @@ def test_webhook_configuration() -> None:
         "cert-manager.io/inject-ca-from": "hami-system/hami-dra-webhook"
     }
     custom = find(render(*MODES["custom"]), "MutatingWebhookConfiguration")
-    assert custom["webhooks"][0]["clientConfig"]["caBundle"] == "Y2E="
+    assert [w["clientConfig"]["caBundle"] for w in custom["webhooks"]] == ["Y2E=", "Y2E="]
 
 
 def test_cert_manager_mode_signs_the_serving_certificate_with_a_ca_of_its_own() -> None:
@@ -580,13 +582,33 @@ def _match_request(expression: str, pod: dict[str, Any], request: dict[str, Any]
 
 def test_ephemeral_containers_are_sent_for_converted_pods_only() -> None:
     """Issue 11, finding 20: pods/ephemeralcontainers is routed, and only pods the webhook
-    converted (its label, or a claim from one of its templates) are sent."""
+    converted (its label, or a claim from one of its templates) are sent. Second
+    hostile-callers issue, finding 6: by a webhook of its own, which no opt-out label skips
+    (a converted pod labelled `hami.io/webhook: ignore` afterwards is still checked)."""
     config = find(render(), "MutatingWebhookConfiguration")
-    assert config["webhooks"][0]["rules"][0]["resources"] == ["pods", "pods/ephemeralcontainers"]
-    (condition,) = config["webhooks"][0]["matchConditions"]
+    pods, ephemeral = config["webhooks"]
+    assert "pods/ephemeralcontainers" not in pods["rules"][0]["resources"]
+    assert ephemeral["rules"] == [
+        {
+            "operations": ["UPDATE"],
+            "apiGroups": [""],
+            "apiVersions": ["v1"],
+            "resources": ["pods/ephemeralcontainers"],
+            "scope": "Namespaced",
+        }
+    ]
+    assert "objectSelector" not in ephemeral
+    assert [e["key"] for e in ephemeral["namespaceSelector"]["matchExpressions"]] == [
+        "kubernetes.io/metadata.name"
+    ]
+    (condition,) = ephemeral["matchConditions"]
     debug = {"operation": "UPDATE", "subResource": "ephemeralcontainers"}
     plain = {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c"}]}}
     labelled = {**plain, "metadata": {"name": "p", "labels": {"hami.io/dra": "true"}}}
+    opted_out = {
+        **plain,
+        "metadata": {"name": "p", "labels": {"hami.io/dra": "true", "hami.io/webhook": "ignore"}},
+    }
     claimed = {
         **plain,
         "spec": {
@@ -602,9 +624,13 @@ def test_ephemeral_containers_are_sent_for_converted_pods_only() -> None:
         },
     }
     assert _match_request(condition["expression"], labelled, debug)
+    assert _match_request(condition["expression"], opted_out, debug)
     assert _match_request(condition["expression"], claimed, debug)
     assert not _match_request(condition["expression"], plain, debug)
     assert not _match_request(condition["expression"], other_claim, debug)
+    # With overwriteEnv every pod goes to the pods webhook; the ephemeral one stays narrow.
+    wide = _webhook_with("nvidia:\n  overwriteEnv: true\n")["webhooks"]
+    assert "matchConditions" not in wide[0] and wide[1]["matchConditions"] == [condition]
 
 
 def test_shutdown_exclusions_and_callers() -> None:

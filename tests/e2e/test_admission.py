@@ -116,7 +116,7 @@ def test_a_privileged_debug_container_is_refused_in_a_gpu_pod(
     debug = ("debug", "-n", namespace, "--image=busybox", "--attach=false")
     refused = cluster.kubectl(*debug, "--profile=sysadmin", "debugged", check=False)
     assert refused.returncode != 0
-    assert f'admission webhook "{WEBHOOK}" denied the request' in refused.stderr
+    assert f'admission webhook "ephemeral.{WEBHOOK}" denied the request' in refused.stderr
     assert "ephemeral container" in refused.stderr and "privileged" in refused.stderr
     assert not cluster.pod(namespace, "debugged")["spec"].get("ephemeralContainers")
     # Without privileged it is added; in a pod without GPUs the webhook is never called.
@@ -124,3 +124,14 @@ def test_a_privileged_debug_container_is_refused_in_a_gpu_pod(
     assert len(cluster.pod(namespace, "debugged")["spec"]["ephemeralContainers"]) == 1
     cluster.kubectl(*debug, "--profile=sysadmin", "plain")
     assert hami.metric("hami_dra_admissions_total") == before + 2
+    # Second hostile-callers issue, finding 6: the opt-out label on the converted pod (or on its
+    # namespace) does not skip the check: the ephemeral webhook has no selector for it.
+    cluster.kubectl("label", "pod", "debugged", "hami.io/webhook=ignore", "-n", namespace)
+    cluster.kubectl("label", "namespace", namespace, "hami.io/webhook=ignore")
+    try:
+        refused = cluster.kubectl(*debug, "--profile=sysadmin", "debugged", check=False)
+    finally:
+        cluster.kubectl("label", "namespace", namespace, "hami.io/webhook-")
+    assert refused.returncode != 0
+    assert f'admission webhook "ephemeral.{WEBHOOK}" denied the request' in refused.stderr
+    assert len(cluster.pod(namespace, "debugged")["spec"]["ephemeralContainers"]) == 1

@@ -167,3 +167,21 @@ them, and the webhook refuses to write templates there when called directly. */}
 {{- define "hdw.excludedNamespaces" -}}
 {{- concat (list "kube-system" .Release.Namespace) .Values.admission.excludeNamespaces | uniq | join "," -}}
 {{- end -}}
+
+{{/* How kube-apiserver reaches the webhook (both webhooks of its configuration). */}}
+{{- define "hdw.clientConfig" -}}
+{{- $name := include "hdw.fullname" . -}}
+clientConfig:
+  {{- with .Values.admission.url }}
+  url: {{ . | quote }}
+  {{- else }}
+  service:
+    name: {{ $name }}
+    namespace: {{ .Release.Namespace }}
+    path: /mutate
+    port: 443
+  {{- end }}
+  {{- if eq .Values.certificates.mode "custom" }}
+  caBundle: {{ required "certificates.custom.caBundle is required in custom mode" .Values.certificates.custom.caBundle }}
+  {{- end }}
+{{- end }}
