@@ -1,7 +1,13 @@
 """A plain ASGI endpoint for the hot path: the body is read with a size limit, a deadline and a
 share of the bytes all bodies in flight may hold, then handed to a function that returns the
 status and the JSON bytes. No Request or Response objects are built, which is most of what a
-framework costs per request."""
+framework costs per request.
+
+A connection that carried a large body or answer (over the free share, 64 KiB) is closed after
+the answer: its TLS buffers keep the size of the largest record they ever held for as long as
+the connection lives (seen: ~280 KiB a connection after 108 KB answers, 600 such connections
++338 MiB), and a normal admission is a few KiB, so only the rare large one pays a new handshake.
+"""
 
 from __future__ import annotations
 
@@ -94,16 +100,14 @@ class BodyEndpoint:
             self.on_rejected(status)
         else:
             status, data = await self.handler(body)
-        await send(
-            {
-                "type": "http.response.start",
-                "status": status,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(data)).encode()),
-                ],
-            }
-        )
+        headers = [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(data)).encode()),
+        ]
+        free = self.budget.free_bytes
+        if len(data) > free or (not isinstance(body, tuple) and len(body) > free):
+            headers.append((b"connection", b"close"))
+        await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": data})
 
     def _charge(self, charge: _Charge, size: int) -> bool:

@@ -144,4 +144,10 @@ def limits_of(settings: Any) -> ConnectionLimits:
         max_head_bytes=settings.max_head_bytes,
         max_target_bytes=settings.max_target_bytes,
         max_requests=settings.max_concurrency,
+        max_headers=settings.max_headers,
+        max_pipelined=settings.max_pipelined,
+        max_queued=settings.max_queued_requests,
+        write_timeout=settings.write_timeout,
+        max_write_paused=settings.max_write_paused,
+        max_write_paused_bytes=settings.max_write_paused_bytes,
     )

@@ -39,6 +39,10 @@ REJECTIONS = (
     "unproven_pushed_out",  # closed: over --max-unproven-connections
     "idle_pushed_out",  # closed: an idle connection, over --max-connections
     "connections_full",  # refused: --max-connections, all in the middle of a request
+    "too_many_headers",  # 431: more request headers than --max-headers
+    "pipeline_full",  # closed: over --max-pipelined or --max-queued-requests
+    "write_timeout",  # closed: an answer left unread for --write-timeout
+    "write_paused_pushed_out",  # closed: over --max-write-paused(-bytes), the oldest first
     "shutdown",  # closed on shutdown before sending a request
 )
 

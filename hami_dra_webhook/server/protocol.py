@@ -2,10 +2,13 @@
 
 uvicorn enforces none of what a caller who can reach the port could abuse: no deadline for a
 TLS handshake or a first request (its keep-alive timer starts after a first response), no limit
-on a request target or on headers (httptools grows both without bound), and it counts idle
-connections toward its concurrency limit, so that idle ones starve working ones. This protocol
-adds each of them. TLS is started here (`loop.start_tls`) rather than by the listening server,
-so that a connection is counted from the moment it is accepted, handshake included.
+on a request target or on headers (httptools grows both without bound), no bound on requests
+pipelined behind the one being answered (each is queued with its whole header list, and a read
+can hold hundreds), no deadline for an answer its client never reads (the request stays busy
+forever), and it counts idle connections toward its concurrency limit, so that idle ones starve
+working ones. This protocol adds each of them. TLS is started here (`loop.start_tls`) rather
+than by the listening server, so that a connection is counted from the moment it is accepted,
+handshake included.
 """
 
 from __future__ import annotations
@@ -23,10 +26,23 @@ from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 from hami_dra_webhook.server.connections import ConnectionGuard
 from hami_dra_webhook.server.endpoint import message
 
+# A TLS connection's send buffer (uvloop's default is 512 KiB before the application is told
+# to wait) holds at most this much before an answer waits, as a plain TCP one does; and an
+# answered connection still holding more than this unsent is watched like a paused one.
+WRITE_HIGH_WATER = 64 * 1024
+# What a TLS connection decrypts ahead of its application when that has paused reading (a
+# pipelined request waits): uvloop's default, 256 KiB, is kept by every such connection.
+READ_HIGH_WATER = 32 * 1024
+TLS_SHUTDOWN_TIMEOUT = 1.0
 # What is read and dropped of a body after its refusal (see on_response_complete).
 LINGER_BYTES = 8 * 1024 * 1024
 LINGER_SECONDS = 1.0
 MAX_LINGERING = 4  # connections lingering at once, per port
+
+
+class _PipelineFull(Exception):
+    """Raised inside a parser callback: a request beyond the pipelining limits; the parser
+    stops, the requests already queued are answered, then the connection is closed."""
 
 
 class _Refused(Exception):
@@ -79,10 +95,13 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         self._tail = b""  # the last bytes of a head that came in pieces
         self._lingering, self._linger_left = False, 0
         self._proven = self._head_tracked = False
+        self._queued = 0  # this connection's requests in uvicorn's pipeline queue
+        self._finishing = False  # pipelined too deep: answer what is queued, then close
         self.idle_since: float | None = None
         limits = guard.limits
         self._max_head, self._max_target = limits.max_head_bytes, limits.max_target_bytes
-        self._max_requests = limits.max_requests
+        self._max_requests, self._max_headers = limits.max_requests, limits.max_headers
+        self._max_pipelined = limits.max_pipelined
 
     # The connection's life: accepted, TLS, HTTP, gone.
 
@@ -101,6 +120,9 @@ class GuardedHttpProtocol(HttpToolsProtocol):
             self._tls,
             server_side=True,
             ssl_handshake_timeout=self.guard.limits.head_timeout,
+            # A closing connection waits this long for the peer's close_notify (uvloop's
+            # default: 30 s, with the connection's TLS buffers kept meanwhile).
+            ssl_shutdown_timeout=TLS_SHUTDOWN_TIMEOUT,
         )
         # Its first step runs now, inside connection_made: uvloop starts reading as soon as
         # connection_made returns (a pause_reading() here is not honoured), so the TLS
@@ -120,6 +142,9 @@ class GuardedHttpProtocol(HttpToolsProtocol):
 
     def _connect(self, transport: asyncio.Transport) -> None:
         self._connected = True
+        if transport is not self._raw:
+            transport.set_write_buffer_limits(high=WRITE_HIGH_WATER)
+            transport.set_read_buffer_limits(high=READ_HIGH_WATER)  # type: ignore[attr-defined]
         super().connection_made(transport)
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -127,6 +152,8 @@ class GuardedHttpProtocol(HttpToolsProtocol):
             self._stop_lingering()
         if self._connected:
             super().connection_lost(exc)
+            self.pipeline.clear()  # never to be answered: their heads go now
+        self._unqueue(self._queued)
         self._gone()
 
     def _gone(self) -> None:
@@ -141,10 +168,37 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         elif self._raw is not None:
             self._raw.abort()  # the handshake fails, and _handshake_done accounts for it
 
+    def unsent_bytes(self) -> int:
+        """What waits to be sent: in the TLS layer and in the socket's transport."""
+        waiting = self._raw.get_write_buffer_size() if self._raw is not None else 0
+        if self._connected and self.transport is not self._raw:
+            waiting += self.transport.get_write_buffer_size()
+        return waiting
+
+    def draining(self) -> bool:
+        """Whether an answer still waits on the peer to read it."""
+        return self.flow.write_paused or self.unsent_bytes() > WRITE_HIGH_WATER
+
+    # Writing answers: a send buffer that fills (the peer does not read) starts a deadline.
+
+    def pause_writing(self) -> None:
+        super().pause_writing()
+        self.guard.writes_paused(self)
+
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        self.guard.writes_resumed(self)
+
+    def _unqueue(self, count: int) -> None:
+        self._queued -= count
+        self.guard.queued -= count
+
     # Reading requests. The common case, a whole head in one read, costs one length check;
     # only a head that comes in pieces, or is too long, takes the slower paths.
 
     def data_received(self, data: bytes) -> None:
+        if self._finishing:
+            return  # nothing more is parsed: what is queued is answered, then it closes
         self._unset_keepalive_if_required()
         if self._lingering:
             self._linger_left -= len(data)
@@ -169,7 +223,9 @@ class GuardedHttpProtocol(HttpToolsProtocol):
             pass  # no upgrades are served; the request itself was answered as usual
         except httptools.HttpParserError as error:
             refused = error.__context__
-            if isinstance(refused, _Refused):
+            if isinstance(refused, _PipelineFull):
+                self._finish_queued()
+            elif isinstance(refused, _Refused):
                 self._refuse(refused.status, refused.text, refused.reason)
             else:
                 self._refuse(400, "invalid HTTP request", "malformed_http")
@@ -193,6 +249,16 @@ class GuardedHttpProtocol(HttpToolsProtocol):
             raise _Refused(
                 414, f"the request target is over {self._max_target} bytes", "target_too_long"
             )
+        if len(self.headers) > self._max_headers:
+            raise _Refused(
+                431, f"the request has over {self._max_headers} headers", "too_many_headers"
+            )
+        if self.cycle is not None and not self.cycle.response_complete:
+            # Pipelined behind an answer not yet sent: uvicorn queues it, header list and all.
+            if self._queued >= self._max_pipelined or not self.guard.may_queue():
+                raise _PipelineFull
+            self._queued += 1
+            self.guard.queued += 1
         self._head_bytes, self._tail = 0, b""
         self.idle_since = None
         if not self._proven:
@@ -217,7 +283,13 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         # sends its body before reading the answer still gets it; then the connection is cut
         # (otherwise the rest would hold it with no deadline).
         unread = not self.pipeline and self.cycle is not None and self.cycle.more_body
+        waiting = len(self.pipeline)
         super().on_response_complete()
+        self._unqueue(waiting - len(self.pipeline))  # the next pipelined request has started
+        if self.unsent_bytes() > WRITE_HIGH_WATER:
+            # Answered, but the answer is not read: as good as a paused write (a closing
+            # connection waits for it too, so it gets the same deadline).
+            self.guard.writes_paused(self)
         if not unread or self.transport.is_closing():
             self.idle_since = time.monotonic()
         elif self.guard.lingering >= MAX_LINGERING:  # many at once: an attack, not a client
@@ -226,6 +298,19 @@ class GuardedHttpProtocol(HttpToolsProtocol):
             self.guard.lingering += 1
             self._lingering, self._linger_left = True, LINGER_BYTES
             self.loop.call_later(LINGER_SECONDS, self._linger_over)
+
+    def _finish_queued(self) -> None:
+        """Pipelined past the limits: read nothing more (not even decrypted), answer the
+        requests already queued, and close after the last of them."""
+        self.guard.dropped("pipeline_full")
+        self._finishing = True
+        if self._raw is not None:
+            self._raw.pause_reading()
+        last = self.pipeline[0][0] if self.pipeline else self.cycle
+        if last is None or last.response_complete:
+            self.transport.close()
+        else:
+            last.keep_alive = False  # uvicorn closes the connection after its answer
 
     def _stop_lingering(self) -> None:
         self._lingering = False

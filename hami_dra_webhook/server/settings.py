@@ -79,7 +79,8 @@ class Settings(BaseSettings):
         2048,
         ge=1,
         description="open connections on a port; past it a new one pushes out the oldest that"
-        " has not sent a request, else the longest idle one",
+        " does not read its answers, else the oldest that has not sent a request, else the"
+        " longest idle one",
     )
     max_unproven_connections: int = Field(
         256,
@@ -98,6 +99,39 @@ class Settings(BaseSettings):
     )
     max_target_bytes: int = Field(
         8 * 1024, ge=64, description="longest request target (bytes); past it: 414"
+    )
+    max_headers: int = Field(
+        128, ge=16, description="request headers a request may have; past it: 431"
+    )
+    max_pipelined: int = Field(
+        4,
+        ge=0,
+        description="requests a connection may send ahead of the one being answered; past it"
+        " the connection is closed",
+    )
+    max_queued_requests: int = Field(
+        256,
+        ge=0,
+        description="pipelined requests waiting on all connections together; past it a"
+        " connection that pipelines another is closed",
+    )
+    write_timeout: float = Field(
+        10.0,
+        gt=0,
+        description="seconds a connection may keep an answer unread (from when its send buffer"
+        " fills); then it is closed",
+    )
+    max_write_paused: int = Field(
+        64,
+        ge=1,
+        description="connections with a full send buffer at once; past it the oldest of them is"
+        " closed",
+    )
+    max_write_paused_bytes: int = Field(
+        32 * 1024 * 1024,
+        ge=1024 * 1024,
+        description="answers those connections may hold unread together (bytes); past it the"
+        " oldest of them is closed",
     )
     max_bodies_bytes: int = Field(
         16 * 1024 * 1024,
