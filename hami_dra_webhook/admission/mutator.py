@@ -7,9 +7,14 @@ Every answer is encoded once, by `review.encode`.
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import re
 import time
+from collections.abc import Callable
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 from hami_dra_webhook.admission.translation_cache import TranslationCache
 from hami_dra_webhook.cluster.state import ClusterState
@@ -19,7 +24,10 @@ from hami_dra_webhook.core.decision import Converted, Decision, Refusal, Unchang
 from hami_dra_webhook.core.ephemeral import privileged_ephemeral
 from hami_dra_webhook.core.policy import Policy
 from hami_dra_webhook.core.reapply import strip_reapplied
+from hami_dra_webhook.core.translate import translate_pod
 from hami_dra_webhook.core.types import JsonObject
+
+T = TypeVar("T")
 
 CAPACITY_HELP = (
     "kube-apiserver drops DRA consumable capacity here, so this shared GPU request would get"
@@ -75,9 +83,17 @@ class PodMutator:
     # The namespaces the webhook configuration excludes, excluded here too: a caller who
     # reaches the port directly must not get templates written there either.
     excluded_namespaces: frozenset[str] = frozenset({"kube-system"})
+    # Where the work on a large review runs (mutate(..., off_loop=True)): a thread, so that the
+    # event loop gets the interpreter back every switch interval (5 ms) while a pod of tens of
+    # thousands of containers is read; None: on the loop.
+    off_loop: Executor | None = None
     _variants: dict[tuple[tuple[int, ...], bool], Policy] = field(default_factory=dict, repr=False)
 
-    async def mutate(self, request: review.AdmissionRequest) -> MutationRecord:
+    async def mutate(
+        self, request: review.AdmissionRequest, *, off_loop: bool = False
+    ) -> MutationRecord:
+        """The answer to `request`; `off_loop`: a large one, whose pod-sized work runs on the
+        `off_loop` executor."""
         pod = request.object or {}
         metadata = pod.get("metadata")
         metadata = metadata if isinstance(metadata, dict) else {}
@@ -93,9 +109,11 @@ class PodMutator:
             resource=request.resource_name,
             dry_run=request.dry_run,
         )
-        decision, warnings, audit = await self._decide(request, pod, namespace, record)
+        off = self.off_loop if off_loop else None
+        decision, warnings, audit = await self._decide(request, pod, namespace, record, off)
         record.outcome = decision.outcome
-        record.answer = review.encode(request.uid, decision, warnings=warnings, audit=audit)
+        encode = functools.partial(review.encode, warnings=warnings, audit=audit)
+        record.answer = await _run(off, encode, request.uid, decision)
         return record
 
     async def _decide(
@@ -104,15 +122,17 @@ class PodMutator:
         pod: JsonObject,
         namespace: str,
         record: MutationRecord,
+        off: Executor | None,
     ) -> tuple[Decision, list[str], dict[str, str] | None]:
-        """The decision for this request, the cluster's warnings and the audit annotations."""
+        """The decision for this request, the cluster's warnings and the audit annotations
+        (the pod-sized work on `off` when it is given)."""
         if request.adds_ephemeral_containers:
-            refused = privileged_ephemeral(pod, request.old_object, self.policy)
+            refused = await _run(off, privileged_ephemeral, pod, request.old_object, self.policy)
             return (refused, [], {"outcome": "refused"}) if refused else (_UNCHANGED, [], None)
         if not request.is_pod or request.operation not in ("CREATE", "UPDATE"):
             return _UNCHANGED, [], None
         if request.operation == "UPDATE":
-            ops = strip_reapplied(pod, request.old_object, self.policy)
+            ops = await _run(off, strip_reapplied, pod, request.old_object, self.policy)
             if not ops:
                 return _UNCHANGED, [], None
             reapplied = Converted(
@@ -132,7 +152,10 @@ class PodMutator:
         if namespace in self.excluded_namespaces:
             excluded = f"namespace {namespace} is excluded from conversion; nothing changed"
             return Unchanged(warnings=[excluded], left_alone=excluded), [], None
-        decision = self.cache.decide(pod, self._effective_policy(), namespace)
+        if off is None:
+            decision = self.cache.decide(pod, self._effective_policy(), namespace)
+        else:  # not kept: the cache is the loop's, and pods this large do not repeat
+            decision = await _run(off, translate_pod, pod, self._effective_policy(), namespace)
         if isinstance(decision, Refusal):
             return decision, [], {"outcome": "refused"}
         if not isinstance(decision, Converted):
@@ -207,6 +230,12 @@ class PodMutator:
             for r in resources
             if r in self.cluster.extended_resources
         ]
+
+
+async def _run(executor: Executor | None, work: Callable[..., T], *args: Any) -> T:
+    if executor is None:
+        return work(*args)
+    return await asyncio.get_running_loop().run_in_executor(executor, work, *args)
 
 
 def _namespace(request: review.AdmissionRequest, metadata: JsonObject) -> str:

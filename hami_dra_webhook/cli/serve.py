@@ -12,6 +12,7 @@ import signal
 import socket
 import tempfile
 import typing
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -122,9 +123,7 @@ async def _serve(settings: Any, policy: Any) -> int:
 
 
 async def _serve_with(settings: Any, policy: Any, metrics: Any, cleanup: list[Path]) -> int:
-    from hami_dra_webhook.admission.mutator import PodMutator
-    from hami_dra_webhook.admission.translation_cache import TranslationCache
-    from hami_dra_webhook.cluster.template_store import ApiTemplateStore, OfflineTemplateStore
+    from hami_dra_webhook.cluster.template_store import ApiTemplateStore
     from hami_dra_webhook.server import memory
     from hami_dra_webhook.server.app import Parts, create_app
     from hami_dra_webhook.server.connections import ConnectionGuard
@@ -144,16 +143,7 @@ async def _serve_with(settings: Any, policy: Any, metrics: Any, cleanup: list[Pa
             + (f" or the client CA {settings.client_ca_file}" if settings.client_ca_file else "")
             + f": {error}"
         ) from error
-    mutator = PodMutator(
-        policy=policy,
-        store=store if store is not None else OfflineTemplateStore(),
-        cluster=cluster,
-        budget=settings.admission_budget,
-        cache=TranslationCache(max_bytes=settings.translation_cache_bytes),
-        excluded_namespaces=frozenset(
-            n.strip() for n in settings.excluded_namespaces.split(",") if n.strip()
-        ),
-    )
+    mutator = _mutator(settings, policy, store, cluster)
     if api is None:
         log.warning("no cluster configured: running offline, templates are logged, not created")
     if isinstance(store, ApiTemplateStore):
@@ -215,8 +205,29 @@ async def _serve_with(settings: Any, policy: Any, metrics: Any, cleanup: list[Pa
             await asyncio.gather(ops_task, return_exceptions=True)
         if api is not None:
             await api.close()
+        if mutator.off_loop is not None:
+            mutator.off_loop.shutdown(wait=False, cancel_futures=True)
     started = server.started and (ops is None or ops.started)
     return exit_codes.OK if started else exit_codes.UNREADABLE
+
+
+def _mutator(settings: Any, policy: Any, store: Any, cluster: Any) -> Any:
+    from hami_dra_webhook.admission.mutator import PodMutator
+    from hami_dra_webhook.admission.translation_cache import TranslationCache
+    from hami_dra_webhook.cluster.template_store import OfflineTemplateStore
+
+    return PodMutator(
+        policy=policy,
+        store=store if store is not None else OfflineTemplateStore(),
+        cluster=cluster,
+        budget=settings.admission_budget,
+        cache=TranslationCache(max_bytes=settings.translation_cache_bytes),
+        excluded_namespaces=frozenset(
+            n.strip() for n in settings.excluded_namespaces.split(",") if n.strip()
+        ),
+        # One thread: large reviews wait for each other, never for the event loop.
+        off_loop=ThreadPoolExecutor(max_workers=1, thread_name_prefix="large-review"),
+    )
 
 
 async def _certificate_files(

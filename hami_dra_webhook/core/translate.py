@@ -42,6 +42,10 @@ OPT_OUT_LABEL = "hami.io/webhook"
 # What one admission may write: a pod with more distinct GPU requests than this is not a
 # legacy manifest, and each template is created before the answer.
 MAX_TEMPLATES_PER_POD = 16
+# More containers than a GPU pod stored by kube-apiserver can have (a defaulted container is
+# over 150 bytes of JSON; etcd's default limit is 1.5 MiB an object): only a direct caller
+# sends more, and each costs translation time.
+MAX_CONTAINERS_PER_POD = 10_000
 MAX_TEMPLATE_BYTES_PER_POD = 256 * 1024
 DEFAULT_SCHEDULERS = (None, "", "default-scheduler")
 TASK_PRIORITY_ENV = "CUDA_TASK_PRIORITY"
@@ -92,6 +96,12 @@ def _translate(
     found = [(ref, container) for ref, container in every if has_legacy_keys(container, names)]
     if not found and not policy.nvidia.overwrite_env:
         return Unchanged(warnings=[])
+    if len(every) > MAX_CONTAINERS_PER_POD:
+        raise Refused(
+            f"the pod has {len(every)} containers; at most {MAX_CONTAINERS_PER_POD} are converted"
+            " in one pod",
+            code=422,
+        )
     metadata = pod.get("metadata")
     if metadata is not None and not isinstance(metadata, dict):
         raise Refused("pod metadata is not a map", code=400)
@@ -113,13 +123,7 @@ def _translate(
     init_claims_held = _init_and_app_claims(gpus)
     if init_claims_held:
         warnings.append(INIT_CLAIMS_HELD)
-    annotations = (metadata or {}).get("annotations")
-    annotations = annotations if isinstance(annotations, dict) else {}
-    selectors: tuple[str, ...] = ()
-    if any(gpu.share for gpu in gpus):
-        devices = device_filter(annotations, policy)
-        selectors = devices.selectors
-        warnings += devices.warnings
+    selectors = _selectors(metadata, gpus, policy, warnings)
 
     ops: list[patch.PatchOp] = []
     templates: dict[str, JsonObject] = {}
@@ -153,6 +157,18 @@ def _translate(
         resources=[name for name in names if name in used],
         init_claims_held=init_claims_held,
     )
+
+
+def _selectors(
+    metadata: JsonObject | None, gpus: list[_GpuContainer], policy: Policy, warnings: list[str]
+) -> tuple[str, ...]:
+    """The CEL selectors of the pod's GPU type and UUID annotations (shares only)."""
+    if not any(gpu.share for gpu in gpus):
+        return ()
+    annotations = (metadata or {}).get("annotations")
+    devices = device_filter(annotations if isinstance(annotations, dict) else {}, policy)
+    warnings += devices.warnings
+    return devices.selectors
 
 
 def _within_bounds(templates: list[JsonObject]) -> list[JsonObject]:

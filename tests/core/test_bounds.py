@@ -17,6 +17,7 @@ from hami_dra_webhook.core.selectors import (
     device_filter,
 )
 from hami_dra_webhook.core.translate import (
+    MAX_CONTAINERS_PER_POD,
     MAX_TEMPLATE_BYTES_PER_POD,
     MAX_TEMPLATES_PER_POD,
     translate_pod,
@@ -149,3 +150,23 @@ def test_the_bounds_messages_are_exact() -> None:
     )
     assert MAX_TEMPLATES_PER_POD == 16 and MAX_TEMPLATE_BYTES_PER_POD == 256 * 1024
     assert MAX_ANNOTATION_VALUE == 4096
+
+
+def test_containers_per_pod_are_bounded() -> None:
+    """Second hostile-callers issue, finding 7: a direct caller's review of 40,000 containers
+    cost 0.6 s of translation; kube-apiserver cannot store a GPU pod with that many."""
+
+    def pod(count: int) -> dict[str, Any]:
+        limits = {"nvidia.com/gpu": "1"}
+        containers = [{"name": f"c{i}", "resources": {"limits": limits}} for i in range(count)]
+        return {"spec": {"containers": containers}}
+
+    assert isinstance(translate_pod(pod(MAX_CONTAINERS_PER_POD), DEFAULT_POLICY, "a"), Converted)
+    refused = translate_pod(pod(MAX_CONTAINERS_PER_POD + 1), DEFAULT_POLICY, "a")
+    assert isinstance(refused, Refusal) and refused.code == 422
+    assert refused.message == (
+        f"the pod has {MAX_CONTAINERS_PER_POD + 1} containers; at most"
+        f" {MAX_CONTAINERS_PER_POD} are converted in one pod"
+    )
+    cpu_only = {"spec": {"containers": [{"name": f"c{i}"} for i in range(20_000)]}}
+    assert not isinstance(translate_pod(cpu_only, DEFAULT_POLICY, "a"), Refusal)
