@@ -78,11 +78,17 @@ class Pki:
         common_name: str,
         organization: str | None = None,
         hosts: tuple[str, ...] = (),
+        expired: bool = False,
+        usage: x509.ObjectIdentifier | None = None,
     ) -> KeyPair:
-        """A certificate signed by the CA: a server's when `hosts` are given, else a client's."""
+        """A certificate signed by the CA: a server's when `hosts` are given, else a client's
+        (`usage`: another extended key usage; `expired`: valid until an hour ago)."""
         key = _key()
         now = datetime.datetime.now(datetime.UTC)
-        usage = ExtendedKeyUsageOID.SERVER_AUTH if hosts else ExtendedKeyUsageOID.CLIENT_AUTH
+        if expired:
+            now -= VALID_FOR + datetime.timedelta(hours=1)
+        if usage is None:
+            usage = ExtendedKeyUsageOID.SERVER_AUTH if hosts else ExtendedKeyUsageOID.CLIENT_AUTH
         builder = (
             x509.CertificateBuilder()
             .subject_name(_name(common_name, organization))

@@ -135,3 +135,43 @@ def test_a_privileged_debug_container_is_refused_in_a_gpu_pod(
     assert refused.returncode != 0
     assert f'admission webhook "ephemeral.{WEBHOOK}" denied the request' in refused.stderr
     assert len(cluster.pod(namespace, "debugged")["spec"]["ephemeralContainers"]) == 1
+
+
+def test_a_duplicate_key_kube_apiserver_keeps_is_the_one_converted(
+    cluster: Cluster, hami: Release, namespace: str
+) -> None:
+    """Second hostile-callers issue, finding 8: a pod sent with a duplicate key in its limits
+    (raw JSON, as a client may send it): kube-apiserver keeps the last value, with a warning
+    (or refuses under fieldValidation=Strict), and serializes the pod it sends the webhook, so
+    the webhook converts exactly the value that is stored."""
+    import json
+
+    pod = json.dumps(gpu_pod("dup", {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 1000}))
+    raw = pod.replace(
+        '"nvidia.com/gpumem": 1000', '"nvidia.com/gpumem": 1000, "nvidia.com/gpumem": 3000'
+    )
+    assert raw != pod
+    path = f"/api/v1/namespaces/{namespace}/pods"
+    warned = cluster.kubectl(
+        "create", "--raw", f"{path}?fieldValidation=Warn", "-f", "-", stdin=raw
+    )
+    stored = cluster.pod(namespace, "dup")
+    [claim] = stored["spec"]["resourceClaims"]
+    template = cluster.get(
+        "resourceclaimtemplate", claim["resourceClaimTemplateName"], "-n", namespace
+    )
+    exactly = template["spec"]["spec"]["devices"]["requests"][0]["exactly"]
+    if cluster.consumable_capacity:
+        assert exactly["capacity"]["requests"]["memory"] == "3000Mi"
+    annotation = template["metadata"]["annotations"]["hami.io/legacy-request"]
+    assert annotation == "nvidia.com/gpu=1,nvidia.com/gpumem=3000", warned.stderr
+    strict = cluster.kubectl(
+        "create",
+        "--raw",
+        f"{path}?fieldValidation=Strict",
+        "-f",
+        "-",
+        stdin=raw.replace('"dup"', '"dup2"'),
+        check=False,
+    )
+    assert strict.returncode != 0 and "duplicate field" in strict.stderr, strict.stderr

@@ -159,3 +159,24 @@ def test_only_callers_with_a_client_certificate_get_answers(
         assert webhook.get_ops("/readyz")[0] == 200
     finally:
         webhook.stop()
+
+
+def test_expired_and_other_purpose_certificates_of_the_callers_ca(
+    callers: Pki, tmp_path: Path
+) -> None:
+    """Second hostile-callers issue, finding 8: an expired certificate of the callers' CA is
+    refused at the handshake, and so is one whose extended key usage is another purpose (a
+    server's); one for another client of that CA is answered: the CA is the only check (its
+    identity is not), as the README says, so the CA must be one of the webhook's callers only."""
+    webhook = Webhook(tmp_path, "--gc-interval", "0", "--client-ca-file", str(callers.ca))
+    try:
+        expired = callers.issue("expired", "kube-apiserver", expired=True)
+        with pytest.raises((ssl.SSLError, ConnectionResetError, BrokenPipeError)):
+            _handshake(webhook, (expired.cert, expired.key))
+        server = callers.issue("a-server", "a-server", hosts=("a-server.example",))
+        with pytest.raises((ssl.SSLError, ConnectionResetError, BrokenPipeError)):
+            _handshake(webhook, (server.cert, server.key))
+        other_client = callers.issue("other-client", "someone-else")
+        _handshake(webhook, (other_client.cert, other_client.key))
+    finally:
+        webhook.stop()
