@@ -5,7 +5,9 @@ is deleted only when (1) no pod in its namespace references it, (2) it was creat
 confirmed (`hami.io/last-used`) more than `grace` seconds ago, (3) it has not changed since it
 was read (the delete carries a resourceVersion precondition), and (4) it is exactly a template the
 webhook writes (its name is a hash of its content): one that someone else made under the
-webhook's labels is never deleted, only counted.
+webhook's labels is never deleted, only counted. Before the delete, the template is marked
+(`hami.io/deleting`, with the same precondition): the webhooks' watches re-create a cached
+template someone else deletes, but leave one the garbage collector deleted.
 
 Why an admitted pod can never reference a deleted template: an admission uses a template only
 after confirming it (create, or stamping last-used) or from a cache entry younger than the cache
@@ -23,9 +25,9 @@ import logging
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from hami_dra_webhook.cluster.template_store import LAST_USED_ANNOTATION
+from hami_dra_webhook.cluster.template_store import DELETING_ANNOTATION, LAST_USED_ANNOTATION
 from hami_dra_webhook.core.claims import MANAGED_BY, MANAGED_BY_LABEL
-from hami_dra_webhook.core.template_identity import not_written_by_webhook
+from hami_dra_webhook.core.template_identity import not_written_by_webhook, stamp_if_unchanged
 from hami_dra_webhook.core.types import JsonObject
 from hami_dra_webhook.kube.port import ApiError, KubeApi
 
@@ -100,14 +102,22 @@ async def collect_garbage(
                 report.deleted.append(where)
             else:
                 try:
-                    await api.delete_template(
-                        namespace, name, str(metadata.get("resourceVersion", "")), timeout=timeout
-                    )
+                    await _delete(api, namespace, template, timeout)
                 except ApiError as error:
-                    if error.status not in (404, 409):
+                    if error.status not in (404, 409, 422):
                         raise
                     report.raced.append(where)
                 else:
                     report.deleted.append(where)
                     log.info("deleted unused ResourceClaimTemplate %s", where)
     return report
+
+
+async def _delete(api: KubeApi, namespace: str, template: JsonObject, timeout: float) -> None:
+    """Mark it as the garbage collector's (only if unchanged since read: 422 otherwise), then
+    delete that version (409 if it changed since)."""
+    metadata = template["metadata"]
+    mark = stamp_if_unchanged(str(metadata.get("resourceVersion", "")), {DELETING_ANNOTATION: "gc"})
+    marked = await api.patch_template(namespace, metadata["name"], mark, timeout=timeout)
+    version = str((marked.get("metadata") or {}).get("resourceVersion", ""))
+    await api.delete_template(namespace, metadata["name"], version, timeout=timeout)

@@ -15,12 +15,12 @@ Otherwise the pod is refused with what is wrong, and nothing is written
 (core/template_identity.py).
 
 The cache is kept true by a watch on the webhook's own templates (`keep_true`): one changed by
-anyone leaves the cache at once; one deleted while cached leaves it and is created again at once
-(it was confirmed within the cache TTL, so pods admitted in the watch's lag may reference it, and
-the garbage collector never deletes one that recent, see gc.py); while the watch is down the cache
-is emptied (nothing seen then can be trusted). It is bounded: expired entries are pruned, at most
-`max_entries` kept. API confirmations are rate-limited per namespace, so that no caller can make
-the webhook write templates without bound.
+anyone leaves the cache at once; one deleted while cached leaves it and, unless the garbage
+collector deleted it (it marks what it deletes, see gc.py), is created again at once (it was
+confirmed within the cache TTL, so pods admitted in the watch's lag may reference it); while the
+watch is down the cache is emptied (nothing seen then can be trusted). It is bounded: expired
+entries are pruned, at most `max_entries` kept. API confirmations are rate-limited per
+namespace, so that no caller can make the webhook write templates without bound.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ from hami_dra_webhook.core.types import JsonObject
 from hami_dra_webhook.kube.port import ApiError, KubeApi
 
 LAST_USED_ANNOTATION = "hami.io/last-used"
+DELETING_ANNOTATION = "hami.io/deleting"  # written by the garbage collector just before it deletes
 MANAGED_SELECTOR = "app.kubernetes.io/managed-by=hami-dra-webhook"
 MAX_NAMESPACE_BUCKETS = 4096
 MAX_STORED_FORMS = 4096
@@ -225,7 +226,8 @@ class ApiTemplateStore:
                 )
             return
         del self._known[key]
-        if known.expires > self._clocks.monotonic():
+        annotations = metadata.get("annotations") or {}
+        if known.expires > self._clocks.monotonic() and DELETING_ANNOTATION not in annotations:
             task = asyncio.get_running_loop().create_task(self._recreate(*key, known.template))
             self._recreating.add(task)
             task.add_done_callback(self._recreating.discard)
@@ -357,12 +359,15 @@ class ApiTemplateStore:
             wrong = what_differs(existing, template, stored_spec)
             if wrong:
                 raise self._foreign(namespace, name, wrong)
-            version = str((existing.get("metadata") or {}).get("resourceVersion") or "")
+            found = existing.get("metadata") or {}
+            version = str(found.get("resourceVersion") or "")
+            # Marked by a garbage collector whose delete this stamp will now fail: in use again.
+            marked = tuple(k for k in (DELETING_ANNOTATION,) if k in (found.get("annotations") or {}))
             try:
                 await self._api.patch_template(
                     namespace,
                     name,
-                    stamp_if_unchanged(version, stamp),
+                    stamp_if_unchanged(version, stamp, drop=marked),
                     timeout=self._left(deadline, name),
                 )
                 break

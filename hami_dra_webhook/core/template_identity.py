@@ -27,8 +27,11 @@ def _record(template: JsonObject) -> str:
     return str(template["metadata"]["annotations"][LEGACY_REQUEST_ANNOTATION])
 
 
-def stamp_if_unchanged(resource_version: str, stamp: dict[str, str]) -> list[JsonObject]:
-    """A JSON patch that writes `stamp` (annotations) only on the version that was read."""
+def stamp_if_unchanged(
+    resource_version: str, stamp: dict[str, str], drop: tuple[str, ...] = ()
+) -> list[JsonObject]:
+    """A JSON patch that writes `stamp` and removes the `drop` annotations (which the version
+    read has) only on the version that was read."""
     test: JsonObject = {
         "op": "test",
         "path": "/metadata/resourceVersion",
@@ -38,7 +41,10 @@ def stamp_if_unchanged(resource_version: str, stamp: dict[str, str]) -> list[Jso
         {"op": "add", "path": _pointer("metadata", "annotations", key), "value": value}
         for key, value in stamp.items()
     ]
-    return [test, *writes]
+    removals: list[JsonObject] = [
+        {"op": "remove", "path": _pointer("metadata", "annotations", key)} for key in drop
+    ]
+    return [test, *writes, *removals]
 
 
 def what_differs(stored: JsonObject, template: JsonObject, stored_spec: JsonObject) -> str:

@@ -14,7 +14,7 @@ import pytest
 from pydantic import ValidationError
 
 from hami_dra_webhook.cluster.gc import GcReport, collect_garbage
-from hami_dra_webhook.cluster.template_store import ApiTemplateStore, Clocks
+from hami_dra_webhook.cluster.template_store import DELETING_ANNOTATION, ApiTemplateStore, Clocks
 from hami_dra_webhook.kube.client import KubernetesApi
 from hami_dra_webhook.server.settings import Settings
 from tests.cluster.test_templates_store import templates
@@ -116,9 +116,12 @@ def test_an_admission_racing_the_gc_keeps_its_template(
     assert only(report, namespace)["raced"] == [f"{namespace}/{name}"]
     assert only(report, namespace)["deleted"] == []
     assert names(kube, namespace) == {name}
-    # The next pass sees the fresh stamp and keeps it as recently used.
+    # The next pass sees the fresh stamp and keeps it as recently used; the admission took the
+    # garbage collector's mark off (a later delete by someone else is re-created again).
     again = run(collect_garbage(real_api, now=later, grace=HOUR))
     assert only(again, namespace)["recent"] == [f"{namespace}/{name}"]
+    kept = kube.get("resourceclaimtemplate", name, "-n", namespace)
+    assert DELETING_ANNOTATION not in kept["metadata"]["annotations"]
 
 
 def test_cached_templates_are_never_old_enough_to_collect(

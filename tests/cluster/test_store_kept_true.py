@@ -88,6 +88,40 @@ def test_a_template_deleted_by_anyone_while_in_use_is_created_again_at_once(
     assert present() == [name]
 
 
+def test_a_template_the_garbage_collector_deletes_is_not_created_again(
+    kube: Cluster, real_api: KubernetesApi
+) -> None:
+    """The garbage collector marks what it deletes (`hami.io/deleting`): a webhook that still
+    has it cached lets it go (an operator's `gc --grace 1` is not fought)."""
+    from hami_dra_webhook.cluster.gc import collect_garbage
+
+    namespace = kube.create_namespace("gcwatch")
+    api = CallsThrough(real_api)
+    store = ApiTemplateStore(api, cache_ttl=300)
+    items = templates(4200, namespace)
+
+    async def scenario() -> tuple[int, list[str]]:
+        watching = asyncio.create_task(store.keep_true())
+        try:
+            while not store.watching:
+                await asyncio.sleep(0.02)
+            await _ensure(store, namespace, items)
+            creates = api.calls["create_template"]
+            report = await collect_garbage(real_api, now=time.time() + 7200, grace=1)
+            deadline = time.monotonic() + 10
+            while len(store) and time.monotonic() < deadline:
+                await asyncio.sleep(0.02)
+            await asyncio.sleep(1)  # a re-creation would have happened by now
+            return api.calls["create_template"] - creates, report.deleted
+        finally:
+            watching.cancel()
+            await asyncio.gather(watching, return_exceptions=True)
+
+    recreated, deleted = run(scenario())
+    assert f"{namespace}/{items[0]['metadata']['name']}" in deleted
+    assert recreated == 0 and kube.get("resourceclaimtemplates", "-n", namespace)["items"] == []
+
+
 def test_while_the_watch_is_down_nothing_stays_cached(
     kube: Cluster, real_api: KubernetesApi
 ) -> None:
