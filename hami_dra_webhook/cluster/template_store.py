@@ -362,7 +362,8 @@ class ApiTemplateStore:
             found = existing.get("metadata") or {}
             version = str(found.get("resourceVersion") or "")
             # Marked by a garbage collector whose delete this stamp will now fail: in use again.
-            marked = tuple(k for k in (DELETING_ANNOTATION,) if k in (found.get("annotations") or {}))
+            annotations = found.get("annotations") or {}
+            marked = (DELETING_ANNOTATION,) if DELETING_ANNOTATION in annotations else ()
             try:
                 await self._api.patch_template(
                     namespace,
