@@ -89,6 +89,19 @@ class PodMutator:
     off_loop: Executor | None = None
     _variants: dict[tuple[tuple[int, ...], bool], Policy] = field(default_factory=dict, repr=False)
 
+    def many_containers(self, request: review.AdmissionRequest) -> bool:
+        """Whether the pod (or the old one) has enough containers that translating it takes
+        milliseconds: work for the `off_loop` thread, when there is one."""
+        if self.off_loop is None:
+            return False
+        for pod in (request.object, request.old_object):
+            spec = pod.get("spec") if isinstance(pod, dict) else None
+            if isinstance(spec, dict):
+                lists = (spec.get(name) for name in ("containers", "initContainers"))
+                if sum(len(items) for items in lists if isinstance(items, list)) > 256:
+                    return True
+        return False
+
     async def mutate(
         self, request: review.AdmissionRequest, *, off_loop: bool = False
     ) -> MutationRecord:

@@ -82,15 +82,9 @@ def _cert_manager_manifest(cluster: NodeCluster) -> str:
 @pytest.fixture(scope="module")
 def cert_manager(chart: NodeCluster) -> NodeCluster:
     chart.ensure_namespace(CERT_MANAGER_NAMESPACE)
-    chart.kubectl(
-        "apply",
-        "--server-side",
-        "-n",
-        CERT_MANAGER_NAMESPACE,
-        "-f",
-        "-",
-        stdin=_cert_manager_manifest(chart),
-    )
+    # Each object names its namespace (cert-manager's, or kube-system for the leader election
+    # Roles), as helm renders them.
+    chart.kubectl("apply", "--server-side", "-f", "-", stdin=_cert_manager_manifest(chart))
     for deployment in ("cert-manager", "cert-manager-cainjector"):
         chart.kubectl(
             "rollout",
