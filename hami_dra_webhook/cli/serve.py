@@ -100,10 +100,8 @@ def _loop_factory() -> Any:
 
 
 async def _serve(settings: Any, policy: Any) -> int:
-    from hami_dra_webhook.server import memory
     from hami_dra_webhook.server.metrics import Metrics
 
-    memory.one_arena()
     metrics = Metrics()
     cleanup: list[Path] = []
 

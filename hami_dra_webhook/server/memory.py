@@ -32,17 +32,6 @@ def _libc() -> ctypes.CDLL | None:
 
 
 _LIBC = _libc()
-M_ARENA_MAX = -8  # glibc's mallopt parameter
-
-
-def one_arena() -> None:
-    """Every thread allocates from the main heap. glibc gives threads heaps of their own
-    (arenas): the thread that reads large reviews (admission/mutator.py) then kept a second
-    heap that the main thread never reuses (measured: 80 large bodies peaked at +80 MiB instead
-    of +64); with the GIL there is no contention to save by it. Call before any thread."""
-    if _LIBC is not None:
-        _LIBC.mallopt(M_ARENA_MAX, 1)
-
 
 _TRIMMING = threading.Lock()
 _pending: asyncio.TimerHandle | None = None
