@@ -106,6 +106,10 @@ def cert_manager_release(cert_manager: NodeCluster) -> Iterator[NodeCluster]:
         yield cert_manager
     finally:
         cert_manager.helm("uninstall", RELEASE, "-n", NAMESPACE, "--wait", "--timeout", "120s")
+        # cert-manager leaves the Secrets it wrote (no owner references by default): the
+        # selfManaged chart cannot adopt them, as the README says for switching modes.
+        for secret in (f"{RELEASE}-tls", f"{RELEASE}-ca"):
+            cert_manager.kubectl("delete", "secret", secret, "-n", NAMESPACE, "--ignore-not-found")
         cert_manager.helm_install()
 
 
@@ -131,8 +135,10 @@ def _webhook_pods(cluster: NodeCluster) -> list[dict[str, Any]]:
 
 
 def _ca_bundle(cluster: NodeCluster) -> bytes:
+    """Both webhooks' caBundle (cainjector fills each); empty until it has."""
     configuration = cluster.get("mutatingwebhookconfiguration", RELEASE)
-    return base64.b64decode(configuration["webhooks"][0]["clientConfig"]["caBundle"])
+    bundles = {w["clientConfig"].get("caBundle", "") for w in configuration["webhooks"]}
+    return base64.b64decode(bundles.pop()) if len(bundles) == 1 else b""
 
 
 def test_cert_manager_issues_injects_and_renews_without_a_failed_admission(
@@ -153,7 +159,18 @@ def test_cert_manager_issues_injects_and_renews_without_a_failed_admission(
     ca = _secret_certificate(cluster, f"{RELEASE}-ca", "tls.crt")
     assert ca.extensions.get_extension_for_class(x509.BasicConstraints).value.ca
     # Injected by cainjector (the chart sets no caBundle in this mode): the release's own CA.
-    bundle = wait_for(lambda: _ca_bundle(cluster) or None, "the injected caBundle", timeout=60)
+    try:
+        bundle = wait_for(lambda: _ca_bundle(cluster) or None, "the injected caBundle", 60)
+    except AssertionError as error:
+        logs = cluster.kubectl(
+            "logs",
+            "deployment/cert-manager-cainjector",
+            "-n",
+            CERT_MANAGER_NAMESPACE,
+            "--tail=40",
+            check=False,
+        )
+        raise AssertionError(f"{error}\ncainjector:\n{logs.stdout}{logs.stderr}") from error
     assert x509.load_pem_x509_certificate(bundle) == ca
     first = _secret_certificate(cluster, f"{RELEASE}-tls", "tls.crt")
     first.verify_directly_issued_by(ca)

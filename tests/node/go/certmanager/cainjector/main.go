@@ -5,7 +5,8 @@
 // the Go module proxy). This is the thin wiring, written here, around cert-manager's
 // pkg/controller/cainjector: a controller-runtime manager with the schemes the injectors read
 // (core, cert-manager, apiextensions, apiregistration), Secrets read from the API rather than a
-// cache, leader election on the Lease cert-manager-cainjector-leader-election in
+// cache, a user agent (the injectors' field manager is named after it), leader election on the
+// Lease cert-manager-cainjector-leader-election in
 // --leader-election-namespace, metrics on :9402, and cainjector.RegisterAllInjectors with every
 // injectable kind and the Certificate data source on (the real injector's defaults). It accepts
 // the flags cert-manager's chart passes by default and refuses others.
@@ -36,6 +37,7 @@ import (
 	cmscheme "github.com/cert-manager/cert-manager/pkg/client/clientset/versioned/scheme"
 	"github.com/cert-manager/cert-manager/pkg/controller/cainjector"
 	logf "github.com/cert-manager/cert-manager/pkg/logs"
+	"github.com/cert-manager/cert-manager/pkg/util"
 )
 
 type options struct {
@@ -76,6 +78,8 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
+	// The injectors apply their patches with a field manager named after the user agent.
+	config = util.RestConfigWithUserAgent(config, "cainjector")
 	manager, err := ctrl.NewManager(config, ctrl.Options{
 		Scheme: scheme,
 		Client: client.Options{
