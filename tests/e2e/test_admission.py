@@ -3,6 +3,7 @@ calls the webhook the chart registered, and what it stores is checked."""
 
 from __future__ import annotations
 
+import pytest
 import yaml
 
 from tests.e2e.harness import Cluster, Release
@@ -137,6 +138,7 @@ def test_a_privileged_debug_container_is_refused_in_a_gpu_pod(
     assert len(cluster.pod(namespace, "debugged")["spec"]["ephemeralContainers"]) == 1
 
 
+@pytest.mark.e2e_on(capacity=True)  # a gpumem share: refused where capacity is dropped
 def test_a_duplicate_key_kube_apiserver_keeps_is_the_one_converted(
     cluster: Cluster, hami: Release, namespace: str
 ) -> None:
