@@ -13,7 +13,7 @@ import contextlib
 import os
 import subprocess
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -102,6 +102,7 @@ class NodeCluster(Cluster):
     """A control plane with a real node; `node` names the stand-in plugin's cards."""
 
     real: RealNode | None = None
+    releasing: list[str] = field(default_factory=list)  # namespaces whose pods are ending
 
     def helm_install(self, *sets: str, name: str = RELEASE, wait: bool = True) -> None:
         values = self.folder / "node-values.yaml"
@@ -239,18 +240,41 @@ def chart(node_cluster: NodeCluster) -> NodeCluster:
     return node_cluster
 
 
+def _release(cluster: NodeCluster, name: str) -> None:
+    """End the namespace's pods (the examples' `sleep` ignores SIGTERM as PID 1: after 1 s,
+    not 30) and let the kubelet take its time: tests that need the cards free wait for it
+    (`quiet_namespace`), the others run meanwhile."""
+    cluster.kubectl(
+        "delete", "deployments,replicasets,jobs", "--all", "-n", name, "--cascade=orphan"
+    )
+    cluster.kubectl("delete", "pods", "--all", "-n", name, "--grace-period=1", "--wait=false")
+    cluster.kubectl("delete", "namespace", name, "--wait=false")
+    cluster.releasing.append(name)
+
+
+def _wait_released(cluster: NodeCluster) -> None:
+    """Every namespace a test used: its pods and claims gone, so the cards are free."""
+    for name in cluster.releasing:
+        wait_for(
+            lambda name=name: not cluster.get("pods,resourceclaims", "-n", name)["items"],
+            f"the pods and claims of namespace {name} gone",
+            timeout=120,
+        )
+    cluster.releasing.clear()
+
+
 @pytest.fixture
 def namespace(chart: NodeCluster) -> Iterator[str]:
+    """A namespace of the test's own; the pods of earlier tests may still be ending."""
     name = chart.create_namespace("node")
     yield name
-    # The examples' `sleep` ignores SIGTERM as PID 1: end the pods after 1 s, not 30.
-    chart.kubectl("delete", "deployments,replicasets,jobs", "--all", "-n", name, "--cascade=orphan")
-    chart.kubectl("delete", "pods", "--all", "-n", name, "--grace-period=1", "--wait=false")
-    chart.kubectl("delete", "namespace", name, "--wait=false")
-    # The next test may need whole cards: wait until this one's pods and claims are gone (the
-    # namespace itself may go later).
-    wait_for(
-        lambda: not chart.get("pods,resourceclaims", "-n", name)["items"],
-        f"the pods and claims of namespace {name} gone",
-        timeout=120,
-    )
+    _release(chart, name)
+
+
+@pytest.fixture
+def quiet_namespace(chart: NodeCluster) -> Iterator[str]:
+    """A namespace of the test's own, on a node whose cards no earlier test's pod holds."""
+    _wait_released(chart)
+    name = chart.create_namespace("node")
+    yield name
+    _release(chart, name)

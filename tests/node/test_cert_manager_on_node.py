@@ -13,7 +13,7 @@ Then the chart is installed in certManager mode (the default release is taken do
 back afterwards): cert-manager issues the release's CA and its serving certificate, cainjector
 puts the CA into the MutatingWebhookConfiguration, the webhook pods start from the issued Secret,
 and kube-apiserver's admissions reach them through the Service. The serving certificate is
-renewed every ~30 s (duration 1h, renewBefore 59m30s) while a client creates GPU pods without a
+renewed every ~10 s (duration 1h, renewBefore 59m50s) while a client creates GPU pods without a
 pause (tests/node/creates.py); no create may fail while both replicas move to a renewed
 certificate, and the caBundle must not change.
 """
@@ -55,7 +55,7 @@ CHART_PARTS = (
 SERVING = {
     "certificates.mode": "certManager",
     "certificates.certManager.duration": "1h",
-    "certificates.certManager.renewBefore": "59m30s",
+    "certificates.certManager.renewBefore": "59m50s",
 }
 WEBHOOK_PORT = 8443
 
@@ -142,8 +142,9 @@ def _ca_bundle(cluster: NodeCluster) -> bytes:
 
 
 def test_cert_manager_issues_injects_and_renews_without_a_failed_admission(
-    cert_manager_release: NodeCluster, namespace: str
+    cert_manager_release: NodeCluster, quiet_namespace: str
 ) -> None:
+    namespace = quiet_namespace
     cluster = cert_manager_release
     for name in (f"{RELEASE}-ca", RELEASE):
         wait_for(

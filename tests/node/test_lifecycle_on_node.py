@@ -58,9 +58,10 @@ def claim_uids(cluster: NodeCluster, namespace: str) -> set[str]:
     return {c["metadata"]["uid"] for c in cluster.get("resourceclaims", "-n", namespace)["items"]}
 
 
-def test_capacity_comes_back(chart: NodeCluster, namespace: str) -> None:
+def test_capacity_comes_back(chart: NodeCluster, quiet_namespace: str) -> None:
     """Eight 3000 MiB pods fill one 24 GiB card (24,000 of 24,576 MiB); a ninth waits; when one
     ends its claim is deallocated and unprepared, and the ninth runs."""
+    namespace = quiet_namespace
     pin = {"nvidia.com/use-gpuuuid": L4_0}
     before = cdi_specs(chart)
     for index in range(8):
@@ -103,7 +104,8 @@ def test_capacity_comes_back(chart: NodeCluster, namespace: str) -> None:
     assert limits_of(env) == [("3000m", "0")] and env["NVIDIA_VISIBLE_DEVICES"] == L4_0
 
 
-def test_running_pods_survive_a_kubelet_restart(chart: NodeCluster, namespace: str) -> None:
+def test_running_pods_survive_a_kubelet_restart(chart: NodeCluster, quiet_namespace: str) -> None:
+    namespace = quiet_namespace
     apply(
         chart,
         namespace,
@@ -147,10 +149,11 @@ def test_running_pods_survive_a_kubelet_restart(chart: NodeCluster, namespace: s
 
 
 def test_a_claim_the_driver_cannot_prepare_is_reported_and_leaves_nothing(
-    chart: NodeCluster, namespace: str
+    chart: NodeCluster, quiet_namespace: str
 ) -> None:
     """A claim with opaque parameters the driver does not know: the kubelet reports the driver's
     reason in the pod's events, the pod does not start, nothing stays prepared."""
+    namespace = quiet_namespace
     template = {
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceClaimTemplate",

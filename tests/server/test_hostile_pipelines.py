@@ -170,7 +170,7 @@ def _big_answer_review() -> bytes:
     return _admission(json.dumps(review(pod)).encode())
 
 
-@pytest.mark.parametrize("connections", [600])
+@pytest.mark.parametrize("connections", [600, pytest.param(2000, marks=pytest.mark.long)])
 def test_slow_readers_are_closed_and_hold_nothing(webhook: Webhook, connections: int) -> None:
     """Finding 2: connections sent pipelined admissions whose answers are ~108 KB and never
     read them. A connection whose answer cannot be written counted as busy, so nothing timed it

@@ -1,0 +1,118 @@
+"""`./scripts/test`'s pytest runs (`python -m tests.support.suite [--long]`).
+
+The default run is three pytest runs. The real node's tests (`tests/node`: they mostly wait on
+the kubelet and the pods) run beside the tests that are not held to timings (core, chart,
+migrate, cluster, e2e); then the server's tests, which measure an established connection's
+latency and the process's memory while they attack it, run alone on a quiet machine (beside the
+node, they failed their 50 ms and 64 MiB bounds). `--long` runs the longer sizes instead: the
+soak and the fuzzing with more requests and examples, and every test marked `long`.
+
+Each run's output is shown whole (the one beside is shown when it ends), and the last line is
+the runs' total: "N passed, N failed, N skipped" (errors count as failed; a run that collected
+nothing is a failure too).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from xml.etree import ElementTree
+
+ROOT = Path(__file__).resolve().parents[2]
+NODE = ["tests/node"]
+TIMED = ["tests/server"]
+QUIET = [  # every other test folder and module, found here so that a new one is not forgotten
+    str(path.relative_to(ROOT))
+    for path in sorted((ROOT / "tests").iterdir())
+    if (
+        (path.is_dir() and path.name not in ("node", "server", "support", "__pycache__"))
+        and any(path.rglob("test_*.py"))
+    )
+    or (path.is_file() and path.name.startswith("test_") and path.suffix == ".py")
+]
+LONG_SIZES = {"HAMI_SOAK_REQUESTS": "100000", "HAMI_FUZZ_EXAMPLES": "20000"}
+
+
+@dataclass
+class Run:
+    name: str
+    junit: Path
+    code: int = 0
+    seconds: float = 0.0
+
+    def counts(self) -> tuple[int, int, int]:
+        """passed, failed (errors included), skipped, from the run's JUnit report."""
+        if not self.junit.is_file():
+            return 0, 1, 0
+        suite = ElementTree.parse(self.junit).getroot()
+        suite = suite if suite.tag == "testsuite" else suite[0]
+        tests, skipped = int(suite.get("tests", 0)), int(suite.get("skipped", 0))
+        failed = int(suite.get("failures", 0)) + int(suite.get("errors", 0))
+        return tests - failed - skipped, failed, skipped
+
+
+def _command(junit: Path, *arguments: str) -> list[str]:
+    return [sys.executable, "-m", "pytest", f"--junitxml={junit}", *arguments]
+
+
+def _foreground(run: Run, arguments: list[str], env: dict[str, str] | None = None) -> None:
+    print(f"== pytest {' '.join(arguments)}", flush=True)
+    started = time.monotonic()
+    run.code = subprocess.call(_command(run.junit, *arguments), cwd=ROOT, env=env)
+    run.seconds = time.monotonic() - started
+
+
+def main(argv: list[str]) -> int:
+    folder = Path(tempfile.mkdtemp(prefix="hami-suite-"))
+    runs: list[Run] = []
+    if argv == ["--long"]:
+        sized = Run("soak and fuzz, long sizes", folder / "sized.xml")
+        _foreground(
+            sized,
+            ["tests/server/test_soak.py", "tests/server/test_fuzz.py"],
+            env={**os.environ, **LONG_SIZES},
+        )
+        marked = Run("tests marked long", folder / "long.xml")
+        _foreground(marked, ["-m", "long", "tests"])
+        runs += [sized, marked]
+    else:
+        node = Run("node", folder / "node.xml")
+        log = folder / "node.log"
+        print(
+            f"== pytest {' '.join(NODE)} (beside the next run; its output follows it)", flush=True
+        )
+        started = time.monotonic()
+        with log.open("wb") as output:
+            beside = subprocess.Popen(
+                _command(node.junit, *NODE), cwd=ROOT, stdout=output, stderr=subprocess.STDOUT
+            )
+        quiet = Run("quiet", folder / "quiet.xml")
+        _foreground(quiet, QUIET)
+        node.code = beside.wait()
+        node.seconds = time.monotonic() - started
+        print(f"== pytest {' '.join(NODE)}: its output", flush=True)
+        sys.stdout.write(log.read_text(errors="replace"))
+        timed = Run("timed", folder / "timed.xml")
+        _foreground(timed, TIMED)
+        runs += [node, quiet, timed]
+    totals = [0, 0, 0]
+    for run in runs:
+        passed, failed, skipped = run.counts()
+        if run.code not in (0, 1) and failed == 0:
+            failed = 1  # it collected nothing (5), was interrupted, or pytest itself failed
+        print(
+            f"== {run.name}: exit {run.code}, {passed} passed, {failed} failed,"
+            f" {skipped} skipped in {run.seconds:.0f} s"
+        )
+        totals = [totals[0] + passed, totals[1] + failed, totals[2] + skipped]
+    print(f"{totals[0]} passed, {totals[1]} failed, {totals[2]} skipped")
+    return 0 if totals[1] == 0 and all(run.code == 0 for run in runs) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
