@@ -177,3 +177,20 @@ def test_the_body_is_decoded_once(webhook: Webhook) -> None:
     assert "2 GPUs" in " ".join(answer["response"]["warnings"]) or any(
         op["path"] == "/spec/resourceClaims" for op in _patch(answer)
     )
+
+
+@pytest.mark.parametrize("name", [{"a": 1}, ["x"], 5])
+def test_an_env_name_of_another_type_is_a_400_with_its_path(webhook: Webhook, name: Any) -> None:
+    """Finding 5, through the real process: a CREATE whose GPU container has an env entry
+    named by a map (or a list, or a number) was a 500 and a traceback in the log."""
+    pod = gpu_pod({"nvidia.com/gpu": "1", "nvidia.com/priority": "1"})
+    pod["spec"]["containers"][0]["env"] = [{"name": name, "value": "v"}]
+    status, answer = webhook.post(review(pod))
+    response = answer["response"]
+    assert status == 200 and response["allowed"] is False
+    assert response["status"] == {
+        "code": 400,
+        "message": 'container "cuda": env[0].name is not a string',
+        "reason": "BadRequest",
+    }
+    assert "Traceback" not in webhook.log()
