@@ -35,7 +35,8 @@ class BodyBudget:
     """The bytes that request bodies may hold at once, together. Each request reads its first
     `free_bytes` without asking (an AdmissionReview is a few KiB: those are never refused, and
     the concurrency limit bounds them); beyond that it takes from the shared `max_bytes` and
-    gives back when answered. So many large bodies at once cannot take the memory the process
+    gives back when answered; a body read whole takes its size once more before it is decoded
+    (its decoded objects). So many large bodies at once cannot take the memory the process
     has, and a normal review is never refused because large ones are in flight."""
 
     def __init__(
@@ -97,6 +98,11 @@ class BodyEndpoint:
             return
         if isinstance(body, tuple):
             status, data = body
+            self.on_rejected(status)
+        elif not self._charge(charge, 2 * len(body)):
+            # A large body is decoded into objects about its own size: they count too, so
+            # bodies in flight and what they decode into stay within the budget together.
+            status, data = self._busy()
             self.on_rejected(status)
         else:
             status, data = await self.handler(body)

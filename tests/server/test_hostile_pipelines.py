@@ -129,7 +129,9 @@ def test_pipelined_heads_with_huge_header_lists_hold_nothing(webhook: Webhook) -
         f"finding 1: peak RSS +{prober.peak_rss - baseline:.1f} MiB, p99 {prober.p99_ms():.1f} ms"
     )
     assert_held(prober, baseline)
-    assert sorted(map(tuple, answers)) == [(431,)] * 10, answers
+    # Each is answered 431 at its first head (a client still sending may see the reset that
+    # follows a second later before it has read the answer): the server's count says it all.
+    assert len(answers) == 10 and all(set(a) <= {431} for a in answers), answers
     assert _rejections(webhook, "too_many_headers") == 10
     wait_for(lambda: open_connections(webhook) == 0, "every connection accounted closed")
     assert settle(webhook.process.pid, baseline + RETURNED_WITHIN_MIB) <= (
