@@ -139,6 +139,11 @@ def resolve_share(
             return None
         count = nvidia.default_gpu_num
     if count == 0:
+        if request.memory or request.percentage or request.cores:
+            warnings.append(
+                f"{ref.label}: {nvidia.resource_count_name}=0 means no GPU: its other GPU values"
+                " are dropped (as legacy HAMi)"
+            )
         return None
     if count > MAX_CLAIM_DEVICES:
         raise Refused(

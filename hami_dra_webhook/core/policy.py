@@ -106,6 +106,10 @@ class WebhookConfig(_Section):
     # what was written (core/template_identity.py). The webhook sets it from its cluster probe.
     consumable_capacity: bool = Field(True, alias="consumableCapacity")
     template_name_prefix: str = Field("hami-gpu-", alias="templateNamePrefix")
+    # `nvidia.com/vgpu-mode: mig` asks for MIG instances, which the HAMi-core driver does not
+    # make: refused (the default), or converted to a HAMi-core share of the same memory, with a
+    # warning that MIG's hardware isolation becomes HAMi-core's software limits.
+    mig_mode: Literal["refuse", "hami-core"] = Field("refuse", alias="migMode")
 
     @field_validator("driver_name", "device_class_name")
     @classmethod
@@ -174,6 +178,14 @@ class Policy(BaseModel):
             n.resource_memory_percentage_name,
             n.resource_core_name,
             n.resource_priority_name,
+        )
+
+    @cached_property
+    def legacy_domains(self) -> frozenset[str]:
+        """The domains of the legacy resource names (`nvidia.com`): any other resource of these
+        domains left in a converted container is one this configuration does not know."""
+        return frozenset(
+            name.split("/", 1)[0] for name in self.legacy_resource_names if "/" in name
         )
 
 

@@ -120,9 +120,11 @@ def _build_filter(annotations: dict[str, Any], policy: Policy) -> DeviceFilter:
             selectors.append(cel.negate(cel.attribute_in(driver, names.uuid, uuids)))
         if (types := items(USE_TYPE)) is not None:
             fragments = [ascii_upper(t) for t in types]
+            warnings += _never_matching(USE_TYPE, types)
             selectors.append(cel.legacy_type_matches(driver, names.product_name, fragments))
         if (types := items(NOUSE_TYPE)) is not None:
             fragments = [ascii_upper(t) for t in types]
+            warnings += _never_matching(NOUSE_TYPE, types)
             selectors.append(
                 cel.negate(cel.legacy_type_matches(driver, names.product_name, fragments))
             )
@@ -135,17 +137,55 @@ def _build_filter(annotations: dict[str, Any], policy: Policy) -> DeviceFilter:
                 " list fewer UUIDs or types",
                 code=422,
             )
-    warnings += _unsupported(annotations)
+    warnings += _unsupported(annotations, policy)
     return DeviceFilter(selectors=tuple(selectors), warnings=tuple(warnings))
 
 
-def _unsupported(annotations: dict[str, Any]) -> list[str]:
+# HAMi 2.7 and earlier named a GPU's type "NVIDIA-" + its NVML name even when that name began
+# with NVIDIA ("NVIDIA-NVIDIA L4"); since v2.8 (HAMi PR #1139) the prefix is added only to names
+# that do not start with NVIDIA, as the driver's CEL does (REFERENCE: use-gputype).
+_DOUBLED_PREFIX = "NVIDIA-NVIDIA"
+
+
+def _never_matching(key: str, types: list[str]) -> list[str]:
+    """A warning for each type fragment no GPU's type can contain (HAMi <= 2.7 naming)."""
+    warnings = []
+    for fragment in types:
+        at = ascii_upper(fragment).find(_DOUBLED_PREFIX)
+        if at < 0:
+            continue
+        fixed = fragment[:at] + fragment[at + len("NVIDIA-") :]
+        effect = "selects no GPU" if key == USE_TYPE else "excludes nothing"
+        short = key.removeprefix("nvidia.com/")
+        warnings.append(
+            f"{short} {fragment!r} {effect} (HAMi >= 2.8 names types once): write {fixed!r}"
+        )
+    return warnings
+
+
+MIG_MODE = "mig"
+
+
+def _unsupported(annotations: dict[str, Any], policy: Policy) -> list[str]:
     mode = annotations.get(VGPU_MODE)
     if mode is not None and (not isinstance(mode, str) or HAMI_CORE_MODE not in mode):
+        if mode == MIG_MODE and policy.webhook.mig_mode == HAMI_CORE_MODE:
+            return [
+                f"{VGPU_MODE}=mig: converted to a {HAMI_CORE_MODE} share of the same memory"
+                " (software limits, not MIG isolation)",
+                *(n for n in unsupported_annotations(annotations) if VGPU_MODE not in n),
+            ]
+        mig = (
+            "; or set hamiDraWebhook.migMode: hami-core to convert it to a HAMi-core share of"
+            " the same memory (software limits instead of MIG isolation)"
+            if mode == MIG_MODE
+            else ""
+        )
         raise Refused(
             f"annotation {VGPU_MODE}={str(mode)[:80]} asks for a GPU mode this DRA driver does not"
-            f" offer (only {HAMI_CORE_MODE}); add {HAMI_CORE_MODE} or remove the annotation",
+            f" offer (only {HAMI_CORE_MODE}); add {HAMI_CORE_MODE} or remove the annotation{mig}",
             code=422,
+            reason="unsupported-gpu-mode",
         )
     return unsupported_annotations(annotations)
 

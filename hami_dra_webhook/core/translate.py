@@ -34,7 +34,8 @@ from hami_dra_webhook.core.legacy import (
     resolve_share,
     resource_maps,
 )
-from hami_dra_webhook.core.policy import Policy
+from hami_dra_webhook.core.policy import DEFAULT_POLICY, Policy
+from hami_dra_webhook.core.quantity import MIB
 from hami_dra_webhook.core.selectors import device_filter
 from hami_dra_webhook.core.types import ContainerRef, JsonObject, Refused
 
@@ -244,6 +245,7 @@ def _left_alone(metadata: JsonObject, spec: JsonObject, policy: Policy) -> str |
 def _resolve(
     ref: ContainerRef, container: Any, policy: Policy, warnings: list[str]
 ) -> _GpuContainer:
+    _unknown_resources(ref, container, policy, warnings)
     request = read_request(container, ref, policy)
     for name in request.in_requests:
         if name not in request.in_limits:
@@ -257,7 +259,58 @@ def _resolve(
         warnings.append(f"{ref.label}: {note}")
     if share is not None and share.cores == 100 and (share.memory_mib or share.percentage):
         warnings.append(f"{ref.label}: {EXCLUSIVE_CORES_NOTE}")
+    if share is not None and share.memory_mib is not None:
+        largest = max(policy.webhook.device_memory_sizes, default=0) // MIB
+        if largest and share.memory_mib > largest:
+            warnings.append(
+                f"{ref.label}: {share.memory_mib} MiB is more than the largest GPU"
+                f" ({largest} MiB): it can never be placed"
+            )
     return _GpuContainer(ref, container, request, share, is_gpu)
+
+
+HAMI_DEFAULT_NAMES = frozenset(DEFAULT_POLICY.legacy_resource_names)
+# Which configuration key names a resource, guessed from how HAMi's own names end.
+_CONFIG_KEYS = (
+    ("percentage", "resourceMemoryPercentageName"),
+    ("mem", "resourceMemoryName"),
+    ("core", "resourceCoreName"),
+    ("priority", "resourcePriorityName"),
+)
+
+
+def _unknown_resources(
+    ref: ContainerRef, container: Any, policy: Policy, warnings: list[str]
+) -> None:
+    """A resource of a legacy domain (`nvidia.com/vgpu`) that this configuration does not name,
+    in a container that is converted. Legacy HAMi ignored it and left it on the pod, where
+    kube-scheduler needs a node offering it: its device plugin offers only the configured count
+    name, so the pod stayed Pending. Refused here, with the configuration key that would make
+    it known. HAMi's default names, renamed away in this configuration, are the exception: a
+    cluster renames them so that NVIDIA's device plugin can offer them, so they stay (warned)."""
+    limits, requests = resource_maps(container)
+    names = policy.legacy_resource_names
+    for key in dict.fromkeys((*limits, *requests)):
+        if not isinstance(key, str) or key in names or "/" not in key:
+            continue
+        if key.split("/", 1)[0] not in policy.legacy_domains:
+            continue
+        if key in HAMI_DEFAULT_NAMES:
+            warnings.append(
+                f"{ref.label}: keeps {key}: not converted by this configuration, left for its"
+                " device plugin"
+            )
+            continue
+        setting = next((s for hint, s in _CONFIG_KEYS if hint in key), "resourceCountName")
+        raise Refused(
+            f"{ref.label}: {key} is not one of the GPU resources this configuration converts"
+            f" ({', '.join(n for n in names if n)}), and no node offers it, so the pod would"
+            f" stay Pending: if the legacy cluster named a GPU resource so, set"
+            f" nvidia.{setting}: {key} in the device config (the chart's deviceConfig);"
+            " otherwise remove it",
+            code=422,
+            reason="unknown-gpu-resource",
+        )
 
 
 def _init_and_app_claims(gpus: list[_GpuContainer]) -> bool:
