@@ -18,9 +18,11 @@ from hami_dra_webhook.files.manifests import (
     Manifest,
     ManifestError,
     dump_yaml,
+    embedded_pods,
     pod_template,
     read_manifests,
 )
+from hami_dra_webhook.migrate.report import uses_legacy
 
 
 @dataclass
@@ -37,6 +39,10 @@ class DryRunResult:
     patch: list[patch.PatchOp] = field(default_factory=list)
     object: Any = None
     templates: list[JsonObject] = field(default_factory=list)
+    source: str = ""  # file, or file#N: its Nth document
+    # Pod templates inside an object that is not a built-in workload, which use legacy keys:
+    # converted at admission when their pods are created, not here.
+    embedded: list[EmbeddedResult] = field(default_factory=list)
 
     def as_json(self) -> JsonObject:
         return {
@@ -44,18 +50,44 @@ class DryRunResult:
             "kind": self.kind,
             "namespace": self.namespace,
             "name": self.name,
+            "source": self.source,
             "outcome": self.outcome,
             "message": self.message,
             "warnings": self.warnings,
             "patch": self.patch,
             "object": self.object,
             "resourceClaimTemplates": self.templates,
+            "embedded": [e.as_json() for e in self.embedded],
         }
 
     @property
     def title(self) -> str:
         where = f"{self.namespace}/" if self.namespace else ""
-        return f"{self.kind} {where}{self.name}"
+        return f"{self.kind} {where}{self.name} ({self.source})"
+
+    @property
+    def refused(self) -> bool:
+        return self.outcome == "refused" or any(e.outcome == "refused" for e in self.embedded)
+
+
+@dataclass
+class EmbeddedResult:
+    """What the pods of one pod template inside a custom resource become at admission."""
+
+    path: str
+    outcome: Outcome
+    message: str | None
+    warnings: list[str]
+    templates: list[JsonObject]
+
+    def as_json(self) -> JsonObject:
+        return {
+            "path": self.path,
+            "outcome": self.outcome,
+            "message": self.message,
+            "warnings": self.warnings,
+            "resourceClaimTemplates": self.templates,
+        }
 
 
 def add_parser(commands: Any) -> None:
@@ -109,9 +141,17 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
             stderr.write(f"warning: {result.title}: {warning}\n")
         if result.outcome == "refused":
             stderr.write(f"refused: {result.title}: {result.message}\n")
+        for inside in result.embedded:
+            for warning in inside.warnings:
+                stderr.write(f"warning: {result.title} {inside.path}: {warning}\n")
+            if inside.outcome == "refused":
+                stderr.write(
+                    f"refused: {result.title} {inside.path}: its pods will be refused at"
+                    f" admission: {inside.message}\n"
+                )
     stdout.write(render(results, args.output))
     return exit_codes.worst(
-        exit_codes.REFUSED if any(r.outcome == "refused" for r in results) else exit_codes.OK,
+        exit_codes.REFUSED if any(r.refused for r in results) else exit_codes.OK,
         exit_codes.UNREADABLE if read.unreadable else exit_codes.OK,
     )
 
@@ -141,9 +181,20 @@ def convert(manifest: Manifest, policy: Policy, default_namespace: str | None) -
         name=str(metadata.get("name") or metadata.get("generateName") or "<no name>"),
         outcome="unchanged",
         object=document,
+        source=manifest.where,
     )
     found = pod_template(document)
     if found is None:
+        result.embedded = _embedded(
+            document, policy, metadata.get("namespace") or default_namespace
+        )
+        if result.embedded:
+            count = len(result.embedded)
+            result.warnings.append(
+                f"{count} pod template(s) inside this {kind} ask for legacy GPU resources: their"
+                " pods are converted when they are created (by the webhook, at admission);"
+                " `convert --embedded` rewrites them here instead"
+            )
         return result
     path, pod = found
     namespace = metadata.get("namespace") or default_namespace
@@ -164,6 +215,24 @@ def convert(manifest: Manifest, policy: Policy, default_namespace: str | None) -
         result.object = patch.apply(document, result.patch)
         result.templates = translation.templates
     return result
+
+
+def _embedded(document: Any, policy: Policy, namespace: Any) -> list[EmbeddedResult]:
+    found = []
+    for inside in embedded_pods(document):
+        if not uses_legacy(inside.pod, policy):
+            continue
+        decision = translate_pod(inside.pod, policy, str(namespace) if namespace else None)
+        found.append(
+            EmbeddedResult(
+                path=inside.where,
+                outcome=decision.outcome,
+                message=decision.message if isinstance(decision, Refusal) else None,
+                warnings=decision.warnings,
+                templates=decision.templates if isinstance(decision, Converted) else [],
+            )
+        )
+    return found
 
 
 def render(results: list[DryRunResult], output: str) -> str:

@@ -83,11 +83,19 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
         unreadable = read.unreadable
         workloads = from_manifests(read.manifests, args.namespace or "default")
     reports = [
-        assess(w.kind, w.name, w.namespace, w.pod, policy)
+        assess(
+            w.kind,
+            w.name,
+            w.namespace,
+            w.pod,
+            policy,
+            source=w.source,
+            embedded_at=w.embedded_at,
+        )
         for w in workloads
         if uses_legacy(w.pod, policy)
     ]
-    reports.sort(key=lambda r: (r.namespace, r.kind, r.name))
+    reports.sort(key=lambda r: (r.namespace, r.kind, r.name, r.embedded_at, r.source))
     if args.output == "json":
         stdout.write(render.as_json(reports, notes, unreadable))
     else:

@@ -7,7 +7,7 @@ from typing import Any
 
 from hami_dra_webhook.core.policy import Policy
 from hami_dra_webhook.core.quantity import QuantityError, parse_plain_integer
-from hami_dra_webhook.core.types import ContainerRef, Refused
+from hami_dra_webhook.core.types import Attention, ContainerRef, Refused
 
 MAX_CLAIM_DEVICES = 32
 # A capacity request is a Kubernetes quantity: at most 2^63 - 1 bytes.
@@ -141,8 +141,10 @@ def resolve_share(
     if count == 0:
         if request.memory or request.percentage or request.cores:
             warnings.append(
-                f"{ref.label}: {nvidia.resource_count_name}=0 means no GPU: its other GPU values"
-                " are dropped (as legacy HAMi)"
+                Attention(
+                    f"{ref.label}: {nvidia.resource_count_name}=0 means no GPU: its other GPU"
+                    " values are dropped (as legacy HAMi)"
+                )
             )
         return None
     if count > MAX_CLAIM_DEVICES:

@@ -8,7 +8,7 @@ from typing import Any
 
 from hami_dra_webhook.core import cel
 from hami_dra_webhook.core.policy import Policy
-from hami_dra_webhook.core.types import Refused
+from hami_dra_webhook.core.types import Attention, Refused
 
 USE_UUID = "nvidia.com/use-gpuuuid"
 NOUSE_UUID = "nvidia.com/nouse-gpuuuid"
@@ -149,7 +149,7 @@ _DOUBLED_PREFIX = "NVIDIA-NVIDIA"
 
 def _never_matching(key: str, types: list[str]) -> list[str]:
     """A warning for each type fragment no GPU's type can contain (HAMi <= 2.7 naming)."""
-    warnings = []
+    warnings: list[str] = []
     for fragment in types:
         at = ascii_upper(fragment).find(_DOUBLED_PREFIX)
         if at < 0:
@@ -158,7 +158,9 @@ def _never_matching(key: str, types: list[str]) -> list[str]:
         effect = "selects no GPU" if key == USE_TYPE else "excludes nothing"
         short = key.removeprefix("nvidia.com/")
         warnings.append(
-            f"{short} {fragment!r} {effect} (HAMi >= 2.8 names types once): write {fixed!r}"
+            Attention(
+                f"{short} {fragment!r} {effect} (HAMi >= 2.8 names types once): write {fixed!r}"
+            )
         )
     return warnings
 
@@ -171,8 +173,10 @@ def _unsupported(annotations: dict[str, Any], policy: Policy) -> list[str]:
     if mode is not None and (not isinstance(mode, str) or HAMI_CORE_MODE not in mode):
         if mode == MIG_MODE and policy.webhook.mig_mode == HAMI_CORE_MODE:
             return [
-                f"{VGPU_MODE}=mig: converted to a {HAMI_CORE_MODE} share of the same memory"
-                " (software limits, not MIG isolation)",
+                Attention(
+                    f"{VGPU_MODE}=mig: converted to a {HAMI_CORE_MODE} share of the same memory"
+                    " (software limits, not MIG isolation)"
+                ),
                 *(n for n in unsupported_annotations(annotations) if VGPU_MODE not in n),
             ]
         mig = (

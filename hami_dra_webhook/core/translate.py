@@ -37,7 +37,7 @@ from hami_dra_webhook.core.legacy import (
 from hami_dra_webhook.core.policy import DEFAULT_POLICY, Policy
 from hami_dra_webhook.core.quantity import MIB
 from hami_dra_webhook.core.selectors import device_filter
-from hami_dra_webhook.core.types import ContainerRef, JsonObject, Refused
+from hami_dra_webhook.core.types import Attention, ContainerRef, JsonObject, Refused
 
 OPT_OUT_LABEL = "hami.io/webhook"
 # What one admission may write: a pod with more distinct GPU requests than this is not a
@@ -263,8 +263,10 @@ def _resolve(
         largest = max(policy.webhook.device_memory_sizes, default=0) // MIB
         if largest and share.memory_mib > largest:
             warnings.append(
-                f"{ref.label}: {share.memory_mib} MiB is more than the largest GPU"
-                f" ({largest} MiB): it can never be placed"
+                Attention(
+                    f"{ref.label}: {share.memory_mib} MiB is more than the largest GPU"
+                    f" ({largest} MiB): it can never be placed"
+                )
             )
     return _GpuContainer(ref, container, request, share, is_gpu)
 
@@ -297,8 +299,10 @@ def _unknown_resources(
             continue
         if key in HAMI_DEFAULT_NAMES:
             warnings.append(
-                f"{ref.label}: keeps {key}: not converted by this configuration, left for its"
-                " device plugin"
+                Attention(
+                    f"{ref.label}: keeps {key}: not converted by this configuration, left for its"
+                    " device plugin"
+                )
             )
             continue
         setting = next((s for hint, s in _CONFIG_KEYS if hint in key), "resourceCountName")

@@ -32,6 +32,14 @@ class Refused(Exception):
         self.reason = reason  # a stable tag for tooling, e.g. "no-memory-sizes"
 
 
+class Attention(str):
+    """A warning that asks the user to act (a value that can never be placed, a type that
+    matches nothing, a resource left for another plugin): the webhook sends it like any other;
+    `scan` marks its workload *needs attention* for it."""
+
+    __slots__ = ()
+
+
 def short_warning(text: str) -> str:
     """Admission warnings longer than 120 characters are cut by kube-apiserver; cut them here."""
     if len(text) <= MAX_WARNING_LENGTH:

@@ -18,18 +18,21 @@ _Dumper: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 
-# Where each workload kind keeps the pod it creates.
-POD_TEMPLATE_PATHS: dict[str, tuple[str, ...]] = {
-    "Pod": (),
-    "PodTemplate": ("template",),
-    "Deployment": ("spec", "template"),
-    "ReplicaSet": ("spec", "template"),
-    "ReplicationController": ("spec", "template"),
-    "StatefulSet": ("spec", "template"),
-    "DaemonSet": ("spec", "template"),
-    "Job": ("spec", "template"),
-    "CronJob": ("spec", "jobTemplate", "spec", "template"),
+# Where each built-in workload kind, by API group and kind, keeps the pod it creates.
+POD_TEMPLATE_PATHS: dict[tuple[str, str], tuple[str, ...]] = {
+    ("", "Pod"): (),
+    ("", "PodTemplate"): ("template",),
+    ("", "ReplicationController"): ("spec", "template"),
+    ("apps", "Deployment"): ("spec", "template"),
+    ("apps", "ReplicaSet"): ("spec", "template"),
+    ("apps", "StatefulSet"): ("spec", "template"),
+    ("apps", "DaemonSet"): ("spec", "template"),
+    ("batch", "Job"): ("spec", "template"),
+    ("batch", "CronJob"): ("spec", "jobTemplate", "spec", "template"),
 }
+# How deep pod templates are looked for inside other objects (custom resources nest them a
+# few levels: a RayCluster's workerGroupSpecs[*].template is at depth 4).
+MAX_EMBEDDED_DEPTH = 16
 
 
 class ManifestError(ValueError):
@@ -40,6 +43,12 @@ class ManifestError(ValueError):
 class Manifest:
     source: str
     document: Any
+    index: int = 0  # the document's place in its file, from 0 (items of a List share it)
+
+    @property
+    def where(self) -> str:
+        """`file` for a file's only document, else `file#N` (N from 1, as editors count)."""
+        return f"{self.source}#{self.index + 1}" if self.index else self.source
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,35 +109,104 @@ def _parse(text: str, source: str) -> list[Manifest]:
         documents = list(yaml.load_all(text, Loader=_Loader))
     except yaml.YAMLError as error:
         raise ManifestError(f"{source}: not valid YAML or JSON: {error}") from error
-    return [Manifest(source, doc) for doc in documents if doc is not None]
+    return [Manifest(source, doc, index) for index, doc in enumerate(documents) if doc is not None]
 
 
 def _expand_lists(manifest: Manifest) -> list[Manifest]:
     document = manifest.document
     if isinstance(document, list):
-        return [m for item in document for m in _expand_lists(Manifest(manifest.source, item))]
+        return [
+            m
+            for item in document
+            for m in _expand_lists(Manifest(manifest.source, item, manifest.index))
+        ]
     if (
         isinstance(document, dict)
         and str(document.get("kind", "")).endswith("List")
         and isinstance(document.get("items"), list)
     ):
         return [
-            m for item in document["items"] for m in _expand_lists(Manifest(manifest.source, item))
+            m
+            for item in document["items"]
+            for m in _expand_lists(Manifest(manifest.source, item, manifest.index))
         ]
     return [manifest]
 
 
+def api_group(document: Any) -> str:
+    """The API group of an object: `apps` for `apps/v1`, "" for the core `v1`."""
+    version = document.get("apiVersion") if isinstance(document, dict) else None
+    return version.rpartition("/")[0] if isinstance(version, str) else ""
+
+
 def pod_template(document: Any) -> tuple[tuple[str, ...], JsonObject] | None:
-    """The pod (template) inside a workload and its path, or None for other kinds."""
+    """The pod (template) inside a built-in workload and its path, or None for other kinds
+    (matched by API group and kind: an `example.com/v1` Deployment is not a Deployment)."""
     if not isinstance(document, dict):
         return None
-    path = POD_TEMPLATE_PATHS.get(str(document.get("kind")))
+    path = POD_TEMPLATE_PATHS.get((api_group(document), str(document.get("kind"))))
     if path is None:
         return None
     node: Any = document
     for key in path:
         node = node.get(key) if isinstance(node, dict) else None
     return (path, node) if isinstance(node, dict) else None
+
+
+PathPart = str | int
+
+
+@dataclass(frozen=True, slots=True)
+class EmbeddedPod:
+    """A pod template inside an object that is not a built-in workload (a LeaderWorkerSet's
+    leaderWorkerTemplate.workerTemplate, a RayCluster's workerGroupSpecs[0].template, a
+    Volcano Job's tasks[0].template): its controller creates pods from it, which the webhook
+    converts at admission. `bare`: a pod spec without the template around it (no metadata)."""
+
+    path: tuple[PathPart, ...]
+    pod: JsonObject
+    bare: bool = False
+
+    @property
+    def where(self) -> str:
+        """The path as kubectl explain writes it: spec.tasks[0].template."""
+        text = ""
+        for part in self.path:
+            text += f"[{part}]" if isinstance(part, int) else f".{part}" if text else part
+        return text or "(the object itself)"
+
+
+def embedded_pods(document: Any) -> list[EmbeddedPod]:
+    """Every pod template inside an object other than a built-in workload: a map whose `spec`
+    has a `containers` list (a template), or a map with a `containers` list itself (a bare pod
+    spec, found where no template holds it)."""
+    if not isinstance(document, dict) or pod_template(document) is not None:
+        return []
+    found: list[EmbeddedPod] = []
+    _look_inside(document, (), found, 0)
+    return found
+
+
+def _look_inside(
+    node: Any, path: tuple[PathPart, ...], found: list[EmbeddedPod], depth: int
+) -> None:
+    if depth > MAX_EMBEDDED_DEPTH:
+        return
+    if isinstance(node, dict):
+        spec = node.get("spec")
+        if isinstance(spec, dict) and isinstance(spec.get("containers"), list):
+            found.append(EmbeddedPod(path, node))
+            return
+        if path and isinstance(node.get("containers"), list):
+            found.append(EmbeddedPod(path, {"spec": node}, bare=True))
+            return
+        for key, value in node.items():
+            if isinstance(value, dict | list) and not (not path and key == "metadata"):
+                _look_inside(value, (*path, str(key)), found, depth + 1)
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            if isinstance(value, dict | list):
+                _look_inside(value, (*path, index), found, depth + 1)
 
 
 class _NoAliasDumper(_Dumper):  # type: ignore[misc]

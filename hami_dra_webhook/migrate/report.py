@@ -25,7 +25,7 @@ from hami_dra_webhook.core.selectors import (
     unsupported_annotations,
 )
 from hami_dra_webhook.core.translate import TASK_PRIORITY_ENV, translate_pod
-from hami_dra_webhook.core.types import ContainerRef, JsonObject
+from hami_dra_webhook.core.types import Attention, ContainerRef, JsonObject
 
 Outcome = Literal["converts", "attention", "refused"]
 
@@ -48,6 +48,10 @@ class WorkloadReport:
     selectors: str = ""
     containers: list[ContainerReport] = field(default_factory=list)
     attention: list[str] = field(default_factory=list)
+    source: str = ""  # file, file#N (its Nth document), or "cluster"
+    # The pod template's place inside an object that is not a built-in workload ("" otherwise)
+    embedded_at: str = ""
+    notes: list[str] = field(default_factory=list)  # said, but no attention needed
 
     def as_json(self) -> JsonObject:
         return asdict(self)
@@ -65,7 +69,22 @@ def uses_legacy(pod: Any, policy: Policy) -> bool:
     return False
 
 
-def assess(kind: str, name: str, namespace: str, pod: JsonObject, policy: Policy) -> WorkloadReport:
+EMBEDDED_NOTE = (
+    "a pod template inside a {kind}: its pods are converted when they are created (the"
+    " webhook does it at admission); convert leaves it as it is unless given --embedded"
+)
+
+
+def assess(
+    kind: str,
+    name: str,
+    namespace: str,
+    pod: JsonObject,
+    policy: Policy,
+    *,
+    source: str = "",
+    embedded_at: str = "",
+) -> WorkloadReport:
     """The report for a workload whose pod (template) uses legacy resources: the decision the
     webhook, dry-run and convert give the same input, in words."""
     decision = translate_pod(pod, policy, namespace)
@@ -81,9 +100,16 @@ def assess(kind: str, name: str, namespace: str, pod: JsonObject, policy: Policy
         selectors=_selectors_in_words(annotations),
         containers=_containers(pod, policy, plan, decision),
         attention=unsupported_annotations(annotations),
+        source=source,
+        embedded_at=embedded_at,
     )
+    if embedded_at:
+        report.notes.append(EMBEDDED_NOTE.format(kind=kind))
     for container in report.containers:
         report.attention += [f"{container.name}: {note}" for note in container.notes]
+    report.attention += [
+        w for w in decision.warnings if isinstance(w, Attention) and w not in report.attention
+    ]
     if isinstance(decision, Refusal):
         report.outcome = "refused"
         report.reason = decision.message

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from hami_dra_webhook.core.types import JsonObject
-from hami_dra_webhook.files.manifests import Manifest, pod_template
+from hami_dra_webhook.files.manifests import Manifest, embedded_pods, pod_template
 from hami_dra_webhook.kube.port import WORKLOAD_PATHS, KubeApi
 
 # A controller's pods are reported with their controller, not on their own.
@@ -19,26 +20,38 @@ class Workload:
     namespace: str
     name: str
     pod: JsonObject
-    source: str
+    source: str  # file, file#N (its Nth document), or "cluster"
+    # Where the pod template sits inside an object that is not a built-in workload (a custom
+    # resource's `spec.tasks[0].template`); "" for built-in workloads.
+    embedded_at: str = ""
 
 
-def _workload(document: JsonObject, default_namespace: str, source: str) -> Workload | None:
-    template = pod_template(document)
-    if template is None:
-        return None
-    metadata = document.get("metadata") or {}
-    return Workload(
-        kind=str(document["kind"]),
-        namespace=str(metadata.get("namespace") or default_namespace),
-        name=str(metadata.get("name") or metadata.get("generateName") or "<no name>"),
-        pod=template[1],
-        source=source,
+def _identity(document: JsonObject, default_namespace: str) -> tuple[str, str, str]:
+    metadata = document.get("metadata")
+    metadata = metadata if isinstance(metadata, dict) else {}
+    return (
+        str(document.get("kind")),
+        str(metadata.get("namespace") or default_namespace),
+        str(metadata.get("name") or metadata.get("generateName") or "<no name>"),
     )
 
 
+def _workloads(document: Any, default_namespace: str, source: str) -> list[Workload]:
+    """The built-in workload's pod template, or every pod template inside another object."""
+    if not isinstance(document, dict):
+        return []
+    kind, namespace, name = _identity(document, default_namespace)
+    template = pod_template(document)
+    if template is not None:
+        return [Workload(kind, namespace, name, template[1], source)]
+    return [
+        Workload(kind, namespace, name, found.pod, source, found.where)
+        for found in embedded_pods(document)
+    ]
+
+
 def from_manifests(manifests: list[Manifest], default_namespace: str) -> list[Workload]:
-    found = (_workload(m.document, default_namespace, m.source) for m in manifests)
-    return [workload for workload in found if workload is not None]
+    return [w for m in manifests for w in _workloads(m.document, default_namespace, m.where)]
 
 
 def _owned(item: JsonObject, kind: str) -> bool:
@@ -57,7 +70,6 @@ async def from_cluster(
         for item in await api.list_workloads(kind, namespace, timeout=timeout):
             if _owned(item, kind):
                 continue
-            workload = _workload({**item, "kind": kind}, "", "cluster")
-            if workload is not None:
-                found.append(workload)
+            version = WORKLOAD_PATHS[kind][0].removeprefix("/apis/").removeprefix("/api/")
+            found += _workloads({**item, "kind": kind, "apiVersion": version}, "", "cluster")
     return found

@@ -101,7 +101,7 @@ def test_yaml_output_is_objects_then_templates_ready_for_kubectl() -> None:
     assert "&id" not in out and "*id" not in out, "YAML anchors would confuse readers"
     # Objects without a namespace: templates carry none either, so `kubectl apply -n` keeps them together.
     assert all("namespace" not in d["metadata"] for d in documents[4:])
-    assert 'warning: Deployment d1000: container "c": 1 GPU, 1000 MiB' in err
+    assert 'warning: Deployment d1000 (<stdin>): container "c": 1 GPU, 1000 MiB' in err
 
 
 def test_namespace_from_object_then_flag() -> None:
@@ -139,7 +139,7 @@ def test_refused_objects_exit_2_and_name_object_and_container() -> None:
     }
     code, out, err = run(["dry-run", "-o", "json", "-"], json.dumps(pod))
     assert code == 2
-    assert 'refused: Pod big: container "trainer": limits nvidia.com/gpumem=16Gi' in err
+    assert 'refused: Pod big (<stdin>): container "trainer": limits nvidia.com/gpumem=16Gi' in err
     item = json.loads(out)["items"][0]
     assert item["outcome"] == "refused" and item["patch"] == [] and item["object"] == pod
 
