@@ -29,30 +29,52 @@ def add_parser(commands: Any) -> None:
         "-n", "--namespace", help="namespace for the templates of objects without one"
     )
     parser.add_argument("--config", metavar="FILE", help="HAMi device-config.yaml (policy)")
+    parser.add_argument(
+        "--embedded",
+        action="store_true",
+        help="also rewrite pod templates inside custom resources (LeaderWorkerSet, RayCluster,"
+        " Volcano Job, ...); by default they are listed and left, the webhook converts their pods",
+    )
     parser.set_defaults(run=run)
 
 
 MAX_LISTED = 10  # workloads named per file in the summary line
 
 
+WRITTEN_WRONG = (
+    "convert could not write this file correctly, so it is left as it is: {error}. This is a"
+    " defect of hami-dra-webhook, not of the file: please report it with the file"
+)
+
+
 def _convert_stdin(
-    policy: Any, namespace: str | None, stdin: TextIO, stdout: TextIO, stderr: TextIO
+    args: argparse.Namespace, policy: Any, stdin: TextIO, stdout: TextIO, stderr: TextIO
 ) -> int:
     from ruamel.yaml.error import YAMLError
     from yaml import YAMLError as LibYAMLError
 
-    from hami_dra_webhook.migrate.convert import convert_text
+    from hami_dra_webhook.migrate.convert import WrittenWrong, convert_text
 
     text = stdin.read()
     try:
-        result = convert_text(text, policy, namespace, text.lstrip().startswith("{"))
+        json_file = text.lstrip().startswith("{")
+        result = convert_text(text, policy, args.namespace, json_file, embedded=args.embedded)
+    except WrittenWrong as error:
+        stderr.write(f"error: <stdin>: {WRITTEN_WRONG.format(error=error)}\n")
+        return exit_codes.UNREADABLE
     except (ValueError, YAMLError, LibYAMLError) as error:
         stderr.write(f"unreadable: <stdin>: {error}\n")
         return exit_codes.UNREADABLE
-    for line in result.refused:
-        stderr.write(f"refused: <stdin>: {line}\n")
+    _report(result, "<stdin>", stderr)
     stdout.write(result.text)
     return exit_codes.REFUSED if result.refused else exit_codes.OK
+
+
+def _report(result: Any, where: object, stderr: TextIO) -> None:
+    for line in result.refused:
+        stderr.write(f"refused: {where}: {line}\n")
+    for line in result.left_embedded:
+        stderr.write(f"note: {where}: {line}\n")
 
 
 class OutputError(ValueError):
@@ -110,7 +132,7 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
 
     from hami_dra_webhook.cli.inputs import load_policy
     from hami_dra_webhook.core.policy import PolicyError
-    from hami_dra_webhook.migrate.convert import convert_text
+    from hami_dra_webhook.migrate.convert import WrittenWrong, convert_text
 
     named = inputs(args)
     try:
@@ -118,7 +140,7 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
         if named == ["-"]:
             if args.out or args.in_place:
                 raise OutputError("convert - writes to stdout: drop --out and --in-place")
-            return _convert_stdin(policy, args.namespace, stdin, stdout, stderr)
+            return _convert_stdin(args, policy, stdin, stdout, stderr)
         if not named or "-" in named:
             raise OutputError("give manifest files or folders, or - alone for stdin")
         if not (args.out or args.in_place):
@@ -132,14 +154,18 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
     for path, _ in files:
         try:
             text = path.read_text(encoding="utf-8")
-            result = convert_text(text, policy, args.namespace, path.suffix == ".json")
+            json_file = path.suffix == ".json"
+            result = convert_text(text, policy, args.namespace, json_file, embedded=args.embedded)
+        except WrittenWrong as error:
+            stderr.write(f"error: {path}: {WRITTEN_WRONG.format(error=error)}\n")
+            unreadable = True
+            continue
         except (OSError, UnicodeDecodeError, ValueError, YAMLError, LibYAMLError) as error:
             # Reported and left as it is (a Helm template in the tree, say); the rest goes on.
             stderr.write(f"unreadable: {path}: {error}\n")
             unreadable = True
             continue
-        for line in result.refused:
-            stderr.write(f"refused: {path}: {line}\n")
+        _report(result, path, stderr)
         refused = refused or bool(result.refused)
         target = path if args.in_place else targets[path]
         if args.in_place and not result.changed:

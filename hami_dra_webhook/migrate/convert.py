@@ -24,7 +24,8 @@ from hami_dra_webhook.core.decision import Converted, Refusal
 from hami_dra_webhook.core.policy import Policy
 from hami_dra_webhook.core.translate import translate_pod
 from hami_dra_webhook.core.types import JsonObject
-from hami_dra_webhook.files.manifests import pod_template
+from hami_dra_webhook.files.manifests import embedded_pods, pod_template
+from hami_dra_webhook.migrate.report import uses_legacy
 from hami_dra_webhook.migrate.text_edit import NotEditable, edit_document
 
 # libyaml, when PyYAML has it: reading every document first is then cheap.
@@ -38,6 +39,23 @@ class FileResult:
     converted: list[str] = field(default_factory=list)
     refused: list[str] = field(default_factory=list)
     templates: list[str] = field(default_factory=list)
+    # Pod templates inside custom resources, left as they are (converted at admission)
+    left_embedded: list[str] = field(default_factory=list)
+
+
+class WrittenWrong(RuntimeError):
+    """The converted text does not read back as the converted documents: a defect of convert,
+    not of the input. The file is left as it is."""
+
+
+EMBEDDED_LEFT = (
+    "left as it is: its pods are converted when they are created (by the webhook, at"
+    " admission); --embedded rewrites it here"
+)
+BARE_SPEC_LEFT = (
+    "a pod spec without a template around it, left as it is even with --embedded (its pods'"
+    " labels are not here): its pods are converted when they are created"
+)
 
 
 def _yaml(text: str = "") -> YAML:
@@ -78,11 +96,18 @@ def _workloads(document: Any) -> list[Any]:
 
 
 def convert_text(
-    text: str, policy: Policy, default_namespace: str | None, json_file: bool
+    text: str,
+    policy: Policy,
+    default_namespace: str | None,
+    json_file: bool,
+    *,
+    embedded: bool = False,
 ) -> FileResult:
+    """The file converted. `embedded`: pod templates inside custom resources are rewritten too
+    (by default they are left, and listed: the webhook converts their pods at admission)."""
     if json_file:
-        return _convert_json(text, policy, default_namespace)
-    return _convert_yaml(text, policy, default_namespace)
+        return _convert_json(text, policy, default_namespace, embedded)
+    return _convert_yaml(text, policy, default_namespace, embedded)
 
 
 @dataclass
@@ -91,20 +116,48 @@ class _Changes:
 
     result: FileResult
     existing: set[tuple[str, str]]
+    embedded: bool = False
     new_templates: list[JsonObject] = field(default_factory=list)
 
     def workload(
         self, document: Any, policy: Policy, default_namespace: str | None
     ) -> list[patch.PatchOp]:
         """The patch for one workload document (empty: leave it), recording what it needs."""
-        found = pod_template(document)
-        if found is None:
+        if not isinstance(document, dict):
             return []
-        path, pod = found
         metadata = document.get("metadata") or {}
         title = f"{document.get('kind')}/{metadata.get('name') or metadata.get('generateName')}"
         namespace = metadata.get("namespace") or default_namespace
-        translation = translate_pod(pod, policy, str(namespace) if namespace else None)
+        namespace = str(namespace) if namespace else None
+        found = pod_template(document)
+        if found is not None:
+            return self._template(title, found[0], found[1], policy, namespace)
+        ops: list[patch.PatchOp] = []
+        for inside in embedded_pods(document):
+            if not uses_legacy(inside.pod, policy):
+                continue
+            where = f"{title} {inside.where}"
+            if self.embedded and not inside.bare:
+                ops += self._template(where, inside.path, inside.pod, policy, namespace)
+                continue
+            refused = translate_pod(inside.pod, policy, namespace)
+            if isinstance(refused, Refusal):
+                self.result.refused.append(f"{where}: its pods will be refused: {refused.message}")
+            elif inside.bare:
+                self.result.left_embedded.append(f"{where}: {BARE_SPEC_LEFT}")
+            else:
+                self.result.left_embedded.append(f"{where}: {EMBEDDED_LEFT}")
+        return ops
+
+    def _template(
+        self,
+        title: str,
+        path: tuple[str | int, ...],
+        pod: JsonObject,
+        policy: Policy,
+        namespace: str | None,
+    ) -> list[patch.PatchOp]:
+        translation = translate_pod(pod, policy, namespace)
         if isinstance(translation, Refusal):
             self.result.refused.append(f"{title}: {translation.message}")
         if not isinstance(translation, Converted):
@@ -130,9 +183,12 @@ def _existing_templates(documents: list[Any]) -> set[tuple[str, str]]:
     }
 
 
-def _convert_json(text: str, policy: Policy, default_namespace: str | None) -> FileResult:
+def _convert_json(
+    text: str, policy: Policy, default_namespace: str | None, embedded: bool
+) -> FileResult:
     top = json.loads(text)
-    changes = _Changes(FileResult(text=text, changed=False), _existing_templates(_workloads(top)))
+    existing = _existing_templates(_workloads(top))
+    changes = _Changes(FileResult(text=text, changed=False), existing, embedded)
     for document in _workloads(top):
         jsonpatch.apply_patch(
             document, changes.workload(document, policy, default_namespace), in_place=True
@@ -160,21 +216,29 @@ def _segments(text: str) -> list[str]:
     return [text[a:b] for a, b in itertools.pairwise(bounds) if a < b]
 
 
-def _convert_yaml(text: str, policy: Policy, default_namespace: str | None) -> FileResult:
+def _convert_yaml(
+    text: str, policy: Policy, default_namespace: str | None, embedded: bool
+) -> FileResult:
     """Each document is read with libyaml first; only those that change go through ruamel's
     (slow, pure-Python) round trip. The others are kept byte for byte."""
     segments = _segments(text)
     parsed = [list(yaml.load_all(segment, Loader=_FAST_LOADER)) for segment in segments]
     documents = [d for docs in parsed for d in docs if d is not None]
-    changes = _Changes(FileResult(text=text, changed=False), _existing_templates(documents))
+    changes = _Changes(
+        FileResult(text=text, changed=False), _existing_templates(documents), embedded
+    )
     # segment -> for each of its documents, for each of its workloads, the patch to apply
     edits: dict[int, list[list[list[patch.PatchOp]]]] = {}
+    expected: list[Any] = []  # what the written text must read back as
     for index, docs in enumerate(parsed):
         per_document = [
             [changes.workload(w, policy, default_namespace) for w in _workloads(d)]
             for d in docs
             if d is not None
         ]
+        present = [d for d in docs if d is not None]
+        for document, per_workload in zip(present, per_document, strict=True):
+            expected.append(_patched(document, per_workload))
         if any(ops for workloads in per_document for ops in workloads):
             edits[index] = per_document
     result = changes.result
@@ -209,8 +273,29 @@ def _convert_yaml(text: str, policy: Policy, default_namespace: str | None) -> F
         round_trip.explicit_start = True
         round_trip.dump_all(changes.new_templates, dumped)
         body += dumped.getvalue()
+    _check_reads_back(body, [*expected, *changes.new_templates])
     result.text = body
     return result
+
+
+def _patched(document: Any, per_workload: list[list[patch.PatchOp]]) -> Any:
+    """The document with each of its workloads' patches applied (a List's items each)."""
+    workloads = _workloads(document)
+    if workloads == [document]:
+        return patch.apply(document, per_workload[0]) if per_workload[0] else document
+    items = [
+        patch.apply(w, ops) if ops else w for w, ops in zip(workloads, per_workload, strict=True)
+    ]
+    return {**document, "items": items} if items else document
+
+
+def _check_reads_back(text: str, expected: list[Any]) -> None:
+    try:
+        written = [d for d in yaml.load_all(text, Loader=_FAST_LOADER) if d is not None]
+    except yaml.YAMLError as error:
+        raise WrittenWrong(f"the converted text is not valid YAML: {error}") from error
+    if written != expected:
+        raise WrittenWrong("the converted text does not read back as the converted objects")
 
 
 def _edited_text(

@@ -38,6 +38,8 @@ def edit_document(
     text: str, ops: list[patch.PatchOp], expected: Any, indent: tuple[int, int]
 ) -> str:
     """`text` (one YAML document) with `ops` applied; `expected` is the patched document."""
+    if not text.endswith("\n"):
+        text += "\n"  # a last line without its newline: keys added after it start a line
     root = yaml.compose(text, Loader=_LOADER)
     if root is None:
         raise NotEditable("empty document")
@@ -46,7 +48,11 @@ def edit_document(
     result = text
     for edit in sorted(edits, key=lambda e: (e.start, e.order), reverse=True):
         result = result[: edit.start] + edit.text + result[edit.end :]
-    if yaml.load(result, Loader=_LOADER) != expected:
+    try:
+        written = yaml.load(result, Loader=_LOADER)
+    except yaml.YAMLError as error:
+        raise NotEditable(f"the edited text is not valid YAML: {error}") from error
+    if written != expected:
         raise NotEditable("the edited text does not read back as the patched document")
     return result
 
