@@ -8,6 +8,7 @@ converting twice changes nothing.
 
 from __future__ import annotations
 
+import copy
 import io
 import itertools
 import json
@@ -257,6 +258,8 @@ def _convert_yaml(
             out.append(fast)
             continue
         loaded = [d for d in round_trip.load_all(segment) if d is not None]
+        for document in loaded:
+            _unshare(document, set())
         for document, per_workload in zip(loaded, edits[index], strict=True):
             for workload, ops in zip(_workloads(document), per_workload, strict=True):
                 # In place: the round-trip maps and lists keep their comments and order.
@@ -276,6 +279,24 @@ def _convert_yaml(
     _check_reads_back(body, [*expected, *changes.new_templates])
     result.text = body
     return result
+
+
+def _unshare(node: Any, seen: set[int]) -> None:
+    """Give every alias its own copy: a patch to an anchored map (`labels: &l`) must not reach
+    the places that name it (`annotations: *l`). What is copied is written out in full."""
+    if isinstance(node, dict):
+        entries: Any = list(node.items())
+    elif isinstance(node, list):
+        entries = list(enumerate(node))
+    else:
+        return
+    for key, value in entries:
+        if not isinstance(value, dict | list):
+            continue
+        own = copy.deepcopy(value) if id(value) in seen else value
+        node[key] = own
+        seen.add(id(own))
+        _unshare(own, seen)
 
 
 def _patched(document: Any, per_workload: list[list[patch.PatchOp]]) -> Any:
