@@ -73,7 +73,7 @@ def _convert_stdin(
 def _report(result: Any, where: object, stderr: TextIO) -> None:
     for line in result.refused:
         stderr.write(f"refused: {where}: {line}\n")
-    for line in result.left_embedded:
+    for line in result.notes:
         stderr.write(f"note: {where}: {line}\n")
 
 

@@ -46,6 +46,7 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
     from hami_dra_webhook.core.policy import PolicyError, policy_from_yaml
     from hami_dra_webhook.files.manifests import ManifestError, read_manifests
     from hami_dra_webhook.migrate import render
+    from hami_dra_webhook.migrate.quotas import quota_report
     from hami_dra_webhook.migrate.report import assess, uses_legacy
     from hami_dra_webhook.migrate.sources import from_manifests
 
@@ -54,6 +55,7 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
         return exit_codes.UNREADABLE
     notes: list[str] = []
     unreadable: list[str] = []
+    quotas: list[Any] = []  # from manifests; `check` judges a cluster's ResourceQuotas
     try:
         policy = load_policy(args.config, stderr)
         if args.config:
@@ -82,6 +84,11 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
             return exit_codes.UNREADABLE
         unreadable = read.unreadable
         workloads = from_manifests(read.manifests, args.namespace or "default")
+        found = (
+            quota_report(m.document, policy, m.where, args.namespace or "default")
+            for m in read.manifests
+        )
+        quotas = [q for q in found if q is not None]
     reports = [
         assess(
             w.kind,
@@ -97,13 +104,13 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
     ]
     reports.sort(key=lambda r: (r.namespace, r.kind, r.name, r.embedded_at, r.source))
     if args.output == "json":
-        stdout.write(render.as_json(reports, notes, unreadable))
+        stdout.write(render.as_json(reports, notes, unreadable, quotas))
     else:
-        render.as_table(reports, notes, stdout, unreadable)
+        render.as_table(reports, notes, stdout, unreadable, quotas)
     outcomes = {r.outcome for r in reports}
     return exit_codes.worst(
         exit_codes.REFUSED if "refused" in outcomes else exit_codes.OK,
-        exit_codes.ATTENTION if "attention" in outcomes else exit_codes.OK,
+        exit_codes.ATTENTION if "attention" in outcomes or quotas else exit_codes.OK,
         exit_codes.UNREADABLE if unreadable else exit_codes.OK,
     )
 

@@ -26,6 +26,7 @@ from hami_dra_webhook.core.policy import Policy
 from hami_dra_webhook.core.translate import translate_pod
 from hami_dra_webhook.core.types import JsonObject
 from hami_dra_webhook.files.manifests import embedded_pods, pod_template
+from hami_dra_webhook.migrate.quotas import QuotaReport, dra_quota_ops, quota_report
 from hami_dra_webhook.migrate.report import uses_legacy
 from hami_dra_webhook.migrate.text_edit import NotEditable, edit_document
 
@@ -40,8 +41,9 @@ class FileResult:
     converted: list[str] = field(default_factory=list)
     refused: list[str] = field(default_factory=list)
     templates: list[str] = field(default_factory=list)
-    # Pod templates inside custom resources, left as they are (converted at admission)
-    left_embedded: list[str] = field(default_factory=list)
+    # Pod templates inside custom resources left as they are (converted at admission), quotas
+    # and queues that count legacy resources
+    notes: list[str] = field(default_factory=list)
 
 
 class WrittenWrong(RuntimeError):
@@ -133,6 +135,9 @@ class _Changes:
         found = pod_template(document)
         if found is not None:
             return self._template(title, found[0], found[1], policy, namespace)
+        quota = quota_report(document, policy, "", namespace or "")
+        if quota is not None:
+            return self._quota(title, document, quota)
         ops: list[patch.PatchOp] = []
         for inside in embedded_pods(document):
             if not uses_legacy(inside.pod, policy):
@@ -145,9 +150,17 @@ class _Changes:
             if isinstance(refused, Refusal):
                 self.result.refused.append(f"{where}: its pods will be refused: {refused.message}")
             elif inside.bare:
-                self.result.left_embedded.append(f"{where}: {BARE_SPEC_LEFT}")
+                self.result.notes.append(f"{where}: {BARE_SPEC_LEFT}")
             else:
-                self.result.left_embedded.append(f"{where}: {EMBEDDED_LEFT}")
+                self.result.notes.append(f"{where}: {EMBEDDED_LEFT}")
+        return ops
+
+    def _quota(self, title: str, document: JsonObject, quota: QuotaReport) -> list[patch.PatchOp]:
+        ops = dra_quota_ops(document, quota) if quota.dra_form else []
+        if ops:
+            self.result.converted.append(title)
+        added = f"; added {', '.join(quota.dra_form)}" if ops else ""
+        self.result.notes.append(f"{title} counts {', '.join(quota.counted)}: {quota.stops}{added}")
         return ops
 
     def _template(

@@ -8,6 +8,7 @@ import json
 from collections import Counter
 from typing import TextIO
 
+from hami_dra_webhook.migrate.quotas import QuotaReport
 from hami_dra_webhook.migrate.report import ContainerReport, WorkloadReport
 
 HEADERS = ("NAMESPACE", "WORKLOAD", "CONTAINER", "LEGACY REQUEST", "UNDER DRA", "OUTCOME")
@@ -25,11 +26,15 @@ def summary(reports: list[WorkloadReport]) -> dict[str, dict[str, int]]:
 
 
 def as_json(
-    reports: list[WorkloadReport], notes: list[str], unreadable: list[str] | None = None
+    reports: list[WorkloadReport],
+    notes: list[str],
+    unreadable: list[str] | None = None,
+    quotas: list[QuotaReport] | None = None,
 ) -> str:
     document = {
         "workloads": [r.as_json() for r in reports],
         "summary": summary(reports),
+        "quotas": [q.as_json() for q in quotas or []],
         "unreadable": unreadable or [],
         "notes": notes,
     }
@@ -50,6 +55,7 @@ def as_table(
     notes: list[str],
     out: TextIO,
     unreadable: list[str] | None = None,
+    quotas: list[QuotaReport] | None = None,
 ) -> None:
     if not reports:
         out.write("No workload asks for legacy HAMi GPU resources.\n")
@@ -62,6 +68,16 @@ def as_table(
             for namespace, c in summary(reports).items()
         ]
         out.writelines(line + "\n" for line in columns(rows))
+    if quotas:
+        out.write("\nQuotas and queues that count legacy GPU resources\n")
+        table: list[tuple[str, ...]] = [("NAMESPACE", "OBJECT", "COUNTS")]
+        table += [(q.namespace, f"{q.kind}/{q.name}", ", ".join(q.counted)) for q in quotas]
+        for quota, line in zip([None, *quotas], columns(table), strict=True):
+            out.write(line.rstrip() + "\n")
+            if quota is not None:
+                out.write(f"    - {quota.stops}\n")
+                out.writelines(f"    - DRA form: {k}: {v}\n" for k, v in quota.dra_form.items())
+                out.write(f"    - from {quota.source}\n" if quota.source else "")
     for problem in unreadable or []:
         out.write(f"unreadable: {problem}\n")
     if unreadable:

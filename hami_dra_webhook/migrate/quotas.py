@@ -1,0 +1,147 @@
+"""Quotas and queues that count legacy GPU resources: once pods are converted they carry none
+of them, so these objects stop limiting anything. `scan` reports each, `convert` adds the DRA
+form where one exists.
+
+What DRA quota counts (kube-apiserver 1.34-1.37, `pkg/quota/v1/evaluator/core/
+resource_claims.go`): ResourceClaims, and devices per DeviceClass
+(`<class>.deviceclass.resource.k8s.io/devices`, a claim counting the devices it asks for). No
+quota counts consumed capacity (GPU memory or cores) yet, so gpumem and gpucores quotas have no
+DRA form. Kueue counts what pods request: its queues' nvidia.com/* quotas stop counting
+converted pods, and this tool writes no Kueue form.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from hami_dra_webhook.core import patch
+from hami_dra_webhook.core.policy import Policy
+from hami_dra_webhook.core.types import JsonObject
+from hami_dra_webhook.files.manifests import api_group
+
+QUOTA_PREFIXES = ("requests.", "limits.")
+DEVICES_SUFFIX = ".deviceclass.resource.k8s.io/devices"
+KUEUE_GROUP = "kueue.x-k8s.io"
+NO_CAPACITY_QUOTA = (
+    "no Kubernetes quota counts the GPU memory or cores DRA claims consume (1.37 counts claims"
+    " and devices only)"
+)
+
+
+@dataclass
+class QuotaReport:
+    kind: str
+    namespace: str
+    name: str
+    source: str
+    counted: list[str]  # the legacy resource keys it counts
+    stops: str  # what it stops limiting, in words
+    dra_form: dict[str, str] = field(default_factory=dict)  # hard entries that count DRA
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "namespace": self.namespace,
+            "name": self.name,
+            "source": self.source,
+            "counts": self.counted,
+            "stops": self.stops,
+            "draForm": self.dra_form,
+        }
+
+
+def _legacy(name: Any, policy: Policy) -> bool:
+    return (
+        isinstance(name, str)
+        and "/" in name
+        and (name in policy.legacy_resource_names or name.split("/")[0] in policy.legacy_domains)
+    )
+
+
+def devices_key(policy: Policy) -> str:
+    return f"{policy.webhook.device_class_name}{DEVICES_SUFFIX}"
+
+
+def quota_report(
+    document: Any, policy: Policy, source: str, default_namespace: str
+) -> QuotaReport | None:
+    """The report for a ResourceQuota or Kueue queue that counts legacy GPU resources."""
+    if not isinstance(document, dict):
+        return None
+    kind, group = str(document.get("kind")), api_group(document)
+    metadata = document.get("metadata")
+    metadata = metadata if isinstance(metadata, dict) else {}
+    name = str(metadata.get("name") or "<no name>")
+    namespace = str(metadata.get("namespace") or default_namespace)
+    if (group, kind) == ("", "ResourceQuota"):
+        return _resource_quota(document, policy, source, namespace, name)
+    if group == KUEUE_GROUP and kind in ("ClusterQueue", "ResourceFlavor", "Configuration"):
+        counted = sorted({n for n in _strings(document) if _legacy(n, policy)})
+        if not counted:
+            return None
+        scope = "" if kind == "ClusterQueue" else namespace
+        stops = (
+            "converted pods request none of these, so Kueue stops counting their GPUs here;"
+            " this tool writes no Kueue form"
+        )
+        return QuotaReport(kind, scope, name, source, counted, stops)
+    return None
+
+
+def _resource_quota(
+    document: JsonObject, policy: Policy, source: str, namespace: str, name: str
+) -> QuotaReport | None:
+    spec = document.get("spec")
+    hard = spec.get("hard") if isinstance(spec, dict) else None
+    if not isinstance(hard, dict):
+        return None
+    counted = [k for k in hard if _legacy(_bare(k), policy)]
+    if not counted:
+        return None
+    count_name = policy.nvidia.resource_count_name
+    dra_form = {}
+    counts_gpus = [k for k in counted if _bare(k) == count_name]
+    if counts_gpus:
+        dra_form[devices_key(policy)] = str(hard[counts_gpus[0]])
+    words = ["converted pods request none of these, so it stops limiting them"]
+    if dra_form:
+        words.append(f"GPUs are counted by {devices_key(policy)} (convert adds it)")
+    if any(_bare(k) != count_name for k in counted):
+        words.append(NO_CAPACITY_QUOTA)
+    return QuotaReport(
+        "ResourceQuota", namespace, name, source, counted, "; ".join(words), dra_form
+    )
+
+
+def _bare(key: Any) -> Any:
+    if not isinstance(key, str):
+        return key
+    for prefix in QUOTA_PREFIXES:
+        if key.startswith(prefix):
+            return key[len(prefix) :]
+    return key
+
+
+def _strings(node: Any, depth: int = 0) -> list[str]:
+    """Every string value in a (small) object, to depth 12: a queue's resource names."""
+    if depth > 12:
+        return []
+    if isinstance(node, str):
+        return [node]
+    if isinstance(node, dict):
+        return [s for v in node.values() for s in _strings(v, depth + 1)]
+    if isinstance(node, list):
+        return [s for v in node for s in _strings(v, depth + 1)]
+    return []
+
+
+def dra_quota_ops(document: Any, report: QuotaReport) -> list[patch.PatchOp]:
+    """Adds the DRA form's entries a ResourceQuota lacks (the legacy ones stay: pods that are
+    not converted, opted out or in excluded namespaces, still carry them)."""
+    hard = document["spec"]["hard"]
+    return [
+        patch.add(patch.pointer("spec", "hard", key), value)
+        for key, value in report.dra_form.items()
+        if key not in hard
+    ]
