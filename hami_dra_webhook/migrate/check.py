@@ -297,6 +297,7 @@ async def _node_side(
         if (pod.get("spec") or {}).get("nodeName")
     }
     _driver_pods(gpu_nodes, driver_pods, report)
+    _driver_images(driver_pods, report)
     slices = await api.list_resource_slices(policy.webhook.driver_name, timeout=timeout)
     devices: dict[str, list[str]] = {}
     for resource_slice in slices:
@@ -338,6 +339,49 @@ async def _node_side(
         )
     else:
         report.add("PASS", "pod security", f"{', '.join(namespaces)} admits the privileged driver")
+
+
+# HAMi DRA driver v0.1.0 (the chart's default): after a node reboot the kubelet replays
+# NodePrepareResources for the claims of the node's pods, and v0.1.0 answers "claims in
+# PrepareCompleted state are not supported" (Project-HAMi/k8s-dra-driver issue #45, open).
+DRIVER_V0_1_0 = re.compile(r":v?0\.1\.0(@|$)")
+REBOOT_HELP = (
+    "after a node reboot, delete the converted pods on that node (their controllers re-create"
+    " them with new claims); use a driver release that fixes k8s-dra-driver#45 once there is one"
+)
+
+
+def _driver_images(driver_pods: dict[str, JsonObject], report: Report) -> None:
+    images = sorted(
+        {
+            str(container.get("image", ""))
+            for pod in driver_pods.values()
+            for container in (pod.get("spec") or {}).get("containers") or []
+        }
+    )
+    if not images:
+        return
+    old = [image for image in images if DRIVER_V0_1_0.search(image)]
+    if old:
+        report.add(
+            "WARN",
+            "driver version",
+            f"{', '.join(old)}: v0.1.0 cannot prepare a running pod's claims again after a node"
+            " reboot (k8s-dra-driver#45), so those pods do not start again",
+            REBOOT_HELP,
+        )
+    else:
+        report.add("PASS", "driver version", ", ".join(images))
+    loose = [image for image in images if "@sha256:" not in image]
+    if loose:
+        report.add(
+            "WARN",
+            "driver image",
+            f"not pinned by a digest: {', '.join(loose)}",
+            "set driver.image.digest (sha256:...): a tag can be pushed again with other content",
+        )
+    else:
+        report.add("PASS", "driver image", "pinned by digest")
 
 
 def _driver_pods(

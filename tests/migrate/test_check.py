@@ -119,7 +119,13 @@ def _install(setup: Setup, days: int = 365) -> None:
     driver_pod(setup, "Running")
 
 
-def driver_pod(setup: Setup, phase: str, node: str = "gpu-node-1") -> None:
+# A driver image as a careful installation names it: a release after v0.1.0, by digest.
+PINNED_DRIVER = "docker.io/projecthami/k8s-dra-driver:v0.2.0@sha256:" + "ab" * 32
+
+
+def driver_pod(
+    setup: Setup, phase: str, node: str = "gpu-node-1", image: str = PINNED_DRIVER
+) -> None:
     """The driver's pod on the GPU node, as the DaemonSet controller and a kubelet leave it
     (no kubelet runs here: its status is written as a kubelet would)."""
     name = f"driver-{node}"
@@ -131,7 +137,7 @@ def driver_pod(setup: Setup, phase: str, node: str = "gpu-node-1") -> None:
             "apiVersion": "v1",
             "kind": "Pod",
             "metadata": {"name": name, "labels": {"app.kubernetes.io/component": "dra-driver"}},
-            "spec": {"nodeName": node, "containers": [{"name": "plugin", "image": "driver"}]},
+            "spec": {"nodeName": node, "containers": [{"name": "plugin", "image": image}]},
         }
     )
     setup.kube.kubectl(
@@ -172,7 +178,7 @@ def test_a_healthy_cluster_passes(setup: Setup) -> None:
     code, out, _ = check(setup)
     assert code == 0, out
     lines = [line for line in out.splitlines() if line[:4] in ("PASS", "WARN", "FAIL")]
-    assert len(lines) == 14 and all(line.startswith("PASS") for line in lines), out
+    assert len(lines) == 16 and all(line.startswith("PASS") for line in lines), out
     assert "3 shareable GPUs on 1 nodes" in out
     assert "gpu-node-1                         3  yes        24Gi, 80Gi" in out
     assert "2 ready endpoint(s)" in out
@@ -367,6 +373,17 @@ BROKEN: dict[str, tuple[Callable[[Setup], None], str, str]] = {
         _legacy_quota,
         "WARN  quotas: ResourceQuotas count legacy resources",
         "deviceclass.resource.k8s.io/devices",
+    ),
+    "driver-v0.1.0": (
+        lambda s: driver_pod(s, "Running", image="docker.io/projecthami/k8s-dra-driver:v0.1.0"),
+        "WARN  driver version: docker.io/projecthami/k8s-dra-driver:v0.1.0: v0.1.0 cannot prepare"
+        " a running pod's claims again after a node reboot (k8s-dra-driver#45)",
+        "delete the converted pods on that node",
+    ),
+    "driver-not-pinned": (
+        lambda s: driver_pod(s, "Running", image="docker.io/projecthami/k8s-dra-driver:v0.2.0"),
+        "WARN  driver image: not pinned by a digest: docker.io/projecthami/k8s-dra-driver:v0.2.0",
+        "driver.image.digest",
     ),
     "no-webhook": (
         lambda s: s.kube.kubectl("delete", "mutatingwebhookconfiguration", s.release),

@@ -250,7 +250,11 @@ def test_check_tells_the_truth_about_this_cluster(chart: NodeCluster) -> None:
     ]
     driver_pods = chart.pods(NAMESPACE, "app.kubernetes.io/component=dra-driver")
     assert [p["status"]["phase"] for p in driver_pods] == ["Running"]
+    image = driver_pods[0]["spec"]["containers"][0]["image"]
     expected = {
+        # The stand-in's image: a tag of its own (not v0.1.0), imported without a digest.
+        "driver version": ("PASS", image),
+        "driver image": ("WARN", f"not pinned by a digest: {image}"),
         "Kubernetes": ("PASS", f"v{chart.plane.release.version}"),
         "driver": ("PASS", "3 shareable GPUs on 1 nodes"),
         "driver pods": ("PASS", "running on all 1 GPU node(s)"),
