@@ -54,21 +54,64 @@ def from_manifests(manifests: list[Manifest], default_namespace: str) -> list[Wo
     return [w for m in manifests for w in _workloads(m.document, default_namespace, m.where)]
 
 
-def _owned(item: JsonObject, kind: str) -> bool:
+def _controller(item: JsonObject) -> JsonObject | None:
     owners = (item.get("metadata") or {}).get("ownerReferences") or []
+    return next((o for o in owners if isinstance(o, dict) and o.get("controller")), None)
+
+
+def _owned(item: JsonObject, kind: str) -> bool:
+    """Reported with a controller scan lists (a ReplicaSet's Deployment, a Job's CronJob)."""
     if kind == "Pod":
-        return any(owner.get("controller") for owner in owners)
+        controller = _controller(item)
+        return controller is not None and controller.get("kind") in WORKLOAD_PATHS
+    owners = (item.get("metadata") or {}).get("ownerReferences") or []
     return any(owner.get("kind") == OWNED_BY.get(kind) for owner in owners)
+
+
+def _pod_of_other_controller(pod: JsonObject, controller: JsonObject) -> Workload:
+    """A pod whose controller is not a kind scan lists (a RayCluster, a LeaderWorkerSet, a
+    Volcano Job: custom resources): reported under that controller, since its template is
+    there; the pod stands for it."""
+    metadata = pod.get("metadata") or {}
+    return Workload(
+        kind=str(controller.get("kind")),
+        namespace=str(metadata.get("namespace") or ""),
+        name=str(controller.get("name")),
+        pod=pod,
+        source="cluster",
+        embedded_at=f"its pods (read from pod {metadata.get('name')})",
+    )
+
+
+def _signature(pod: JsonObject) -> str:
+    """What tells two pods of one controller apart for a report: their containers' resources."""
+    spec = pod.get("spec") or {}
+    return repr(
+        [
+            (c.get("name"), c.get("resources"))
+            for key in ("initContainers", "containers")
+            for c in spec.get(key) or []
+            if isinstance(c, dict)
+        ]
+    )
 
 
 async def from_cluster(
     api: KubeApi, namespace: str | None, progress: Callable[[str], None], timeout: float = 30.0
 ) -> list[Workload]:
     found = []
+    seen: set[tuple[str, str]] = set()  # (controller uid, pod signature)
     for kind in WORKLOAD_PATHS:
         progress(kind)
         for item in await api.list_workloads(kind, namespace, timeout=timeout):
             if _owned(item, kind):
+                continue
+            controller = _controller(item) if kind == "Pod" else None
+            if controller is not None:
+                key = (str(controller.get("uid")), _signature(item))
+                if key not in seen:
+                    seen.add(key)
+                    found.append(_pod_of_other_controller(item, controller))
                 continue
             version = WORKLOAD_PATHS[kind][0].removeprefix("/apis/").removeprefix("/api/")
             found += _workloads({**item, "kind": kind, "apiVersion": version}, "", "cluster")

@@ -167,6 +167,26 @@ def test_cluster_scan_skips_owned_objects_and_reads_sizes(kube: Cluster) -> None
         _workload("Pod", "lonely", {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "2Ki"}),
         namespace=namespace,
     )
+    # A pod whose controller is not a workload scan lists (a RayCluster's, a Volcano Job's):
+    # reported under its controller. A ConfigMap stands for the custom resource here (no CRD
+    # is installed in this shared control plane; a real owner keeps the garbage collector off).
+    kube.apply(
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "raycluster"}},
+        namespace=namespace,
+    )
+    owner_uid = kube.get("configmap", "raycluster", "-n", namespace)["metadata"]["uid"]
+    for index in range(2):  # two pods of one template: one row
+        head = _workload("Pod", f"raycluster-head-{index}", gpu)
+        head["metadata"]["ownerReferences"] = [
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "name": "raycluster",
+                "uid": owner_uid,
+                "controller": True,
+            }
+        ]
+        kube.apply(head, namespace=namespace)
     kube.wait_for_pods(namespace, "app=d", 1)  # the Deployment's own pod, through its ReplicaSet
     code, out, _ = scan(
         "--cluster", "-n", namespace, "--kubeconfig", str(kube.plane.admin_kubeconfig), "-o", "json"
@@ -174,10 +194,12 @@ def test_cluster_scan_skips_owned_objects_and_reads_sizes(kube: Cluster) -> None
     report = json.loads(out)
     assert code == 2
     assert sorted((w["kind"], w["name"], w["outcome"]) for w in report["workloads"]) == [
+        ("ConfigMap", "raycluster", "converts"),
         ("CronJob", "nightly", "converts"),
         ("Deployment", "d", "converts"),
         ("Pod", "lonely", "refused"),
     ]
+    assert by_name(report)["raycluster"]["embedded_at"].startswith("its pods (read from pod")
     assert (
         by_name(report)["d"]["containers"][0]["dra"]
         == "1 GPU, 50% of each card's memory, no SM limit"
@@ -190,7 +212,7 @@ def test_cluster_scan_skips_owned_objects_and_reads_sizes(kube: Cluster) -> None
         scan("--cluster", "-A", "--kubeconfig", str(kube.plane.admin_kubeconfig), "-o", "json")[1]
     )
     mine = [w for w in everywhere["workloads"] if w["namespace"] == namespace]
-    assert sorted(w["name"] for w in mine) == ["d", "lonely", "nightly"]
+    assert sorted(w["name"] for w in mine) == ["d", "lonely", "nightly", "raycluster"]
 
 
 def test_cluster_scan_as_someone_without_rights_says_so(kube: Cluster) -> None:
