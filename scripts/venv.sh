@@ -1,11 +1,15 @@
 # Sourced by scripts/run and scripts/test: a project virtual environment in .venv, (re)installed
-# when pyproject.toml changes, then put first on PATH.
+# when pyproject.toml or requirements.lock changes, then put first on PATH. The runtime
+# dependencies are held to requirements.lock's versions (the image's, which the tests were run
+# with), so that a new release reaches development and CI only when the lock is renewed; the
+# lock's hashes are left out, since an editable install cannot be hashed.
 python=${PYTHON:-python3}
-stamp=.venv/.installed-$(sha256sum pyproject.toml | cut -c1-16)
+stamp=.venv/.installed-$(cat pyproject.toml requirements.lock | sha256sum | cut -c1-16)
 if [ ! -f "$stamp" ]; then
   [ -x .venv/bin/python ] || "$python" -m venv .venv
   .venv/bin/python -m pip install -qq --upgrade pip
-  .venv/bin/python -m pip install -qq -e '.[dev]'
+  grep -E '^[A-Za-z0-9_.-]+==' requirements.lock | sed 's/ *\\$//' > .venv/constraints.txt
+  .venv/bin/python -m pip install -qq -c .venv/constraints.txt -e '.[dev]'
   rm -f .venv/.installed-*
   touch "$stamp"
 fi

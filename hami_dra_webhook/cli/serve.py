@@ -184,18 +184,8 @@ async def _serve_with(settings: Any, policy: Any, metrics: Any, cleanup: list[Pa
     # cyclic collector's way, so that collections triggered by request garbage stay short.
     gc.collect()
     gc.freeze()
-    log.info(
-        "serving https://%s:%d/mutate (and /healthz, /livez, /readyz, /metrics)",
-        settings.host,
-        settings.port,
-    )
     ops_task = None
     if ops is not None:
-        log.info(
-            "serving http://%s:%d: /healthz, /livez, /readyz, /metrics",
-            settings.ops_host,
-            settings.ops_port,
-        )
         ops_task = asyncio.create_task(ops.serve(sockets=[ops_socket]))
     try:
         await server.serve()

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import os
 import signal
 import socket
 import time
@@ -86,6 +87,17 @@ class WebhookServer(uvicorn.Server):
                 self.should_exit = True
         return await super().on_tick(counter)
 
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if self.started:  # uvicorn logs why when it could not listen
+            log.info(
+                "listening on https://%s:%d: /mutate, /healthz, /livez, /readyz, /metrics"
+                " (process %d)",
+                self.config.host,
+                self.config.port,
+                os.getpid(),
+            )
+
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         self.lifecycle.draining = True
         self.guard.drop_unproven()
@@ -101,6 +113,15 @@ class OpsServer(uvicorn.Server):
 
     def capture_signals(self) -> Any:
         return contextlib.nullcontext()
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if self.started:
+            log.info(
+                "listening on http://%s:%d: /healthz, /livez, /readyz, /metrics",
+                self.config.host,
+                self.config.port,
+            )
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         self.guard.drop_unproven()

@@ -59,6 +59,25 @@ class TextFormatter(logging.Formatter):
         return text + "".join(f" {k}={text_value(v)}" for k, v in extra.items())
 
 
+class UvicornStartLines(logging.Filter):
+    """uvicorn's own start-up lines are dropped: each of its two servers logs "Started server
+    process", and "Uvicorn running on http://..." names the HTTPS port as http (TLS is started
+    by the protocol, so uvicorn does not know). The servers log what is true once they listen
+    (server/listening.py)."""
+
+    DROPPED = frozenset(
+        {
+            "Started server process [%d]",
+            "Waiting for application startup.",
+            "Application startup complete.",
+        }
+    )
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.msg if isinstance(record.msg, str) else ""
+        return message not in self.DROPPED and not message.startswith("Uvicorn running on")
+
+
 def configure(level: str = "info", json_format: bool = True) -> None:
     # One line per admission is on the hot path: skip the caller lookup (a stack walk per record)
     # and the thread and process fields, which these lines do not print.
@@ -69,6 +88,11 @@ def configure(level: str = "info", json_format: bool = True) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
+    uvicorn_log = logging.getLogger("uvicorn.error")
+    uvicorn_log.filters[:] = [
+        f for f in uvicorn_log.filters if not isinstance(f, UvicornStartLines)
+    ]
+    uvicorn_log.addFilter(UvicornStartLines())
 
 
 class AdmissionLog:

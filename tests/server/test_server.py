@@ -229,6 +229,17 @@ def test_offline_embedded_default(tmp_path: Path) -> None:
         answer = body["response"]
         assert status == 200 and answer["allowed"] is True and "patch" in answer
         assert any(w.startswith("offline webhook") for w in answer["warnings"])
+        # The start-up lines say what is true, once each: HTTPS on the webhook's port, plain
+        # HTTP on the operations port (uvicorn's own said http:// for both, twice "Started").
+        messages = [json.loads(line)["message"] for line in process.log().splitlines()]
+        listening = [m for m in messages if m.startswith("listening on")]
+        assert sorted(m.split(":")[0] for m in listening) == [
+            "listening on http",
+            "listening on https",
+        ]
+        assert f"listening on https://127.0.0.1:{process.port}: /mutate" in " ".join(listening)
+        assert f"listening on http://127.0.0.1:{process.ops_port}: " in " ".join(listening)
+        assert not [m for m in messages if "Started server process" in m or "Uvicorn running" in m]
     finally:
         process.stop()
     assert not ca_file.parent.exists(), "the generated key stays behind in /tmp"
