@@ -17,7 +17,13 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.harness import wait_for
-from tests.support.attack import Established, rss_mib, settle, warmed_baseline
+from tests.support.attack import (
+    Established,
+    ensure_open_files,
+    rss_mib,
+    settle,
+    warmed_baseline,
+)
 from tests.support.reviews import gpu_pod, review
 from tests.support.webhook_process import Webhook
 
@@ -29,6 +35,8 @@ P99_MS = 50
 
 @pytest.fixture
 def webhook(tmp_path: Path) -> Iterator[Webhook]:
+    # 4,000 raw connections at once here, up to 2,048 accepted by the webhook.
+    ensure_open_files(4000 + 2048 + 256, "the connection floods of this module")
     process = Webhook(tmp_path, "--gc-interval", "0", "--head-timeout", str(HEAD_TIMEOUT))
     yield process
     process.stop()

@@ -29,7 +29,7 @@ from tests.server.test_hostile_connections import (
     assert_held,
     open_connections,
 )
-from tests.support.attack import Established, settle, warmed_baseline
+from tests.support.attack import Established, ensure_open_files, settle, warmed_baseline
 from tests.support.reviews import gpu_pod, review
 from tests.support.webhook_process import Webhook
 
@@ -39,6 +39,8 @@ MAX_PIPELINED = 4  # the server's default
 
 @pytest.fixture
 def webhook(tmp_path: Path) -> Iterator[Webhook]:
+    # Up to 2,000 slow readers (--long), each a connection at both ends.
+    ensure_open_files(2000 + 2048 + 256, "the slow readers of this module")
     process = Webhook(
         tmp_path, "--gc-interval", "0", "--head-timeout", "2", "--write-timeout", str(WRITE_TIMEOUT)
     )

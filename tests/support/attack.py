@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import resource
 import ssl
 import subprocess
 import sys
@@ -13,8 +14,25 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pytest
+
 from tests.support.reviews import gpu_pod, review
 from tests.support.webhook_process import Webhook
+
+
+def ensure_open_files(needed: int, why: str) -> None:
+    """Raise this process's open-file limit to `needed` (up to its hard limit), before the
+    webhook is started, which inherits it; fail, saying so, where the hard limit is lower."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft >= needed:
+        return
+    if hard != resource.RLIM_INFINITY and hard < needed:
+        pytest.fail(
+            f"{why} needs {needed} open files, and this machine allows {hard} (ulimit -Hn):"
+            f" raise it (ulimit -n {needed}, or LimitNOFILE for a service)",
+            pytrace=False,
+        )
+    resource.setrlimit(resource.RLIMIT_NOFILE, (needed, hard))
 
 
 def rss_mib(pid: int) -> float:

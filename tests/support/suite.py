@@ -74,11 +74,11 @@ def main(argv: list[str]) -> int:
         sized = Run("soak and fuzz, long sizes", folder / "sized.xml")
         _foreground(
             sized,
-            ["tests/server/test_soak.py", "tests/server/test_fuzz.py"],
+            ["--timeout=3600", "tests/server/test_soak.py", "tests/server/test_fuzz.py"],
             env={**os.environ, **LONG_SIZES},
         )
         marked = Run("tests marked long", folder / "long.xml")
-        _foreground(marked, ["-m", "long", "tests"])
+        _foreground(marked, ["--timeout=3600", "-m", "long", "tests"])
         runs += [sized, marked]
     else:
         node = Run("node", folder / "node.xml")
