@@ -128,6 +128,7 @@ async def _serve_with(settings: Any, policy: Any, metrics: Any, cleanup: list[Pa
     from hami_dra_webhook.server.app import Parts, create_app
     from hami_dra_webhook.server.connections import ConnectionGuard
     from hami_dra_webhook.server.listening import WebhookServer, guarded_config, limits_of
+    from hami_dra_webhook.server.supervisor import Job
     from hami_dra_webhook.server.tls import ReloadingTLS
 
     api, cluster, store = await _cluster_parts(settings, metrics)
@@ -147,7 +148,7 @@ async def _serve_with(settings: Any, policy: Any, metrics: Any, cleanup: list[Pa
     if api is None:
         log.warning("no cluster configured: running offline, templates are logged, not created")
     if isinstance(store, ApiTemplateStore):
-        background.append(store.keep_true)
+        background.append(Job("template-watch", store.keep_true, needed=True))
     parts = Parts(
         settings=settings,
         mutator=mutator,
@@ -225,6 +226,7 @@ async def _certificate_files(
 ) -> tuple[Path, Path]:
     """The serving certificate: given, self-managed in the cluster, or self-signed here."""
     from hami_dra_webhook.certs.pki import issue, write
+    from hami_dra_webhook.server.supervisor import Job
 
     cert_file, key_file = settings.cert_file, settings.key_file
     if settings.self_managed_certs:
@@ -233,7 +235,7 @@ async def _certificate_files(
                 "--self-managed-certs needs cluster access (in-cluster or --kubeconfig)"
             )
         cert_file, key_file, job = await _self_managed(api, settings)
-        background.append(job)
+        background.append(Job("certificate-renewal", job))
     elif cert_file is None:
         if settings.self_signed_dir is not None:
             folder = settings.self_signed_dir

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import inspect
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -32,6 +33,7 @@ from hami_dra_webhook.server.listening import Lifecycle
 from hami_dra_webhook.server.logs import AdmissionLog
 from hami_dra_webhook.server.metrics import Metrics
 from hami_dra_webhook.server.settings import Settings
+from hami_dra_webhook.server.supervisor import Job, Supervisor
 from hami_dra_webhook.server.tls import ReloadingTLS
 
 log = logging.getLogger("hami_dra_webhook.server")
@@ -49,7 +51,10 @@ class Parts:
     api: KubeApi | None = None
     cluster: ClusterState | None = None
     lifecycle: Lifecycle = field(default_factory=Lifecycle)
-    background: list[Callable[[], Coroutine[Any, Any, None]]] = field(default_factory=list)
+    # The template watch and the self-managed certificates' renewal (the app adds the
+    # certificate files' reload, the cluster check and the garbage collection).
+    background: list[Job] = field(default_factory=list)
+    supervisor: Supervisor | None = None  # set while the app runs
 
 
 def _json(document: Any, status: int = 200) -> Response:
@@ -71,16 +76,7 @@ def create_app(parts: Parts) -> Dispatch:
     admission_log = AdmissionLog(settings.log_format == "json")
     metrics.watch_translation_cache(parts.mutator.cache)
 
-    @contextlib.asynccontextmanager
-    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        tasks = [asyncio.create_task(job()) for job in _jobs(parts)]
-        try:
-            yield
-        finally:
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-            admission_log.flush()
+    lifespan = _lifespan(parts, admission_log)
 
     options: dict[str, Any] = {}
     if "telemetry" in inspect.signature(FastAPI.__init__).parameters:
@@ -250,6 +246,9 @@ def _readiness(parts: Parts, now: float) -> dict[str, Any]:
         if parts.cluster.last_error:
             detail["lastError"] = parts.cluster.last_error
         ready = ready and parts.cluster.api_answered
+    if parts.supervisor is not None:
+        detail["background"] = parts.supervisor.detail()
+        ready = ready and not parts.supervisor.down()
     if parts.lifecycle.draining:
         detail["shutdown"] = "shutting down: draining before the listener closes"
         ready = False
@@ -257,12 +256,33 @@ def _readiness(parts: Parts, now: float) -> dict[str, Any]:
     return detail
 
 
-def _jobs(parts: Parts) -> list[Callable[[], Coroutine[Any, Any, None]]]:
+def _lifespan(
+    parts: Parts, admission_log: AdmissionLog
+) -> Callable[[FastAPI], contextlib.AbstractAsyncContextManager[None]]:
+    """The app's life: its background jobs under one supervisor; the admission log flushed."""
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        supervisor = Supervisor(_jobs(parts), on_restart=parts.metrics.background_restarted)
+        parts.metrics.watch_background(supervisor)
+        parts.supervisor = supervisor
+        supervisor.start()
+        try:
+            yield
+        finally:
+            await supervisor.stop()
+            admission_log.flush()
+
+    return lifespan
+
+
+def _jobs(parts: Parts) -> list[Job]:
     settings = parts.settings
     jobs = list(parts.background)
     if parts.tls is not None:
         tls = parts.tls
-        jobs.append(lambda: tls.watch(settings.cert_reload_interval))
+        reload = functools.partial(tls.watch, settings.cert_reload_interval)
+        jobs.append(Job("certificate-reload", reload, needed=True))
     api, cluster = parts.api, parts.cluster
     if api is not None and cluster is not None:
         policy = parts.mutator.policy
@@ -276,7 +296,7 @@ def _jobs(parts: Parts) -> list[Callable[[], Coroutine[Any, Any, None]]]:
                 cluster.failed_checks.clear()
                 await asyncio.sleep(settings.cluster_check_interval)
 
-        jobs.append(check_cluster)
+        jobs.append(Job("cluster-check", check_cluster))
         if settings.gc_interval > 0:
 
             async def gc_loop() -> None:
@@ -292,5 +312,5 @@ def _jobs(parts: Parts) -> list[Callable[[], Coroutine[Any, Any, None]]]:
                     parts.metrics.gc_deleted.inc(len(report.deleted))
                     log.info("template garbage collection: %s", report.summary())
 
-            jobs.append(gc_loop)
+            jobs.append(Job("template-gc", gc_loop))
     return jobs

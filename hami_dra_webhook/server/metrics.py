@@ -105,6 +105,12 @@ class Metrics:
         self.gc_deleted = Counter(
             "hami_dra_gc_deleted_templates", "Unused templates deleted by GC", registry=r
         )
+        self.background_restarts = Counter(
+            "hami_dra_background_restarts",
+            "Background jobs that died (or returned) and were restarted, by job",
+            ["job"],
+            registry=r,
+        )
         self.capacity.set(-1)
         self._admissions: dict[tuple[str, str], Any] = {}
         self._conversions: dict[str, Any] = {}
@@ -119,6 +125,13 @@ class Metrics:
     def watch_connections(self, guards: dict[str, Any]) -> None:
         """Open and unproven connections of each port's guard, read at scrape time."""
         self.registry.register(_ConnectionCollector(guards))
+
+    def watch_background(self, supervisor: Any) -> None:
+        """Whether each background job runs, read at scrape time."""
+        self.registry.register(_BackgroundCollector(supervisor))
+
+    def background_restarted(self, job: str) -> None:
+        self.background_restarts.labels(job).inc()
 
     def rejected(self, reason: str) -> None:
         self._rejections[reason].inc()
@@ -191,3 +204,18 @@ class _ConnectionCollector:
             opened.add_metric([port], guard.open)
             unproven.add_metric([port], len(guard.unproven))
         return [opened, unproven]
+
+
+class _BackgroundCollector:
+    def __init__(self, supervisor: Any) -> None:
+        self.supervisor = supervisor
+
+    def collect(self) -> Any:
+        up = GaugeMetricFamily(
+            "hami_dra_background_up",
+            "1 while a background job runs, 0 while it waits to be restarted, by job",
+            labels=["job"],
+        )
+        for name, state in self.supervisor.states.items():
+            up.add_metric([name], 1 if state.running else 0)
+        return [up]
