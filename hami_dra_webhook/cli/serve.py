@@ -149,6 +149,7 @@ async def _serve_with(settings: Any, policy: Any, metrics: Any, cleanup: list[Pa
         log.warning("no cluster configured: running offline, templates are logged, not created")
     if isinstance(store, ApiTemplateStore):
         background.append(Job("template-watch", store.keep_true, needed=True))
+        metrics.watch_template_store(store)
     parts = Parts(
         settings=settings,
         mutator=mutator,

@@ -17,8 +17,10 @@ Otherwise the pod is refused with what is wrong, and nothing is written
 The cache is kept true by a watch on the webhook's own templates (`keep_true`): one changed by
 anyone leaves the cache at once; one deleted while cached leaves it and, unless the garbage
 collector deleted it (it marks what it deletes, see gc.py), is created again at once (it was
-confirmed within the cache TTL, so pods admitted in the watch's lag may reference it); while the
-watch is down the cache is emptied (nothing seen then can be trusted). It is bounded: expired
+confirmed within the cache TTL, so pods admitted in the watch's lag may reference it). Each
+watch resumes where the last one ended (its resourceVersion, bookmarks included), so the cache
+lives across them; when the watch breaks, or its version is gone (410), the cache is emptied
+(nothing seen meanwhile can be trusted). It is bounded: expired
 entries are pruned, at most `max_entries` kept. API confirmations are rate-limited per
 namespace, so that no caller can make the webhook write templates without bound.
 """
@@ -158,7 +160,11 @@ class ApiTemplateStore:
         self._rate = rate or NamespaceRate(per_second=20.0, burst=100.0)
         self._max_entries = max_entries
         self._prune_at = min(1024, max_entries)
+        # The watch (keep_true): standing or not, in words for /readyz, and how often it listed
+        # afresh (the first start, a 410) and resumed where it was.
         self.watching = False
+        self.watch_state = "not started"
+        self.relists = self.resumes = 0
 
     def forget(self) -> None:
         self._known.clear()
@@ -177,36 +183,61 @@ class ApiTemplateStore:
             floor = min(1024, self._max_entries)
             self._prune_at = min(self._max_entries, max(floor, 2 * len(self._known)))
 
-    async def keep_true(self, retry: float = 5.0, longest: float = 60.0) -> None:
+    async def keep_true(self, retry: float = 5.0, longest: float = 60.0, window: int = 300) -> None:
         """Watch the webhook's templates: drop from the cache each one changed, drop and create
-        again each one deleted while cached (forever). A watch that cannot start is retried
-        after `retry` seconds, doubling to `longest`."""
-        wait = retry
+        again each one deleted while cached (forever). Each watch lasts `window` seconds and
+        the next resumes from the last resourceVersion seen (bookmarks included), so the cache
+        is kept across them; only a 410 (the version is gone) makes it list again, and only
+        then, or when the watch breaks, is the cache emptied (what happened meanwhile is
+        unknown). A watch that cannot start is retried after `retry` seconds, doubling to
+        `longest`."""
+        wait, version = retry, ""
         try:
             while True:
                 broken = False
                 try:
-                    async for event in self._api.watch_templates(MANAGED_SELECTOR):
-                        kind = event.get("type")
-                        if kind == "WATCHING":
-                            self.forget()  # what was deleted before the watch began is unknown
-                            self.watching = True
+                    async for event in self._api.watch_templates(
+                        MANAGED_SELECTOR, version, window=window
+                    ):
+                        version = self._watched(event, version)
+                        if event.get("type") == "WATCHING":
                             wait = retry
-                        elif kind in ("ADDED", "MODIFIED", "DELETED"):
-                            self._seen(str(kind), event.get("object") or {})
                 except ApiError as error:
+                    if error.status == 410:
+                        version = ""  # gone from the server's history: list again
+                    self.watch_state = f"down: {error}; retrying in {wait:g}s"
                     log.warning(
                         "watching ResourceClaimTemplates failed (%s); retrying in %gs", error, wait
                     )
                     broken = True
                 self.watching = False
-                self.forget()
                 if broken:
+                    self.forget()
                     await asyncio.sleep(wait)
                     wait = min(longest, wait * 2)
         finally:
+            self.watching = False
             for task in self._recreating:
                 task.cancel()
+
+    def _watched(self, event: JsonObject, version: str) -> str:
+        """Take one watch event; the resourceVersion to resume from after it."""
+        kind = event.get("type")
+        if kind == "WATCHING":
+            if event.get("listed"):
+                self.forget()  # a new start: what was deleted before it is unknown
+                self.relists += 1
+            else:
+                self.resumes += 1
+            self.watching = True
+            version = str(event.get("resourceVersion") or version)
+            self.watch_state = f"watching from resourceVersion {version}"
+            return version
+        stored = event.get("object") or {}
+        if kind in ("ADDED", "MODIFIED", "DELETED"):
+            self._seen(str(kind), stored)
+        seen = (stored.get("metadata") or {}).get("resourceVersion")
+        return str(seen) if seen else version
 
     def _seen(self, kind: str, stored: JsonObject) -> None:
         metadata = stored.get("metadata") or {}

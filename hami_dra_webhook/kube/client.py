@@ -130,18 +130,21 @@ class KubernetesApi:
         return await self._list(paths.ALL_TEMPLATES, [("labelSelector", label_selector)], timeout)
 
     async def watch_templates(
-        self, label_selector: str, *, window: int = 300
+        self, label_selector: str, resource_version: str = "", *, window: int = 300
     ) -> AsyncIterator[JsonObject]:
         """See KubeApi.watch_templates. One watch lasts `window` seconds (the server ends it);
-        the caller starts the next, whose first event says the cache must start afresh."""
-        answer = await self._call(
-            "GET",
-            paths.ALL_TEMPLATES,
-            [("labelSelector", label_selector), ("limit", "1")],
-            None,
-            30.0,
-        )
-        version = str((answer.get("metadata") or {}).get("resourceVersion") or "")
+        the caller resumes from the last resourceVersion it saw (bookmarks included)."""
+        version, listed = resource_version, False
+        if not version:
+            answer = await self._call(
+                "GET",
+                paths.ALL_TEMPLATES,
+                [("labelSelector", label_selector), ("limit", "1")],
+                None,
+                30.0,
+            )
+            version = str((answer.get("metadata") or {}).get("resourceVersion") or "")
+            listed = True
         query = [
             ("labelSelector", label_selector),
             ("watch", "true"),
@@ -170,7 +173,7 @@ class KubernetesApi:
                 raise ApiError.from_status(
                     response.status, json.loads(await stream.read() or b"{}")
                 )
-            yield {"type": "WATCHING"}
+            yield {"type": "WATCHING", "resourceVersion": version, "listed": listed}
             while line := await stream.content.readline():
                 event = json.loads(line)
                 if event.get("type") == "ERROR":  # e.g. 410: the version is too old

@@ -136,10 +136,14 @@ class KubeApi(Protocol):
 
     async def list_templates(self, label_selector: str, *, timeout: float) -> list[JsonObject]: ...
 
-    def watch_templates(self, label_selector: str) -> AsyncIterator[JsonObject]:
-        """Events of the templates the selector matches, in every namespace, from now on: first
-        `{"type": "WATCHING"}` once the watch stands, then ADDED, MODIFIED, DELETED; it ends
-        (raising ApiError) when the watch breaks."""
+    def watch_templates(
+        self, label_selector: str, resource_version: str = "", *, window: int = 300
+    ) -> AsyncIterator[JsonObject]:
+        """Events of the templates the selector matches, in every namespace: from
+        `resource_version`, or from now (a list gives the version) when it is empty. First
+        `{"type": "WATCHING", "resourceVersion": ..., "listed": bool}` once the watch stands,
+        then ADDED, MODIFIED, DELETED and BOOKMARK events; it ends after about `window` seconds,
+        or raises ApiError when the watch breaks (410 when `resource_version` is too old)."""
         ...
 
     async def list_pods(self, namespace: str, *, timeout: float) -> list[JsonObject]: ...

@@ -25,6 +25,7 @@ from starlette.routing import Route
 from hami_dra_webhook.admission.mutator import MutationRecord, PodMutator, internal_error
 from hami_dra_webhook.cluster.gc import collect_garbage
 from hami_dra_webhook.cluster.state import ClusterState
+from hami_dra_webhook.cluster.template_store import ApiTemplateStore
 from hami_dra_webhook.core import review
 from hami_dra_webhook.kube.port import KubeApi
 from hami_dra_webhook.server import memory
@@ -246,6 +247,8 @@ def _readiness(parts: Parts, now: float) -> dict[str, Any]:
         if parts.cluster.last_error:
             detail["lastError"] = parts.cluster.last_error
         ready = ready and parts.cluster.api_answered
+    if isinstance(parts.mutator.store, ApiTemplateStore):
+        detail["templateWatch"] = parts.mutator.store.watch_state
     if parts.supervisor is not None:
         detail["background"] = parts.supervisor.detail()
         ready = ready and not parts.supervisor.down()

@@ -130,6 +130,10 @@ class Metrics:
         """Whether each background job runs, read at scrape time."""
         self.registry.register(_BackgroundCollector(supervisor))
 
+    def watch_template_store(self, store: Any) -> None:
+        """The template watch: standing or not, and how its watches started, at scrape time."""
+        self.registry.register(_TemplateWatchCollector(store))
+
     def background_restarted(self, job: str) -> None:
         self.background_restarts.labels(job).inc()
 
@@ -219,3 +223,24 @@ class _BackgroundCollector:
         for name, state in self.supervisor.states.items():
             up.add_metric([name], 1 if state.running else 0)
         return [up]
+
+
+class _TemplateWatchCollector:
+    def __init__(self, store: Any) -> None:
+        self.store = store
+
+    def collect(self) -> Any:
+        up = GaugeMetricFamily(
+            "hami_dra_template_watch_up",
+            "1 while the watch that keeps the template cache true stands",
+        )
+        up.add_metric([], 1 if self.store.watching else 0)
+        starts = CounterMetricFamily(
+            "hami_dra_template_watch_starts",
+            "Template watches started: listed afresh (the first, after a 410) or resumed from"
+            " the last resourceVersion",
+            labels=["how"],
+        )
+        starts.add_metric(["listed"], self.store.relists)
+        starts.add_metric(["resumed"], self.store.resumes)
+        return [up, starts]

@@ -129,8 +129,8 @@ def test_while_the_watch_is_down_nothing_stays_cached(
     namespace = kube.create_namespace("nowatch")
 
     class Broken(CallsThrough):
-        def watch_templates(self, selector: str) -> Any:
-            return real_api.watch_templates(selector + ",not a selector")  # 400
+        def watch_templates(self, selector: str, *args: Any, **options: Any) -> Any:
+            return real_api.watch_templates(selector + ",not a selector", *args, **options)  # 400
 
     broken = ApiTemplateStore(Broken(real_api), cache_ttl=300)
 
@@ -208,3 +208,73 @@ def test_the_rate_limiter_remembers_a_bounded_number_of_namespaces(namespaces: i
     for index in range(namespaces):
         assert rate.take(f"ns-{index}", 1, now=float(index))
     assert len(rate._buckets) <= 4096
+
+
+def test_the_watch_resumes_where_it_was_and_lists_again_only_after_410(
+    kube: Cluster, real_api: KubernetesApi
+) -> None:
+    """Issue 24, section 4: each watch window (1 s here; 300 s in service) used to begin with a
+    list and an emptied cache. Now the next watch resumes from the last resourceVersion: the
+    cache lives on (no API call for a cached template) and a delete between windows is still
+    seen. A 410 (the version gone from the server's history) makes it list afresh and empty
+    the cache: that is played here by answering one resume with the real server's 410 status."""
+    from hami_dra_webhook.kube.port import ApiError
+
+    namespace = kube.create_namespace("resume")
+    gone = {"once": True}
+
+    class GoneOnce(CallsThrough):
+        def watch_templates(self, selector: str, version: str = "", **options: Any) -> Any:
+            if version and self.calls["resumed"] >= 2 and gone.pop("once", False):
+                return _raises(ApiError(410, "Expired", "too old resource version"))
+            self.calls["resumed" if version else "listed"] += 1
+            return real_api.watch_templates(selector, version, **options)
+
+    api = GoneOnce(real_api)
+    store = ApiTemplateStore(api, cache_ttl=300)
+    items = templates(4300, namespace)
+    name = items[0]["metadata"]["name"]
+
+    async def scenario() -> dict[str, Any]:
+        watching = asyncio.create_task(store.keep_true(retry=0.05, window=1))
+        try:
+            while not store.watching:
+                await asyncio.sleep(0.02)
+            await _ensure(store, namespace, items)
+            while api.calls["resumed"] < 2:  # two windows ended and were resumed
+                await asyncio.sleep(0.05)
+            creates = api.calls["create_template"]
+            await _ensure(store, namespace, items)  # still cached: no API call
+            kept = (len(store), api.calls["create_template"] - creates)
+            kube.kubectl("delete", "resourceclaimtemplate", name, "-n", namespace)
+            deadline = time.monotonic() + 10
+            while api.calls["create_template"] == creates and time.monotonic() < deadline:
+                await asyncio.sleep(0.02)
+            recreated = api.calls["create_template"] - creates
+            while api.calls["listed"] < 2 and time.monotonic() < deadline:  # after the 410
+                await asyncio.sleep(0.05)
+            return {
+                "kept": kept,
+                "recreated": recreated,
+                "listed": api.calls["listed"],
+                "relists": store.relists,
+                "resumes": store.resumes,
+                "state": store.watch_state,
+            }
+        finally:
+            watching.cancel()
+            await asyncio.gather(watching, return_exceptions=True)
+
+    seen = run(scenario())
+    assert seen["kept"] == (1, 0), seen
+    assert seen["recreated"] == 1, seen
+    assert seen["listed"] == 2 and seen["relists"] == 2 and seen["resumes"] >= 2, seen
+
+
+async def _raises_now(error: Exception) -> Any:
+    raise error
+    yield  # an async generator, as watch_templates is
+
+
+def _raises(error: Exception) -> Any:
+    return _raises_now(error)
