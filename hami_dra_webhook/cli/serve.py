@@ -326,8 +326,9 @@ async def _cluster_parts(settings: Any, metrics: Any) -> tuple[Any, Any, Any]:
 
         if not in_cluster():
             return None, None, None
+    from hami_dra_webhook.cluster.rate import NamespaceRate
     from hami_dra_webhook.cluster.state import ClusterState
-    from hami_dra_webhook.cluster.template_store import ApiTemplateStore, NamespaceRate
+    from hami_dra_webhook.cluster.template_store import ApiTemplateStore
     from hami_dra_webhook.kube.client import KubernetesApi, load_configuration
 
     try:

@@ -35,6 +35,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Protocol
 
+from hami_dra_webhook.cluster.expiring import Expiring
+from hami_dra_webhook.cluster.rate import NamespaceRate
 from hami_dra_webhook.core.template_identity import stamp_if_unchanged, what_differs
 from hami_dra_webhook.core.types import JsonObject
 from hami_dra_webhook.kube.port import ApiError, KubeApi
@@ -42,7 +44,6 @@ from hami_dra_webhook.kube.port import ApiError, KubeApi
 LAST_USED_ANNOTATION = "hami.io/last-used"
 DELETING_ANNOTATION = "hami.io/deleting"  # written by the garbage collector just before it deletes
 MANAGED_SELECTOR = "app.kubernetes.io/managed-by=hami-dra-webhook"
-MAX_NAMESPACE_BUCKETS = 4096
 MAX_STORED_FORMS = 4096
 RECREATE_BUDGET = 5.0  # seconds one re-creation after an out-of-band delete may take
 CONFIRM_TRIES = 3  # create, or read and stamp, again when the template changes meanwhile
@@ -90,12 +91,6 @@ class Clocks:
     wall: Callable[[], float] = time.time
 
 
-@dataclass
-class _Bucket:
-    tokens: float
-    at: float
-
-
 @dataclass(slots=True)
 class _Known:
     """A confirmed template: until when it is trusted without asking, what it is, and the spec
@@ -104,37 +99,6 @@ class _Known:
     expires: float
     template: JsonObject
     stored_spec: JsonObject
-
-
-class NamespaceRate:
-    """A token bucket per namespace: `burst` API confirmations at once, `per_second` after.
-    At most MAX_NAMESPACE_BUCKETS namespaces are remembered (a full bucket is forgotten first,
-    since forgetting it changes nothing)."""
-
-    def __init__(self, per_second: float, burst: float) -> None:
-        self.per_second, self.burst = per_second, burst
-        self._buckets: dict[str, _Bucket] = {}
-
-    def take(self, namespace: str, count: int, now: float) -> bool:
-        bucket = self._buckets.pop(namespace, None)
-        if bucket is None:
-            if len(self._buckets) >= MAX_NAMESPACE_BUCKETS:
-                self._forget_one(now)
-            bucket = _Bucket(self.burst, now)
-        bucket.tokens = min(self.burst, bucket.tokens + (now - bucket.at) * self.per_second)
-        bucket.at = now
-        self._buckets[namespace] = bucket  # the most recently used last
-        if bucket.tokens < count:
-            return False
-        bucket.tokens -= count
-        return True
-
-    def _forget_one(self, now: float) -> None:
-        for name, bucket in self._buckets.items():
-            if bucket.tokens + (now - bucket.at) * self.per_second >= self.burst:
-                del self._buckets[name]
-                return
-        del self._buckets[next(iter(self._buckets))]
 
 
 class ApiTemplateStore:
@@ -153,13 +117,11 @@ class ApiTemplateStore:
         self._ttl = cache_ttl
         self._events = events or NoEvents()
         self._clocks = clocks or Clocks()
-        self._known: dict[tuple[str, str], _Known] = {}
+        self._known: Expiring[tuple[str, str], _Known] = Expiring(max_entries, self._clocks)
         self._stored_forms: dict[str, JsonObject] = {}  # template name -> its spec as stored
         self._in_flight: dict[tuple[str, str], asyncio.Future[None]] = {}
         self._recreating: set[asyncio.Task[None]] = set()
         self._rate = rate or NamespaceRate(per_second=20.0, burst=100.0)
-        self._max_entries = max_entries
-        self._prune_at = min(1024, max_entries)
         # The watch (keep_true): standing or not, in words for /readyz, and how often it listed
         # afresh (the first start, a 410) and resumed where it was.
         self.watching = False
@@ -171,17 +133,6 @@ class ApiTemplateStore:
 
     def __len__(self) -> int:
         return len(self._known)
-
-    def _remember(self, key: tuple[str, str], known: _Known) -> None:
-        self._known.pop(key, None)  # re-inserted: the newest entry comes last
-        self._known[key] = known
-        if len(self._known) >= self._prune_at:
-            now = self._clocks.monotonic()
-            self._known = {k: e for k, e in self._known.items() if e.expires > now}
-            while len(self._known) >= self._max_entries:  # the oldest first
-                del self._known[next(iter(self._known))]
-            floor = min(1024, self._max_entries)
-            self._prune_at = min(self._max_entries, max(floor, 2 * len(self._known)))
 
     async def keep_true(self, retry: float = 5.0, longest: float = 60.0, window: int = 300) -> None:
         """Watch the webhook's templates: drop from the cache each one changed, drop and create
@@ -248,7 +199,7 @@ class ApiTemplateStore:
         if kind != "DELETED":
             wrong = what_differs(stored, known.template, known.stored_spec)
             if wrong:
-                del self._known[key]
+                self._known.pop(key)
                 log.warning(
                     "ResourceClaimTemplate %s/%s was changed by someone else (%s): no longer"
                     " used; pods that need it are refused until it is deleted",
@@ -256,7 +207,7 @@ class ApiTemplateStore:
                     wrong,
                 )
             return
-        del self._known[key]
+        self._known.pop(key)
         annotations = metadata.get("annotations") or {}
         if known.expires > self._clocks.monotonic() and DELETING_ANNOTATION not in annotations:
             task = asyncio.get_running_loop().create_task(self._recreate(*key, known.template))
@@ -413,7 +364,7 @@ class ApiTemplateStore:
                 f"ResourceClaimTemplate {namespace}/{name} keeps changing or disappearing; retry",
             )
         expires = confirmed_at + self._ttl
-        self._remember((namespace, name), _Known(expires, template, stored_spec))
+        self._known.put((namespace, name), _Known(expires, template, stored_spec))
 
     async def _stored_form(
         self, namespace: str, template: JsonObject, deadline: float

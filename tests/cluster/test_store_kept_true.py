@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
+from hami_dra_webhook.cluster.rate import NamespaceRate
 from hami_dra_webhook.cluster.template_store import (
     ApiTemplateStore,
     Clocks,
-    NamespaceRate,
     TemplateUnavailable,
 )
 from hami_dra_webhook.core.policy import DEFAULT_POLICY
