@@ -99,17 +99,25 @@ def cert_manager(chart: NodeCluster) -> NodeCluster:
 
 @pytest.fixture
 def cert_manager_release(cert_manager: NodeCluster) -> Iterator[NodeCluster]:
-    """The chart in certManager mode in place of the default release, which is put back after."""
+    """The chart in certManager mode in place of the default release, which is put back after.
+    Each switch of modes deletes the Secrets the other mode left, as the README says: the
+    selfManaged webhook's own `<release>-tls` would otherwise be what cainjector first injects
+    (its CA), until cert-manager re-issues that Secret (seen once on 1.37)."""
+
+    def delete_leftovers() -> None:
+        for secret in (f"{RELEASE}-tls", f"{RELEASE}-ca"):
+            cert_manager.kubectl("delete", "secret", secret, "-n", NAMESPACE, "--ignore-not-found")
+
     cert_manager.helm("uninstall", RELEASE, "-n", NAMESPACE, "--wait", "--timeout", "120s")
+    delete_leftovers()
     try:
         cert_manager.helm_install(*(f"{key}={value}" for key, value in SERVING.items()))
         yield cert_manager
     finally:
         cert_manager.helm("uninstall", RELEASE, "-n", NAMESPACE, "--wait", "--timeout", "120s")
         # cert-manager leaves the Secrets it wrote (no owner references by default): the
-        # selfManaged chart cannot adopt them, as the README says for switching modes.
-        for secret in (f"{RELEASE}-tls", f"{RELEASE}-ca"):
-            cert_manager.kubectl("delete", "secret", secret, "-n", NAMESPACE, "--ignore-not-found")
+        # selfManaged chart cannot adopt them.
+        delete_leftovers()
         cert_manager.helm_install()
 
 
