@@ -39,6 +39,13 @@ def templates(memory: int, namespace: str) -> list[dict[str, Any]]:
     return translate_pod(pod, DEFAULT_POLICY, namespace).templates
 
 
+async def _until_watching(store: ApiTemplateStore, within: float = 30.0) -> None:
+    deadline = time.monotonic() + within
+    while not store.watching:
+        assert time.monotonic() < deadline, f"the watch did not start: {store.watch_state}"
+        await asyncio.sleep(0.02)
+
+
 async def _ensure(store: ApiTemplateStore, namespace: str, items: list[dict[str, Any]]) -> None:
     await store.ensure(namespace, items, dry_run=False, deadline=time.monotonic() + 5)
 
@@ -64,8 +71,7 @@ def test_a_template_deleted_by_anyone_while_in_use_is_created_again_at_once(
     async def scenario() -> tuple[int, float, bool]:
         watching = asyncio.create_task(store.keep_true())
         try:
-            while not store.watching:
-                await asyncio.sleep(0.02)
+            await _until_watching(store)
             await _ensure(store, namespace, items)
             await _ensure(store, namespace, items)  # cached: no API call
             creates = api.calls["create_template"]
@@ -103,8 +109,7 @@ def test_a_template_the_garbage_collector_deletes_is_not_created_again(
     async def scenario() -> tuple[int, list[str]]:
         watching = asyncio.create_task(store.keep_true())
         try:
-            while not store.watching:
-                await asyncio.sleep(0.02)
+            await _until_watching(store)
             await _ensure(store, namespace, items)
             creates = api.calls["create_template"]
             report = await collect_garbage(real_api, now=time.time() + 7200, grace=1)
@@ -181,7 +186,11 @@ def test_new_templates_are_rate_limited_per_namespace(
     etcd. Confirmations past the burst are refused with 429 until the bucket refills, per
     namespace: another namespace is not held up."""
     busy, other = kube.create_namespace("rate"), kube.create_namespace("rate-other")
-    store = ApiTemplateStore(real_api, rate=NamespaceRate(per_second=2.0, burst=5.0))
+    # The store's clock moves only when the test says: no token comes back while the creates
+    # take their time (on a loaded machine five of them took half a second, one token's worth).
+    now = [1000.0]
+    clocks = Clocks(monotonic=lambda: now[0])
+    store = ApiTemplateStore(real_api, rate=NamespaceRate(per_second=2.0, burst=5.0), clocks=clocks)
 
     async def burst() -> tuple[int, int]:
         admitted = refused = 0
@@ -198,7 +207,7 @@ def test_new_templates_are_rate_limited_per_namespace(
     admitted, refused = run(burst())
     assert (admitted, refused) == (5, 5)
     assert len(kube.get("resourceclaimtemplates", "-n", busy)["items"]) == 5
-    time.sleep(0.6)  # one more token
+    now[0] += 0.6  # one more token
     run(_ensure(store, busy, templates(400, busy)))
 
 
@@ -238,8 +247,7 @@ def test_the_watch_resumes_where_it_was_and_lists_again_only_after_410(
     async def scenario() -> dict[str, Any]:
         watching = asyncio.create_task(store.keep_true(retry=0.05, window=1))
         try:
-            while not store.watching:
-                await asyncio.sleep(0.02)
+            await _until_watching(store)
             await _ensure(store, namespace, items)
             while api.calls["resumed"] < 2:  # two windows ended and were resumed
                 await asyncio.sleep(0.05)

@@ -62,7 +62,9 @@ def broken_server(tmp_path: Path) -> Iterator[tuple[int, Path]]:
     server = uvicorn.Server(config)
     thread = threading.Thread(target=lambda: asyncio.run(server.serve()))
     thread.start()
+    deadline = time.monotonic() + 30
     while not server.started:
+        assert thread.is_alive() and time.monotonic() < deadline, "the server did not start"
         time.sleep(0.05)
     yield port, ca
     server.should_exit = True

@@ -44,6 +44,14 @@ def _quarters(latencies: list[list[float]]) -> tuple[list[float], list[float]]:
     ]
 
 
+def _wait_for_half(done: list[int]) -> None:
+    """Until half the admissions are answered; at 50 a second, the slowest ever seen, at most."""
+    deadline = time.monotonic() + max(60.0, REQUESTS / 50)
+    while done[0] < REQUESTS // 2:
+        assert time.monotonic() < deadline, f"only {done[0]} of {REQUESTS} admissions answered"
+        time.sleep(0.05)
+
+
 def test_soak_with_rotation(kube: Cluster, tmp_path: Path) -> None:
     kube.empty_namespace("team-a")
     webhook = Webhook(
@@ -96,8 +104,7 @@ def test_soak_with_rotation(kube: Cluster, tmp_path: Path) -> None:
     threads = [threading.Thread(target=client, args=(i,)) for i in range(CLIENTS)]
     for thread in threads:
         thread.start()
-    while done[0] < REQUESTS // 2:
-        time.sleep(0.05)
+    _wait_for_half(done)
     webhook.cert_file.write_bytes(rotated.cert_pem)
     webhook.key_file.write_bytes(rotated.key_pem)
     for thread in threads:
