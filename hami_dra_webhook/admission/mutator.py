@@ -38,12 +38,12 @@ REAPPLIED = "legacy GPU resources re-applied to a converted pod were dropped"
 _NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 INTERNAL_ERROR = "internal error in hami-dra-webhook; see its log"
 _UNCHANGED = Unchanged(warnings=[])
-_ALLOWED: review.ReviewAnswer = review.encode("", _UNCHANGED)
 
 
 @dataclass
 class MutationRecord:
-    """The encoded answer plus what the shell logs and counts."""
+    """The encoded answer plus what the shell logs and counts, built once from the final
+    decision (templates only when the pod is admitted with them)."""
 
     answer: review.ReviewAnswer
     operation: str
@@ -111,47 +111,48 @@ class PodMutator:
         metadata = pod.get("metadata")
         metadata = metadata if isinstance(metadata, dict) else {}
         namespace = _namespace(request, metadata)
-        record = MutationRecord(
-            answer=_ALLOWED,  # replaced below by the one encoded answer, unless unchanged
+        off = self.off_loop if off_loop else None
+        decision, warnings = await self._decide(request, pod, namespace, off)
+        converted = decision if isinstance(decision, Converted) else None
+        templates = [t["metadata"]["name"] for t in converted.templates] if converted else []
+        audit = _audit(request, decision, templates)
+        encode = functools.partial(review.encode, warnings=warnings, audit=audit)
+        return MutationRecord(
+            answer=await _run(off, encode, request.uid, decision),
             operation=request.operation,
-            outcome="unchanged",
+            outcome=decision.outcome,
             namespace=namespace,
             name=request.name or str(metadata.get("generateName") or ""),
             uid=request.uid,
             user=request.user,
             resource=request.resource_name,
             dry_run=request.dry_run,
+            templates=templates,
+            resources=converted.resources if converted else [],
         )
-        off = self.off_loop if off_loop else None
-        decision, warnings, audit = await self._decide(request, pod, namespace, record, off)
-        record.outcome = decision.outcome
-        encode = functools.partial(review.encode, warnings=warnings, audit=audit)
-        record.answer = await _run(off, encode, request.uid, decision)
-        return record
 
     async def _decide(
         self,
         request: review.AdmissionRequest,
         pod: JsonObject,
         namespace: str,
-        record: MutationRecord,
         off: Executor | None,
-    ) -> tuple[Decision, list[str], dict[str, str] | None]:
-        """The decision for this request, the cluster's warnings and the audit annotations
-        (the pod-sized work on `off` when it is given)."""
+    ) -> tuple[Decision, list[str]]:
+        """The final decision for this request and the cluster's warnings (the pod-sized work
+        on `off` when it is given)."""
         if request.adds_ephemeral_containers:
             refused = await _run(off, privileged_ephemeral, pod, request.old_object, self.policy)
-            return (refused, [], {"outcome": "refused"}) if refused else (_UNCHANGED, [], None)
+            return (refused or _UNCHANGED), []
         if not request.is_pod or request.operation not in ("CREATE", "UPDATE"):
-            return _UNCHANGED, [], None
+            return _UNCHANGED, []
         if request.operation == "UPDATE":
             ops = await _run(off, strip_reapplied, pod, request.old_object, self.policy)
             if not ops:
-                return _UNCHANGED, [], None
+                return _UNCHANGED, []
             reapplied = Converted(
                 patch=ops, templates=[], plan=(), warnings=[REAPPLIED], resources=[]
             )
-            return reapplied, [], None
+            return reapplied, []
         if not _NAMESPACE.fullmatch(namespace):
             # It names the API path templates are written to: never used unless it is a name.
             refusal = Refusal(
@@ -161,25 +162,17 @@ class PodMutator:
                 warnings=[],
                 reason="bad-namespace",
             )
-            return refusal, [], None
+            return refusal, []
         if namespace in self.excluded_namespaces:
             excluded = f"namespace {namespace} is excluded from conversion; nothing changed"
-            return Unchanged(warnings=[excluded], left_alone=excluded), [], None
+            return Unchanged(warnings=[excluded], left_alone=excluded), []
         if off is None:
             decision = self.cache.decide(pod, self._effective_policy(), namespace)
         else:  # not kept: the cache is the loop's, and pods this large do not repeat
             decision = await _run(off, translate_pod, pod, self._effective_policy(), namespace)
-        if isinstance(decision, Refusal):
-            return decision, [], {"outcome": "refused"}
         if not isinstance(decision, Converted):
-            return decision, [], None
-        record.resources = decision.resources
-        record.templates = [t["metadata"]["name"] for t in decision.templates]
-        final, warnings = await self._cluster_side(request, namespace, decision)
-        if not isinstance(final, Converted):
-            return final, warnings, None
-        audit = {"outcome": "converted", "templates": ",".join(record.templates) or "none"}
-        return final, warnings, audit
+            return decision, []
+        return await self._cluster_side(request, namespace, decision)
 
     async def _cluster_side(
         self, request: review.AdmissionRequest, namespace: str, decision: Converted
@@ -249,6 +242,18 @@ async def _run(executor: Executor | None, work: Callable[..., T], *args: Any) ->
     if executor is None:
         return work(*args)
     return await asyncio.get_running_loop().run_in_executor(executor, work, *args)
+
+
+def _audit(
+    request: review.AdmissionRequest, decision: Decision, templates: list[str]
+) -> dict[str, str] | None:
+    """The audit annotations of an answer, from the final decision: every refusal (with its
+    reason when it has one), and a pod created converted with its templates."""
+    if isinstance(decision, Refusal):
+        return {"outcome": "refused", **({"reason": decision.reason} if decision.reason else {})}
+    if isinstance(decision, Converted) and request.operation == "CREATE":
+        return {"outcome": "converted", "templates": ",".join(templates) or "none"}
+    return None
 
 
 def _namespace(request: review.AdmissionRequest, metadata: JsonObject) -> str:

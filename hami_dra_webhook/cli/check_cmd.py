@@ -3,11 +3,23 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 from typing import Any, TextIO
 
 from hami_dra_webhook.cli import exit_codes
+from hami_dra_webhook.cli.cluster_access import (
+    ClusterUnavailable,
+    add_cluster_flags,
+    on_cluster,
+    say_unavailable,
+)
+
+# A report's worst line as the command's exit code (the README's table).
+EXIT_CODE_OF_LEVEL = {
+    "PASS": exit_codes.OK,
+    "WARN": exit_codes.ATTENTION,
+    "FAIL": exit_codes.REFUSED,
+}
 
 
 def add_parser(commands: Any) -> None:
@@ -17,10 +29,7 @@ def add_parser(commands: Any) -> None:
         description="One line per check: PASS, WARN or FAIL, with the fix. Exit code: 0 all"
         " PASS, 1 a WARN, 2 a FAIL, 3 the cluster could not be reached.",
     )
-    parser.add_argument(
-        "--kubeconfig", help="cluster access; default: $KUBECONFIG, ~/.kube/config, in-cluster"
-    )
-    parser.add_argument("--context", help="the kubeconfig context to use (default: current)")
+    add_cluster_flags(parser)
     parser.add_argument("--config", metavar="FILE", help="HAMi device-config.yaml (policy)")
     parser.add_argument(
         "--webhook-namespace", default="hami-system", help="where the chart is installed"
@@ -35,9 +44,7 @@ def add_parser(commands: Any) -> None:
 def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
     from hami_dra_webhook.cli.inputs import load_policy
     from hami_dra_webhook.core.policy import PolicyError
-    from hami_dra_webhook.kube.client import ClusterAccessError, connect
-    from hami_dra_webhook.kube.port import ApiError
-    from hami_dra_webhook.migrate.check import LEVELS, Target, run_checks
+    from hami_dra_webhook.migrate.check import Target, run_checks
 
     try:
         policy = load_policy(args.config, stderr)
@@ -51,21 +58,14 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
         tls_secret=f"{args.release}-tls",
     )
 
-    async def checks() -> Any:
-        api = await connect(args.kubeconfig, args.context)
-        try:
-            await api.version(timeout=10)  # unreachable: no point in a line per check
-            return await run_checks(api, policy, target)
-        finally:
-            await api.close()
+    async def checks(api: Any) -> Any:
+        await api.version(timeout=10)  # unreachable: no point in a line per check
+        return await run_checks(api, policy, target)
 
     try:
-        report = asyncio.run(checks())
-    except ClusterAccessError as error:
-        stderr.write(f"error: {error}\n")
-        return exit_codes.UNREADABLE
-    except ApiError as error:
-        stderr.write(f"error: the cluster did not answer: {error}\n")
+        report = on_cluster(args, checks)
+    except ClusterUnavailable as error:
+        say_unavailable(error, stderr)
         return exit_codes.UNREADABLE
     if args.output == "json":
         stdout.write(json.dumps(report.as_json(), indent=2) + "\n")
@@ -79,4 +79,4 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
                 sizes = ", ".join(sorted(set(node.memory)))
                 shareable = "yes" if node.shareable else "no"
                 stdout.write(f"{node.node:<32}{node.gpus:>4}  {shareable:<9}  {sizes}\n")
-    return LEVELS[report.worst]
+    return EXIT_CODE_OF_LEVEL[report.worst]

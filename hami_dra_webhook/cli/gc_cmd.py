@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import time
 from typing import Any, TextIO
 
 from hami_dra_webhook.cli import exit_codes
+from hami_dra_webhook.cli.cluster_access import (
+    ClusterUnavailable,
+    add_cluster_flags,
+    on_cluster,
+    say_unavailable,
+)
 
 
 def _seconds(text: str) -> float:
@@ -30,10 +35,7 @@ def add_parser(commands: Any) -> None:
         description="Delete templates made by hami-dra-webhook that no pod in their namespace"
         " references and that were not used within the grace period.",
     )
-    parser.add_argument(
-        "--kubeconfig", help="cluster access; default: $KUBECONFIG, ~/.kube/config, in-cluster"
-    )
-    parser.add_argument("--context", help="the kubeconfig context to use (default: current)")
+    add_cluster_flags(parser)
     parser.add_argument(
         "--grace", type=_seconds, default=3600.0, help="seconds, more than 0 (3600)"
     )
@@ -43,25 +45,14 @@ def add_parser(commands: Any) -> None:
 
 def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
     from hami_dra_webhook.cluster.gc import collect_garbage
-    from hami_dra_webhook.kube.client import ClusterAccessError, connect
-    from hami_dra_webhook.kube.port import ApiError
 
-    async def collect() -> Any:
-        api = await connect(args.kubeconfig, args.context)
-        try:
-            return await collect_garbage(
-                api, now=time.time(), grace=args.grace, dry_run=args.dry_run
-            )
-        finally:
-            await api.close()
+    async def collect(api: Any) -> Any:
+        return await collect_garbage(api, now=time.time(), grace=args.grace, dry_run=args.dry_run)
 
     try:
-        report = asyncio.run(collect())
-    except ClusterAccessError as error:
-        stderr.write(f"error: {error}\n")
-        return exit_codes.UNREADABLE
-    except ApiError as error:
-        stderr.write(f"error: {error}\n")
+        report = on_cluster(args, collect)
+    except ClusterUnavailable as error:
+        say_unavailable(error, stderr)
         return exit_codes.UNREADABLE
     verb = "would delete" if args.dry_run else "deleted"
     for where in report.deleted:

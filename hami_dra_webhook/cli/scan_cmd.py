@@ -4,10 +4,15 @@ becomes under DRA, and whether it converts, needs attention, or would be refused
 from __future__ import annotations
 
 import argparse
-import asyncio
 from typing import Any, TextIO
 
 from hami_dra_webhook.cli import exit_codes
+from hami_dra_webhook.cli.cluster_access import (
+    ClusterUnavailable,
+    add_cluster_flags,
+    on_cluster,
+    say_unavailable,
+)
 from hami_dra_webhook.cli.inputs import EXIT_CODES, add_inputs, inputs
 
 
@@ -20,10 +25,7 @@ def add_parser(commands: Any) -> None:
     )
     add_inputs(parser, "manifest files or folders")
     parser.add_argument("--cluster", action="store_true", help="scan the live cluster instead")
-    parser.add_argument(
-        "--kubeconfig", help="cluster access; default: $KUBECONFIG, ~/.kube/config, in-cluster"
-    )
-    parser.add_argument("--context", help="the kubeconfig context to use (default: current)")
+    add_cluster_flags(parser)
     parser.add_argument(
         "-n", "--namespace", help="only this namespace (cluster), or the default for manifests"
     )
@@ -71,7 +73,7 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
         try:
             workloads, policy = _cluster_workloads(args, policy, stderr)
         except ClusterUnavailable as error:
-            stderr.write(f"error: {error}\n")
+            say_unavailable(error, stderr)
             return exit_codes.UNREADABLE
         if policy.webhook.device_memory_sizes:
             sizes = ", ".join(f"{s >> 20} MiB" for s in policy.webhook.device_memory_sizes)
@@ -115,17 +117,11 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
     )
 
 
-class ClusterUnavailable(RuntimeError):
-    pass
-
-
 def _cluster_workloads(
     args: argparse.Namespace, policy: Any, stderr: TextIO
 ) -> tuple[list[Any], Any]:
     from hami_dra_webhook.cluster.state import device_memory_sizes
     from hami_dra_webhook.core.policy import Policy
-    from hami_dra_webhook.kube.client import ClusterAccessError, connect
-    from hami_dra_webhook.kube.port import ApiError
     from hami_dra_webhook.migrate.sources import from_cluster
 
     namespace = None if args.all_namespaces else (args.namespace or "default")
@@ -135,21 +131,12 @@ def _cluster_workloads(
         def step(kind: str) -> None:
             progress.advance(f"listing {kind}s")
 
-        async def collect() -> tuple[list[Any], tuple[int, ...]]:
-            api = await connect(args.kubeconfig, args.context)
-            try:
-                slices = await api.list_resource_slices(policy.webhook.driver_name, timeout=30)
-                workloads = await from_cluster(api, namespace, step)
-                return workloads, device_memory_sizes(slices, policy)
-            finally:
-                await api.close()
+        async def collect(api: Any) -> tuple[list[Any], tuple[int, ...]]:
+            slices = await api.list_resource_slices(policy.webhook.driver_name, timeout=30)
+            workloads = await from_cluster(api, namespace, step)
+            return workloads, device_memory_sizes(slices, policy)
 
-        try:
-            workloads, sizes = asyncio.run(collect())
-        except ClusterAccessError as error:
-            raise ClusterUnavailable(str(error)) from error
-        except ApiError as error:
-            raise ClusterUnavailable(f"the Kubernetes API failed: {error}") from error
+        workloads, sizes = on_cluster(args, collect)
     if sizes:
         webhook = policy.webhook.model_copy(update={"device_memory_sizes": sizes})
         policy = Policy(nvidia=policy.nvidia, webhook=webhook)

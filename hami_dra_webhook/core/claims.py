@@ -120,7 +120,7 @@ def _devices(share: GpuShare, selectors: tuple[str, ...], policy: Policy) -> Jso
     devices: JsonObject = {"requests": requests}
     if share.count > 1:
         # N single-device requests and one distinctAttribute: N different physical GPUs, as in
-        # legacy HAMi, on every Kubernetes version (see REFERENCE.md section 3).
+        # legacy HAMi, on every Kubernetes version (docs/kubernetes-facts.md: DRA's limits).
         distinct = f"{policy.webhook.driver_name}/{policy.webhook.attributes.uuid}"
         devices["constraints"] = [{"requests": names, "distinctAttribute": distinct}]
     return devices

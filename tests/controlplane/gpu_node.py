@@ -1,5 +1,5 @@
 """A GPU node without a kubelet: a Ready Node object and the ResourceSlice that the HAMi DRA
-driver v0.1.0 publishes for it (REFERENCE.md section 2; the driver's `HAMiGpuInfo.GetDevice`).
+driver v0.1.0 publishes for it (docs/kubernetes-facts.md: the driver; the driver's `HAMiGpuInfo.GetDevice`).
 
 No kubelet ever runs, so pods are scheduled and their claims allocated, but nothing starts.
 """

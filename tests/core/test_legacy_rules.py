@@ -1,4 +1,4 @@
-"""Legacy HAMi v2.10 resolution rules (REFERENCE.md section 1), as hand-computed expectations.
+"""Legacy HAMi v2.10 resolution rules (the README's translation table), as hand-computed expectations.
 
 Each row: the container's limits, the `nvidia:` config, and what the claim must ask for per
 device: (count, memory capacity or None for the whole device, cores). None as a whole = no claim.

@@ -55,8 +55,8 @@ def test_whole_gpus_are_converted_and_allocated_whole(
     for template in stored:
         for request in template["spec"]["spec"]["devices"]["requests"]:
             assert "capacity" not in request["exactly"], "kube-apiserver dropped it"
-    # Observed on 1.34.4: distinctAttribute survives with the gate off (REFERENCE.md expected it
-    # dropped and the constraint then refused); the two-GPU claim is stored and allocated.
+    # Observed on 1.34.4: distinctAttribute survives with the gate off (the contract we started
+    # from expected it dropped and the constraint then refused; docs/kubernetes-facts.md); the two-GPU claim is stored and allocated.
     [two_gpus] = [t for t in stored if len(t["spec"]["spec"]["devices"]["requests"]) == 2]
     [constraint] = two_gpus["spec"]["spec"]["devices"]["constraints"]
     assert constraint["distinctAttribute"] == "hami-core-gpu.project-hami.io/uuid"

@@ -61,7 +61,7 @@ def program(expression: str) -> Any:
 def hami_device(
     minor: int, product: str, memory: int, uuid: str | None = None, driver: str = DRIVER
 ) -> dict[str, Any]:
-    """A device as the HAMi DRA driver publishes it in its ResourceSlice (REFERENCE.md section 2)."""
+    """A device as the HAMi DRA driver publishes it in its ResourceSlice (docs/kubernetes-facts.md)."""
     return {
         "name": f"hami-gpu-{minor}",
         "driver": driver,

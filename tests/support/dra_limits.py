@@ -1,4 +1,4 @@
-"""The DRA limits of REFERENCE.md section 3 that the OpenAPI schema does not express.
+"""The DRA limits (docs/kubernetes-facts.md) that the OpenAPI schema does not express.
 
 Written apart from the package's own checks so that a test using it can catch the package out.
 """

@@ -1,0 +1,48 @@
+"""What the commands that read a cluster (`check`, `gc`, `scan --cluster`) share: the flags that
+find it, as kubectl finds it, and one way to connect, run, close, and say what failed."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any, TextIO, TypeVar
+
+T = TypeVar("T")
+
+
+class ClusterUnavailable(RuntimeError):
+    """The cluster could not be reached or did not answer; the message says which."""
+
+
+def add_cluster_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--kubeconfig", help="cluster access; default: $KUBECONFIG, ~/.kube/config, in-cluster"
+    )
+    parser.add_argument("--context", help="the kubeconfig context to use (default: current)")
+
+
+def on_cluster(args: argparse.Namespace, work: Callable[[Any], Awaitable[T]]) -> T:
+    """`work(api)` on the cluster the flags name, the connection closed after; raises
+    ClusterUnavailable with what went wrong."""
+    from hami_dra_webhook.kube.client import ClusterAccessError, connect
+    from hami_dra_webhook.kube.port import ApiError
+
+    async def connected() -> T:
+        api = await connect(args.kubeconfig, args.context)
+        try:
+            return await work(api)
+        finally:
+            await api.close()
+
+    try:
+        return asyncio.run(connected())
+    except ClusterAccessError as error:
+        raise ClusterUnavailable(str(error)) from error
+    except ApiError as error:
+        what = "the cluster did not answer" if error.status == 0 else "the Kubernetes API failed"
+        raise ClusterUnavailable(f"{what}: {error}") from error
+
+
+def say_unavailable(error: ClusterUnavailable, stderr: TextIO) -> None:
+    stderr.write(f"error: {error}\n")
