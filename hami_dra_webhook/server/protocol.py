@@ -94,6 +94,7 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         self._accepted = self._connected = False
         self._head_bytes = 0  # bytes read while a head is open (a head that never ends)
         self._tail = b""  # the last bytes of a head that came in pieces
+        self._early = b""  # bytes decrypted before the TLS transport was handed over
         self._lingering, self._linger_left = False, 0
         self._proven = self._head_tracked = False
         self._queued = 0  # this connection's requests in uvicorn's pipeline queue
@@ -143,6 +144,9 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         if transport is not self._raw:
             transport.set_write_buffer_limits(high=WRITE_HIGH_WATER)
         super().connection_made(transport)
+        if self._early:
+            early, self._early = self._early, b""
+            self.data_received(early)
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self._lingering:
@@ -194,6 +198,14 @@ class GuardedHttpProtocol(HttpToolsProtocol):
     # only a head that comes in pieces, or is too long, takes the slower paths.
 
     def data_received(self, data: bytes) -> None:
+        if not self._connected:
+            # asyncio's own loop (without uvloop) hands over the first decrypted bytes as the
+            # handshake completes, before start_tls has returned the TLS transport: kept
+            # until the connection is made (a request read then had no flow control).
+            self._early += data
+            if len(self._early) > self._max_head and self._raw is not None:
+                self._raw.abort()  # more than a head before the connection is even made
+            return
         if self._finishing:
             return  # nothing more is parsed: what is queued is answered, then it closes
         self._unset_keepalive_if_required()

@@ -4,7 +4,6 @@ with the capacity the legacy request meant."""
 
 from __future__ import annotations
 
-import os
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -13,27 +12,19 @@ import pytest
 
 from tests.e2e.harness import Cluster, Release
 from tests.e2e.manifests import gpu_pod
+from tests.support.shared import shared_path
 
 pytestmark = pytest.mark.e2e_on(capacity=True)
 # kube-scheduler 1.34's alpha allocator does not place these (see test_alpha_allocator_of_1_34).
 SHARING_WORKS = pytest.mark.e2e_on(capacity=True, versions=("1.35", "1.36", "1.37"))
 EXAMPLES = Path(__file__).parents[2] / "examples"
-# HAMi v2.10's files, read where they are (never copied into this repository).
-HAMI_EXAMPLES = Path(__file__).parents[3] / "shared" / "hami-examples" / "nvidia"
 L4 = ("hami-gpu-0", "hami-gpu-1")
 A100 = "hami-gpu-2"
 
 
 def hami_example(name: str) -> Path:
-    """One of HAMi's examples; without ../shared the test skips, or fails where the end-to-end
-    tests must run (HAMI_E2E_REQUIRED=1, as .ci/run sets it)."""
-    path = HAMI_EXAMPLES / name
-    if not path.is_file():
-        reason = f"HAMi's examples are read from {HAMI_EXAMPLES}, which is absent"
-        if os.environ.get("HAMI_E2E_REQUIRED") == "1":
-            pytest.fail(reason, pytrace=False)
-        pytest.skip(reason)
-    return path
+    """One of HAMi's examples, read from ../shared (tests/support/shared.py)."""
+    return shared_path("hami-examples", "nvidia", name, what="HAMi's examples")
 
 
 def _decided(cluster: Cluster, namespace: str, names: list[str]) -> dict[str, dict[str, Any]]:

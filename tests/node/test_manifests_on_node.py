@@ -6,7 +6,6 @@ through the DRA plugin stand-in, and each container sees the limits the legacy r
 from __future__ import annotations
 
 import datetime
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ import yaml
 from tests.e2e.harness import CommandFailed, wait_for
 from tests.node.conftest import NodeCluster
 from tests.node.workloads import EXAMPLES, HAMI_NVIDIA, gpu_env, limits_of
+from tests.support.shared import shared_path
 
 # The stand-in's cards: two L4 (24 GiB) and one A100 (80 GiB).
 SIZES_MIB = (24576, 81920)
@@ -92,11 +92,8 @@ HAMI_CASES = {
 
 def absent() -> None:
     """HAMi's files are never copied here: without ../shared the tests that read them skip,
-    and fail where they must run (HAMI_E2E_REQUIRED=1, as .ci/run sets it)."""
-    reason = f"HAMi's examples are read from {HAMI_NVIDIA}, which is absent"
-    if os.environ.get("HAMI_E2E_REQUIRED") == "1":
-        pytest.fail(reason, pytrace=False)
-    pytest.skip(reason)
+    and fail where they must run (tests/support/shared.py)."""
+    shared_path("hami-examples", "nvidia", what="HAMi's examples")
 
 
 def _hami_examples() -> list[Path]:

@@ -1,0 +1,74 @@
+"""The whole server built and run without the command line (server/builder.py): what `serve`
+runs, from Settings and a Policy, answering over real TLS on real sockets."""
+
+from __future__ import annotations
+
+import asyncio
+import http.client
+import json
+import ssl
+from pathlib import Path
+
+import pytest
+
+from hami_dra_webhook.core.policy import DEFAULT_POLICY
+from hami_dra_webhook.server.builder import StartupError, build_server
+from hami_dra_webhook.server.settings import Settings
+from tests.support.loop import run
+from tests.support.reviews import gpu_pod, review
+from tests.support.webhook_process import free_port
+
+
+def _post(port: int, ca: Path, body: bytes) -> tuple[int, dict[str, object]]:
+    context = ssl.create_default_context(cafile=str(ca))
+    connection = http.client.HTTPSConnection("localhost", port, context=context, timeout=10)
+    try:
+        connection.request("POST", "/mutate", body, {"Content-Type": "application/json"})
+        answer = connection.getresponse()
+        return answer.status, json.loads(answer.read())
+    finally:
+        connection.close()
+
+
+def test_the_built_server_answers_and_stops(tmp_path: Path) -> None:
+    settings = Settings(
+        host="127.0.0.1",
+        port=free_port(),
+        ops_host="127.0.0.1",
+        ops_port=free_port(),
+        self_signed_dir=tmp_path,
+        gc_interval=0,
+    )
+
+    async def scenario() -> tuple[int, dict[str, object], bool]:
+        server = await build_server(settings, DEFAULT_POLICY, cleanup=[])
+        running = asyncio.create_task(server.run())
+        deadline = asyncio.get_running_loop().time() + 30
+        while not server.server.started:
+            assert not running.done() and asyncio.get_running_loop().time() < deadline
+            await asyncio.sleep(0.02)
+        body = json.dumps(review(gpu_pod())).encode()
+        status, answer = await asyncio.to_thread(_post, settings.port, tmp_path / "ca.crt", body)
+        server.server.should_exit = True
+        started = await asyncio.wait_for(running, timeout=30)
+        return status, answer, started
+
+    status, answer, started = run(scenario())
+    response = answer["response"]
+    assert status == 200 and started
+    assert isinstance(response, dict) and response["allowed"] is True and "patch" in response
+
+
+def test_an_operations_port_in_use_is_a_start_up_error(tmp_path: Path) -> None:
+    import socket
+
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        settings = Settings(
+            host="127.0.0.1",
+            port=free_port(),
+            ops_host="127.0.0.1",
+            ops_port=taken.getsockname()[1],
+            self_signed_dir=tmp_path,
+        )
+        with pytest.raises(StartupError, match="choose another port"):
+            run(build_server(settings, DEFAULT_POLICY, cleanup=[]))
