@@ -40,7 +40,7 @@ from tests.controlplane.build import build
 from tests.controlplane.cluster import ControlPlane, free_port
 from tests.controlplane.gpu_node import GpuNode
 from tests.controlplane.versions import release
-from tests.e2e.harness import Cluster, Release
+from tests.support.cluster import Cluster, Release
 
 
 def legacy_pod(index: int) -> dict[str, Any]:

@@ -47,7 +47,7 @@ def kube(tmp_path_factory):  # type: ignore[no-untyped-def]
     each test works in namespaces of its own (`kube.create_namespace()`)."""
     from tests.controlplane.for_pytest import start_plane
     from tests.controlplane.gpu_node import GpuNode
-    from tests.e2e.harness import Cluster
+    from tests.support.cluster import Cluster
 
     plane = start_plane("1.36", tmp_path_factory.mktemp("kube"), capacity=True)
     try:
@@ -60,7 +60,7 @@ def kube(tmp_path_factory):  # type: ignore[no-untyped-def]
 @pytest.fixture
 def real_api(kube):  # type: ignore[no-untyped-def]
     """The real adapter (hami_dra_webhook.kube.client, official client) on the real kube-apiserver."""
-    from tests.e2e.harness import api_for
+    from tests.support.cluster import api_for
     from tests.support.loop import run
 
     api = api_for(kube.plane.admin_kubeconfig)

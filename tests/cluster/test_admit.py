@@ -19,9 +19,9 @@ from hami_dra_webhook.core.review import parse_review
 from hami_dra_webhook.kube.client import KubernetesApi
 from tests.controlplane.for_pytest import start_plane
 from tests.controlplane.gpu_node import Gpu, GpuNode
-from tests.e2e.harness import Cluster, api_for
 from tests.support.api_calls import CallsThrough
 from tests.support.apiserver_standin import StandIn
+from tests.support.cluster import Cluster, api_for
 from tests.support.loop import run
 from tests.support.reviews import gpu_pod, review
 

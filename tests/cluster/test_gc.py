@@ -17,10 +17,10 @@ from hami_dra_webhook.cluster.gc import GcReport, collect_garbage
 from hami_dra_webhook.cluster.template_store import DELETING_ANNOTATION, ApiTemplateStore, Clocks
 from hami_dra_webhook.kube.client import KubernetesApi
 from hami_dra_webhook.server.settings import Settings
-from tests.cluster.test_templates_store import templates
-from tests.e2e.harness import Cluster
 from tests.support.api_calls import CallsThrough
+from tests.support.cluster import Cluster
 from tests.support.loop import run
+from tests.support.templates import templates
 
 HOUR = 3600.0
 

@@ -21,8 +21,8 @@ from hami_dra_webhook.certs.self_managed import (
     publish_ca_bundle,
 )
 from hami_dra_webhook.kube.client import KubernetesApi
-from tests.e2e.harness import Cluster, api_for
 from tests.support.api_calls import CallsThrough
+from tests.support.cluster import Cluster, api_for
 from tests.support.loop import run
 
 

@@ -15,28 +15,11 @@ from hami_dra_webhook.cluster.template_store import (
     Clocks,
     TemplateUnavailable,
 )
-from hami_dra_webhook.core.policy import DEFAULT_POLICY
-from hami_dra_webhook.core.translate import translate_pod
 from hami_dra_webhook.kube.client import KubernetesApi
-from tests.e2e.harness import Cluster
 from tests.support.api_calls import CallsThrough
+from tests.support.cluster import Cluster
 from tests.support.loop import run
-
-
-def templates(memory: int, namespace: str) -> list[dict[str, Any]]:
-    pod = {
-        "spec": {
-            "containers": [
-                {
-                    "name": "c",
-                    "resources": {
-                        "limits": {"nvidia.com/gpu": "1", "nvidia.com/gpumem": str(memory)}
-                    },
-                }
-            ]
-        }
-    }
-    return translate_pod(pod, DEFAULT_POLICY, namespace).templates
+from tests.support.templates import templates
 
 
 async def _until_watching(store: ApiTemplateStore, within: float = 30.0) -> None:
@@ -230,11 +213,12 @@ def test_the_watch_resumes_where_it_was_and_lists_again_only_after_410(
     from hami_dra_webhook.kube.port import ApiError
 
     namespace = kube.create_namespace("resume")
-    gone = {"once": True}
+    gone = {"armed": False}  # the 410 is played once the rest has been seen
 
     class GoneOnce(CallsThrough):
         def watch_templates(self, selector: str, version: str = "", **options: Any) -> Any:
-            if version and self.calls["resumed"] >= 2 and gone.pop("once", False):
+            if version and gone["armed"]:
+                gone["armed"] = False
                 return _raises(ApiError(410, "Expired", "too old resource version"))
             self.calls["resumed" if version else "listed"] += 1
             return real_api.watch_templates(selector, version, **options)
@@ -259,7 +243,8 @@ def test_the_watch_resumes_where_it_was_and_lists_again_only_after_410(
             while api.calls["create_template"] == creates and time.monotonic() < deadline:
                 await asyncio.sleep(0.02)
             recreated = api.calls["create_template"] - creates
-            while api.calls["listed"] < 2 and time.monotonic() < deadline:  # after the 410
+            gone["armed"] = True  # the next resume gets a 410
+            while api.calls["listed"] < 2 and time.monotonic() < deadline:
                 await asyncio.sleep(0.05)
             return {
                 "kept": kept,

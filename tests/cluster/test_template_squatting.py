@@ -27,10 +27,10 @@ from hami_dra_webhook.cluster.template_store import (
     TemplateUnavailable,
 )
 from hami_dra_webhook.kube.client import KubernetesApi
-from tests.cluster.test_templates_store import ensure, templates
-from tests.e2e.harness import Cluster
 from tests.support.api_calls import CallsThrough
+from tests.support.cluster import Cluster
 from tests.support.loop import run
+from tests.support.templates import ensure, templates
 
 WHOLE_GPU = [{"name": "gpu", "exactly": {"deviceClassName": "hami-core-gpu.project-hami.io"}}]
 

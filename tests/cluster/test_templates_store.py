@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import copy
 import time
-from typing import Any
 
 import pytest
 
@@ -17,42 +16,13 @@ from hami_dra_webhook.cluster.template_store import (
     Clocks,
     TemplateUnavailable,
 )
-from hami_dra_webhook.core.policy import DEFAULT_POLICY
-from hami_dra_webhook.core.translate import translate_pod
 from hami_dra_webhook.kube.client import KubernetesApi
 from hami_dra_webhook.kube.port import KubeApi
-from tests.e2e.harness import Cluster, api_for
 from tests.support.api_calls import CallsThrough
 from tests.support.apiserver_standin import StandIn
+from tests.support.cluster import Cluster, api_for
 from tests.support.loop import run
-
-
-def templates(memory: str = "4000", namespace: str = "team-a") -> list[dict[str, Any]]:
-    pod = {
-        "spec": {
-            "containers": [
-                {
-                    "name": "c",
-                    "resources": {"limits": {"nvidia.com/gpu": "1", "nvidia.com/gpumem": memory}},
-                }
-            ]
-        }
-    }
-    return translate_pod(pod, DEFAULT_POLICY, namespace).templates
-
-
-def ensure(
-    store: ApiTemplateStore,
-    items: list[dict[str, Any]],
-    dry_run: bool = False,
-    budget: float = 3.0,
-    namespace: str = "team-a",
-) -> list[str]:
-    return run(store.ensure(namespace, items, dry_run=dry_run, deadline=time.monotonic() + budget))
-
-
-def stored(kube: Cluster, namespace: str) -> list[dict[str, Any]]:
-    return list(kube.get("resourceclaimtemplates", "-n", namespace)["items"])
+from tests.support.templates import ensure, stored, templates
 
 
 def test_created_once_then_cached(kube: Cluster, real_api: KubernetesApi) -> None:

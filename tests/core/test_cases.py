@@ -6,26 +6,14 @@
 from __future__ import annotations
 
 import copy
-from pathlib import Path
 from typing import Any
 
 import jsonpatch
 import pytest
 import yaml
 
-from hami_dra_webhook.core.policy import DEFAULT_POLICY, Policy, policy_from_yaml
 from hami_dra_webhook.core.translate import translate_pod
-
-CASES = Path(__file__).parents[1] / "cases"
-CASE_NAMES = sorted(p.name for p in CASES.iterdir() if (p / "input.yaml").is_file())
-
-
-def load_case(name: str) -> tuple[dict[str, Any], Policy]:
-    folder = CASES / name
-    pod = yaml.safe_load((folder / "input.yaml").read_text())
-    config = folder / "config.yaml"
-    policy = policy_from_yaml(config.read_text()).policy if config.exists() else DEFAULT_POLICY
-    return pod, policy
+from tests.support.cases import CASE_NAMES, CASES, load_case
 
 
 def actual(name: str) -> dict[str, Any]:

@@ -6,8 +6,8 @@ import pytest
 import yaml
 
 from hami_dra_webhook.core.translate import translate_pod
-from tests.core.test_cases import CASE_NAMES, CASES, load_case
 from tests.support import dra_limits, k8s_schema
+from tests.support.cases import CASE_NAMES, CASES, load_case
 
 pytestmark = pytest.mark.skipif(not k8s_schema.available(), reason=k8s_schema.SKIP_REASON)
 

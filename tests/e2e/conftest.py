@@ -20,7 +20,7 @@ from tests.controlplane.cluster import ControlPlane
 from tests.controlplane.for_pytest import binaries_or_skip
 from tests.controlplane.gpu_node import GpuNode
 from tests.controlplane.versions import Flavor, UnknownFlavor, selected_flavors
-from tests.e2e.harness import RELEASE_NAMESPACE, Cluster, Release
+from tests.support.cluster import RELEASE_NAMESPACE, Cluster, Release
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

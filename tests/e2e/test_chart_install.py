@@ -11,8 +11,8 @@ from pathlib import Path
 import yaml
 
 from hami_dra_webhook.certs.pki import issue, write
-from tests.e2e.harness import RELEASE_NAMESPACE, Cluster, Release, wait_for
 from tests.e2e.manifests import gpu_pod
+from tests.support.cluster import RELEASE_NAMESPACE, Cluster, Release, wait_for
 
 README = Path(__file__).parents[2] / "README.md"
 SERVICE_ACCOUNT = f"system:serviceaccount:{RELEASE_NAMESPACE}:hami-dra-webhook"

@@ -7,8 +7,8 @@ from __future__ import annotations
 import yaml
 
 from hami_dra_webhook.core.translate import translate_pod
-from tests.core.test_cases import CASE_NAMES, load_case
-from tests.e2e.harness import Cluster
+from tests.support.cases import CASE_NAMES, load_case
+from tests.support.cluster import Cluster
 
 
 def test_every_case_output_is_accepted(cluster: Cluster) -> None:

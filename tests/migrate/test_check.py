@@ -24,7 +24,7 @@ from hami_dra_webhook.certs.pki import issue, service_names
 from hami_dra_webhook.cli.main import main
 from tests.controlplane.cluster import free_port
 from tests.controlplane.for_pytest import start_plane
-from tests.e2e.harness import Cluster
+from tests.support.cluster import Cluster
 
 DRIVER = "hami-core-gpu.project-hami.io"
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from hami_dra_webhook.cli.main import main
-from tests.e2e.harness import Cluster
+from tests.support.cluster import Cluster
 
 TREE = Path(__file__).parents[1] / "manifests"
 

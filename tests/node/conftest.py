@@ -24,13 +24,13 @@ from tests.controlplane.build import GoMissing
 from tests.controlplane.cluster import ControlPlane
 from tests.controlplane.gpu_node import GpuNode
 from tests.controlplane.versions import release
-from tests.e2e.harness import Cluster, wait_for
 from tests.node.build import DebianMissing, NodeBinaries, build_all
 from tests.node.host import NODE_IP, HostState, NetworkNamespace
 from tests.node.images import PLUGIN_IMAGE, PROJECT_IMAGE, LocalImages, local_images
 from tests.node.node import BOUND_PATHS, RealNode
 from tests.node.workloads import IMAGE_NAMES
 from tests.support.chart_tools import CHART
+from tests.support.cluster import Cluster, wait_for
 from tests.support.tools import tool
 
 VERSIONS = ("1.36", "1.37")

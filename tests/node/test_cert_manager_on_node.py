@@ -30,11 +30,11 @@ from typing import Any
 import pytest
 from cryptography import x509
 
-from tests.e2e.harness import wait_for
 from tests.node.build import cert_manager_module
 from tests.node.conftest import NAMESPACE, RELEASE, NodeCluster
 from tests.node.creates import creating_pods
 from tests.node.images import CERT_MANAGER_IMAGES
+from tests.support.cluster import wait_for
 
 CERT_MANAGER_NAMESPACE = "cert-manager"
 # What of cert-manager's chart runs here: everything but its webhook and startupapicheck.

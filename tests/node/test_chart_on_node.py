@@ -7,8 +7,8 @@ from __future__ import annotations
 import base64
 import json
 
-from tests.e2e.harness import wait_for
 from tests.node.conftest import NAMESPACE, RELEASE, NodeCluster
+from tests.support.cluster import wait_for
 
 
 def test_the_webhook_pods_run_restricted_and_ready(chart: NodeCluster) -> None:

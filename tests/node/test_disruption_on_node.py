@@ -21,9 +21,9 @@ import os
 import signal
 import time
 
-from tests.e2e.harness import wait_for
 from tests.node.conftest import NAMESPACE, RELEASE, NodeCluster
 from tests.node.creates import creating_pods
+from tests.support.cluster import wait_for
 
 
 def _webhook_pods(cluster: NodeCluster) -> list[dict[str, object]]:

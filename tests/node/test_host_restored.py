@@ -9,11 +9,11 @@ import json
 import os
 from pathlib import Path
 
-from tests.e2e.harness import wait_for
 from tests.node.conftest import confined_cluster, node_versions
 from tests.node.host import HostState
 from tests.node.images import LocalImages
 from tests.node.node import BOUND_PATHS
+from tests.support.cluster import wait_for
 
 
 def _our_processes(folder: Path) -> list[str]:

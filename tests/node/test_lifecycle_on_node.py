@@ -10,10 +10,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tests.e2e.harness import wait_for
 from tests.node.conftest import NAMESPACE, RELEASE, NodeCluster
 from tests.node.node import CDI_DIR
 from tests.node.workloads import gpu_env, limits_of
+from tests.support.cluster import wait_for
 
 L4_0 = "GPU-1c000000-0000-4000-8000-000000000000"
 

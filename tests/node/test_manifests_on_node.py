@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.e2e.harness import CommandFailed, wait_for
 from tests.node.conftest import NodeCluster
 from tests.node.workloads import EXAMPLES, HAMI_NVIDIA, gpu_env, limits_of
+from tests.support.cluster import CommandFailed, wait_for
 from tests.support.shared import shared_path
 
 # The stand-in's cards: two L4 (24 GiB) and one A100 (80 GiB).

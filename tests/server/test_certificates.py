@@ -14,9 +14,9 @@ from cryptography import x509
 
 from hami_dra_webhook.certs.pki import issue, write
 from hami_dra_webhook.cli.main import main
-from tests.e2e.harness import wait_for
+from tests.support.cluster import wait_for
 from tests.support.reviews import gpu_pod, review
-from tests.support.webhook_process import Webhook
+from tests.support.webhook_process import Webhook, served_serial
 
 
 def test_certs_command_writes_files_sans_and_ca_bundle(tmp_path: Path) -> None:
@@ -139,7 +139,7 @@ def test_rotation_in_place_under_concurrent_requests(tmp_path: Path) -> None:
         os.close(fd)
         rotated_serial = x509.load_pem_x509_certificate(rotated.cert_pem).serial_number
         wait_for(
-            lambda: _served_certificate(webhook, both) == rotated_serial,
+            lambda: served_serial(webhook, both) == rotated_serial,
             "the rotated certificate to be served",
             timeout=10,
         )
@@ -149,20 +149,11 @@ def test_rotation_in_place_under_concurrent_requests(tmp_path: Path) -> None:
         stop.set()
         for thread in threads:
             thread.join()
-    served = _served_certificate(webhook, both)
+    served = served_serial(webhook, both)
     webhook.stop()
     assert failures == []
     assert answered[0] > before > 0
     assert served == x509.load_pem_x509_certificate(rotated.cert_pem).serial_number
-
-
-def _served_certificate(webhook: Webhook, context: ssl.SSLContext) -> int:
-    connection = webhook.connection(context)
-    connection.connect()
-    der = connection.sock.getpeercert(binary_form=True)  # type: ignore[union-attr]
-    connection.close()
-    assert der is not None
-    return x509.load_der_x509_certificate(der).serial_number
 
 
 def test_reloader_keeps_the_old_pair_until_the_new_one_loads(tmp_path: Path) -> None:

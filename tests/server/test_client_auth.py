@@ -17,8 +17,8 @@ import yaml
 from tests.controlplane.for_pytest import start_plane
 from tests.controlplane.gpu_node import GpuNode
 from tests.controlplane.pki import Pki
-from tests.e2e.harness import Cluster
 from tests.e2e.manifests import gpu_pod
+from tests.support.cluster import Cluster
 from tests.support.webhook_process import Webhook
 
 

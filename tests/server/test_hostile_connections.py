@@ -16,21 +16,22 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.harness import wait_for
 from tests.support.attack import (
+    RETURNED_WITHIN_MIB,
+    RSS_GROWTH_MIB,
     Established,
+    assert_held,
     ensure_open_files,
+    open_connections,
     rss_mib,
     settle,
     warmed_baseline,
 )
+from tests.support.cluster import wait_for
 from tests.support.reviews import gpu_pod, review
 from tests.support.webhook_process import Webhook
 
 HEAD_TIMEOUT = 2.0
-RSS_GROWTH_MIB = 64
-RETURNED_WITHIN_MIB = 24  # measured: +18-21 MiB after the large bodies, a few MiB after the rest
-P99_MS = 50
 
 
 @pytest.fixture
@@ -82,20 +83,6 @@ def status_of(sock: socket.socket) -> int:
                 break
             data += chunk
     return int(data.split(b" ")[1]) if data.startswith(b"HTTP/1.1") else 0
-
-
-def open_connections(webhook: Webhook) -> float:
-    for line in webhook.get_ops("/metrics")[1].decode().splitlines():
-        if line.startswith('hami_dra_connections_open{port="webhook"}'):
-            return float(line.split()[-1])
-    raise AssertionError("no hami_dra_connections_open metric")
-
-
-def assert_held(prober: Established, baseline: float, p99_ms: float = P99_MS) -> None:
-    assert prober.failures == [], prober.failures[:5]
-    assert len(prober.latencies) >= 20
-    assert prober.p99_ms() < p99_ms, f"p99 {prober.p99_ms():.1f} ms"
-    assert prober.peak_rss - baseline <= RSS_GROWTH_MIB, (baseline, prober.peak_rss)
 
 
 def test_idle_and_half_sent_connections_starve_nobody(webhook: Webhook) -> None:

@@ -23,13 +23,17 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.harness import wait_for
-from tests.server.test_hostile_connections import (
+from tests.support.attack import (
     RETURNED_WITHIN_MIB,
+    Established,
     assert_held,
+    ensure_open_files,
     open_connections,
+    settle,
+    warmed_baseline,
 )
-from tests.support.attack import Established, ensure_open_files, settle, warmed_baseline
+from tests.support.cluster import wait_for
+from tests.support.metrics import sample_sum
 from tests.support.reviews import gpu_pod, review
 from tests.support.webhook_process import Webhook
 
@@ -85,11 +89,8 @@ def _read_answers(sock: ssl.SSLSocket, within: float) -> tuple[list[int], bool]:
 
 
 def _rejections(webhook: Webhook, reason: str) -> float:
-    needle = f'hami_dra_http_rejections_total{{reason="{reason}"}}'
-    for line in webhook.get_ops("/metrics")[1].decode().splitlines():
-        if line.startswith(needle):
-            return float(line.split()[-1])
-    return 0.0
+    metrics = webhook.get_ops("/metrics")[1].decode()
+    return sample_sum(metrics, "hami_dra_http_rejections_total", reason=reason)
 
 
 def _flood(webhook: Webhook, connections: int, payload: bytes, answers: list[list[int]]) -> None:

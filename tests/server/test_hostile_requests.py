@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.harness import Cluster, wait_for
 from tests.support.apiserver_standin import StandIn
+from tests.support.cluster import Cluster, wait_for
 from tests.support.reviews import gpu_pod, review
 from tests.support.webhook_process import Webhook
 

@@ -25,10 +25,10 @@ from hami_dra_webhook.server.app import Parts, create_app
 from hami_dra_webhook.server.metrics import Metrics
 from hami_dra_webhook.server.settings import Settings
 from hami_dra_webhook.server.tls import ReloadingTLS
-from tests.cluster.test_templates_store import templates
-from tests.e2e.harness import Cluster
+from tests.support.cluster import Cluster
 from tests.support.loop import run
 from tests.support.reviews import gpu_pod, review
+from tests.support.templates import templates
 from tests.support.webhook_process import free_port
 
 

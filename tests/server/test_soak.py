@@ -16,20 +16,13 @@ from pathlib import Path
 from cryptography import x509
 
 from hami_dra_webhook.certs.pki import issue
-from tests.e2e.harness import Cluster
-from tests.server.test_certificates import _served_certificate
+from tests.support.attack import rss_mib
+from tests.support.cluster import Cluster
 from tests.support.reviews import gpu_pod, review
-from tests.support.webhook_process import Webhook
+from tests.support.webhook_process import Webhook, served_serial
 
 REQUESTS = int(os.environ.get("HAMI_SOAK_REQUESTS", "3000"))
 CLIENTS = 4
-
-
-def rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    raise AssertionError("no VmRSS")
 
 
 def p99(values: list[float]) -> float:
@@ -110,7 +103,7 @@ def test_soak_with_rotation(kube: Cluster, tmp_path: Path) -> None:
     for thread in threads:
         thread.join()
     rss_end = rss_mib(webhook.process.pid)
-    served = _served_certificate(webhook, context)
+    served = served_serial(webhook, context)
     webhook.stop()
     first, last = _quarters(latencies)
     print(

@@ -16,8 +16,29 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.metrics import sample_sum
 from tests.support.reviews import gpu_pod, review
 from tests.support.webhook_process import Webhook
+
+# The hostile-callers issues' bounds: during an attack an established connection has no
+# failure and a p99 under 50 ms, RSS stays within 64 MiB of the warmed baseline, and comes back
+# within 24 MiB after it.
+RSS_GROWTH_MIB = 64
+RETURNED_WITHIN_MIB = 24  # measured: +18-21 MiB after the large bodies, a few MiB after the rest
+P99_MS = 50
+
+
+def open_connections(webhook: Webhook) -> float:
+    metrics = webhook.get_ops("/metrics")[1].decode()
+    assert "hami_dra_connections_open" in metrics, "no hami_dra_connections_open metric"
+    return sample_sum(metrics, "hami_dra_connections_open", port="webhook")
+
+
+def assert_held(prober: Established, baseline: float, p99_ms: float = P99_MS) -> None:
+    assert prober.failures == [], prober.failures[:5]
+    assert len(prober.latencies) >= 20
+    assert prober.p99_ms() < p99_ms, f"p99 {prober.p99_ms():.1f} ms"
+    assert prober.peak_rss - baseline <= RSS_GROWTH_MIB, (baseline, prober.peak_rss)
 
 
 def ensure_open_files(needed: int, why: str) -> None:

@@ -6,7 +6,6 @@ import http.client
 import json
 import os
 import signal
-import socket
 import ssl
 import subprocess
 import sys
@@ -14,13 +13,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+from cryptography import x509
+
 from hami_dra_webhook.certs.pki import issue, write
+from tests.controlplane.cluster import free_port
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+__all__ = ["Webhook", "free_port", "served_serial"]
 
 
 class Webhook:
@@ -150,3 +148,13 @@ class Webhook:
                 self.process.wait()
         self._log.close()
         return self.process.returncode
+
+
+def served_serial(webhook: Webhook, context: ssl.SSLContext) -> int:
+    """The serial number of the certificate the webhook serves now."""
+    connection = webhook.connection(context)
+    connection.connect()
+    der = connection.sock.getpeercert(binary_form=True)  # type: ignore[union-attr]
+    connection.close()
+    assert der is not None
+    return x509.load_der_x509_certificate(der).serial_number

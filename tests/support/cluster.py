@@ -21,6 +21,7 @@ from tests.controlplane.cluster import ControlPlane, free_port
 from tests.controlplane.gpu_node import GpuNode
 from tests.support.chart_tools import CHART
 from tests.support.loop import run
+from tests.support.metrics import sample_sum
 from tests.support.tools import tool
 from tests.support.webhook_process import Webhook
 
@@ -320,16 +321,7 @@ class Release:
         assert self.webhook is not None
         status, body = self.webhook.get("/metrics")
         assert status == 200
-        total = 0.0
-        for line in body.decode().splitlines():
-            if not line.startswith(name) or line.startswith("#"):
-                continue
-            sample, _, value = line.rpartition(" ")
-            if sample.split("{")[0] != name:
-                continue
-            if all(f'{key}="{wanted}"' in sample for key, wanted in labels.items()):
-                total += float(value)
-        return total
+        return sample_sum(body.decode(), name, **labels)
 
 
 def api_for(kubeconfig: Path) -> KubernetesApi:
