@@ -67,13 +67,16 @@ def read_request(container: dict[str, Any], ref: ContainerRef, policy: Policy) -
     """Validate the legacy values as kube-apiserver would have, had they stayed on the pod."""
     limits, requests = resource_maps(container)
     names = policy.legacy_resource_names
-    values = [_one_value(name, limits, requests, ref, memory=name == names[1]) for name in names]
+
+    def value(name: str, memory: bool = False) -> int | None:
+        return _one_value(name, limits, requests, ref, memory=memory)
+
     return LegacyRequest(
-        count=values[0],
-        memory=values[1],
-        percentage=values[2],
-        cores=values[3],
-        priority=values[4],
+        count=value(names.gpus),
+        memory=value(names.memory, memory=True),
+        percentage=value(names.percentage),
+        cores=value(names.cores),
+        priority=value(names.priority),
         in_limits=tuple(n for n in names if n in limits),
         in_requests=tuple(n for n in names if n in requests),
     )

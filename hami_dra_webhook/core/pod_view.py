@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from hami_dra_webhook.core.containers import CONTAINER_LISTS
 from hami_dra_webhook.core.selectors import SELECTOR_ANNOTATIONS
 
-CONTAINER_LISTS = ("initContainers", "containers")
 SPEC_FIELDS = ("nodeName", "schedulerName", "runtimeClassName", "resourceClaims")
 CONTAINER_FIELDS = ("name", "resources", "env", "securityContext")
 

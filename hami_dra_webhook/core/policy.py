@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from functools import cached_property
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -35,6 +35,16 @@ LEGACY_ONLY_KEYS = frozenset(
         "migstrategy",
     }
 )
+
+
+class LegacyNames(NamedTuple):
+    """The five legacy resource names by role (a tuple too: `in` and iteration work on it)."""
+
+    gpus: str  # the count resource (resourceCountName)
+    memory: str
+    percentage: str
+    cores: str
+    priority: str
 
 
 class PolicyError(ValueError):
@@ -170,14 +180,14 @@ class Policy(BaseModel):
         return self.hash_value
 
     @cached_property
-    def legacy_resource_names(self) -> tuple[str, str, str, str, str]:
+    def legacy_resource_names(self) -> LegacyNames:
         n = self.nvidia
-        return (
-            n.resource_count_name,
-            n.resource_memory_name,
-            n.resource_memory_percentage_name,
-            n.resource_core_name,
-            n.resource_priority_name,
+        return LegacyNames(
+            gpus=n.resource_count_name,
+            memory=n.resource_memory_name,
+            percentage=n.resource_memory_percentage_name,
+            cores=n.resource_core_name,
+            priority=n.resource_priority_name,
         )
 
     @cached_property

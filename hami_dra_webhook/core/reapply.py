@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from hami_dra_webhook.core import patch
+from hami_dra_webhook.core.containers import containers
 from hami_dra_webhook.core.legacy import resource_maps
 from hami_dra_webhook.core.policy import Policy
 
@@ -19,30 +20,25 @@ def strip_reapplied(new: Any, old: Any, policy: Policy) -> list[patch.PatchOp]:
     spec, old_spec = _spec(new), _spec(old)
     names = policy.legacy_resource_names
     ops: list[patch.PatchOp] = []
-    for list_name in ("initContainers", "containers"):
-        before = {_name(c): c for c in _items(old_spec, list_name) if isinstance(c, dict)}
-        for index, container in enumerate(_items(spec, list_name)):
-            if not isinstance(container, dict):
-                continue
-            old_limits, old_requests = resource_maps(before.get(_name(container), {}))
-            limits, requests = resource_maps(container)
-            for map_name, values, old_values in (
-                ("limits", limits, old_limits),
-                ("requests", requests, old_requests),
-            ):
-                extra = [k for k in names if k in values and k not in old_values]
-                base = ("spec", list_name, index, "resources", map_name)
-                if extra and len(extra) == len(values) and not old_values:
-                    ops.append(patch.remove(patch.pointer(*base)))
-                else:
-                    ops += [patch.remove(patch.pointer(*base, key)) for key in extra]
+    before = {
+        (ref.list_name, _name(c)): c for ref, c in containers(old_spec) if isinstance(c, dict)
+    }
+    for ref, container in containers(spec):
+        if not isinstance(container, dict):
+            continue
+        old_limits, old_requests = resource_maps(before.get((ref.list_name, _name(container)), {}))
+        limits, requests = resource_maps(container)
+        for map_name, values, old_values in (
+            ("limits", limits, old_limits),
+            ("requests", requests, old_requests),
+        ):
+            extra = [k for k in names if k in values and k not in old_values]
+            base = ("spec", ref.list_name, ref.position, "resources", map_name)
+            if extra and len(extra) == len(values) and not old_values:
+                ops.append(patch.remove(patch.pointer(*base)))
+            else:
+                ops += [patch.remove(patch.pointer(*base, key)) for key in extra]
     return ops
-
-
-def _items(spec: dict[str, Any], list_name: str) -> list[Any]:
-    """A container list; anything else (kube-apiserver's validation refuses it) as none."""
-    items = spec.get(list_name)
-    return items if isinstance(items, list) else []
 
 
 def _name(container: dict[str, Any]) -> str | None:

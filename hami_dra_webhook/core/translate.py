@@ -15,6 +15,7 @@ from hami_dra_webhook.core.claims import (
     claim_template,
     legacy_record,
 )
+from hami_dra_webhook.core.containers import containers
 from hami_dra_webhook.core.decision import (
     EXCLUSIVE_CORES_NOTE,
     INIT_CLAIMS_HELD,
@@ -93,7 +94,7 @@ def _translate(
     if not isinstance(spec, dict):
         return Unchanged(warnings=[])
     names = policy.legacy_resource_names
-    every = _containers(spec)
+    every = containers(spec)
     found = [(ref, container) for ref, container in every if has_legacy_keys(container, names)]
     if not found and not policy.nvidia.overwrite_env:
         return Unchanged(warnings=[])
@@ -215,18 +216,6 @@ def _hideable(container: Any) -> bool:
         return False
     resources = container.get("resources")
     return not (isinstance(resources, dict) and resources.get("claims"))
-
-
-def _containers(spec: JsonObject) -> list[tuple[ContainerRef, Any]]:
-    found = []
-    for list_name in ("initContainers", "containers"):
-        items = spec.get(list_name)
-        if not isinstance(items, list):
-            continue
-        for index, container in enumerate(items):
-            name = container.get("name") if isinstance(container, dict) else None
-            found.append((ContainerRef(list_name, index, str(name)), container))
-    return found
 
 
 def _left_alone(metadata: JsonObject, spec: JsonObject, policy: Policy) -> str | None:

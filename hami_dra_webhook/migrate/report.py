@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from hami_dra_webhook.core.containers import containers
 from hami_dra_webhook.core.decision import (
     EXCLUSIVE_CORES_NOTE,
     INIT_CLAIMS_HELD,
@@ -59,14 +60,8 @@ class WorkloadReport:
 
 def uses_legacy(pod: Any, policy: Policy) -> bool:
     spec = pod.get("spec") if isinstance(pod, dict) else None
-    if not isinstance(spec, dict):
-        return False
     names = policy.legacy_resource_names
-    for list_name in ("initContainers", "containers"):
-        items = spec.get(list_name)
-        if isinstance(items, list) and any(has_legacy_keys(c, names) for c in items):
-            return True
-    return False
+    return any(has_legacy_keys(container, names) for _, container in containers(spec))
 
 
 EMBEDDED_NOTE = (
@@ -131,23 +126,17 @@ def _containers(
     plan: dict[ContainerRef, ContainerPlan],
     decision: object,
 ) -> list[ContainerReport]:
-    spec = pod.get("spec") or {}
     names = policy.legacy_resource_names
     reports = []
-    for list_name in ("initContainers", "containers"):
-        items = spec.get(list_name)
-        for index, container in enumerate(items if isinstance(items, list) else []):
-            if not has_legacy_keys(container, names):
-                continue
-            ref = ContainerRef(list_name, index, str(container.get("name")))
-            limits, requests = resource_maps(container)
-            legacy = {
-                k: str(limits.get(k, requests.get(k)))
-                for k in names
-                if k in limits or k in requests
-            }
-            label = ref.name if list_name == "containers" else f"{ref.name} (init)"
-            reports.append(_container(label, legacy, plan.get(ref), decision, policy))
+    for ref, container in containers(pod.get("spec")):
+        if not has_legacy_keys(container, names):
+            continue
+        limits, requests = resource_maps(container)
+        legacy = {
+            k: str(limits.get(k, requests.get(k))) for k in names if k in limits or k in requests
+        }
+        label = ref.name if ref.list_name == "containers" else f"{ref.name} (init)"
+        reports.append(_container(label, legacy, plan.get(ref), decision, policy))
     return reports
 
 

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from hami_dra_webhook.core.containers import containers
 from hami_dra_webhook.core.types import JsonObject
 from hami_dra_webhook.files.manifests import Manifest, embedded_pods, pod_template
 from hami_dra_webhook.kube.port import WORKLOAD_PATHS, KubeApi
@@ -85,13 +86,11 @@ def _pod_of_other_controller(pod: JsonObject, controller: JsonObject) -> Workloa
 
 def _signature(pod: JsonObject) -> str:
     """What tells two pods of one controller apart for a report: their containers' resources."""
-    spec = pod.get("spec") or {}
     return repr(
         [
-            (c.get("name"), c.get("resources"))
-            for key in ("initContainers", "containers")
-            for c in spec.get(key) or []
-            if isinstance(c, dict)
+            (ref.name, container.get("resources"))
+            for ref, container in containers(pod.get("spec"))
+            if isinstance(container, dict)
         ]
     )
 
