@@ -11,7 +11,7 @@ from hami_dra_webhook.core import cel
 from hami_dra_webhook.core.legacy import GpuShare, LegacyRequest
 from hami_dra_webhook.core.policy import Policy
 from hami_dra_webhook.core.quantity import MIB, format_bytes, format_mib
-from hami_dra_webhook.core.types import ContainerRef, JsonObject, Refused
+from hami_dra_webhook.core.types import ContainerRef, JsonObject, NotConvertible
 
 API_VERSION = "resource.k8s.io/v1"
 KIND = "ResourceClaimTemplate"
@@ -90,14 +90,14 @@ def _check_sizes(percentage: int, ref: ContainerRef, policy: Policy) -> None:
     sizes = policy.webhook.device_memory_sizes
     name = policy.nvidia.resource_memory_percentage_name
     if not sizes:
-        raise Refused(
+        raise NotConvertible(
             f"{ref.label}: {name}={percentage} needs the cluster's GPU memory sizes;"
             " set hamiDraWebhook.deviceMemorySizes (e.g. [80Gi])",
             code=422,
             reason="no-memory-sizes",
         )
     if len(sizes) > MAX_SUBREQUESTS:
-        raise Refused(
+        raise NotConvertible(
             f"{ref.label}: {name} over {len(sizes)} GPU memory sizes needs more than"
             f" {MAX_SUBREQUESTS} DRA alternatives; use gpumem (MiB)",
             code=422,

@@ -7,7 +7,7 @@ from typing import Any
 
 from hami_dra_webhook.core.policy import Policy
 from hami_dra_webhook.core.quantity import QuantityError, parse_plain_integer
-from hami_dra_webhook.core.types import Attention, ContainerRef, Refused
+from hami_dra_webhook.core.types import Attention, ContainerRef, NotConvertible
 
 MAX_CLAIM_DEVICES = 32
 # A capacity request is a Kubernetes quantity: at most 2^63 - 1 bytes.
@@ -104,11 +104,11 @@ def _one_value(
                 if memory
                 else "; write a non-negative whole number"
             )
-            raise Refused(
+            raise NotConvertible(
                 f"{ref.label}: {where} {name}={raw!s} {error.reason}{hint}", code=422
             ) from error
     if len(parsed) == 2 and parsed["limits"] != parsed["requests"]:
-        raise Refused(
+        raise NotConvertible(
             f"{ref.label}: {name} request {requests[name]!s} differs from its limit"
             f" {limits[name]!s}; set both to the same value or only the limit",
             code=422,
@@ -125,7 +125,7 @@ def resolve_share(
     # memory from defaultMemory, else the whole card).
     percentage = request.percentage
     if percentage is not None and percentage > 100:
-        raise Refused(
+        raise NotConvertible(
             f"{ref.label}: {nvidia.resource_memory_percentage_name}={percentage} is above 100;"
             " give a percentage from 1 to 100",
             code=422,
@@ -151,7 +151,7 @@ def resolve_share(
             )
         return None
     if count > MAX_CLAIM_DEVICES:
-        raise Refused(
+        raise NotConvertible(
             f"{ref.label}: {nvidia.resource_count_name}={count} is more than the"
             f" {MAX_CLAIM_DEVICES} devices a DRA claim can hold;"
             f" request at most {MAX_CLAIM_DEVICES}",
@@ -172,7 +172,7 @@ def resolve_share(
     elif nvidia.default_memory:
         memory_mib = nvidia.default_memory
     if memory_mib is not None and memory_mib > MAX_MEMORY_MIB:
-        raise Refused(
+        raise NotConvertible(
             f"{ref.label}: {memory_mib} MiB of GPU memory ({nvidia.resource_memory_name} times"
             f" memoryFactor {nvidia.memory_factor}, or defaultMemory) is more than a Kubernetes"
             f" quantity holds ({MAX_MEMORY_MIB} MiB); no device could ever be allocated",

@@ -8,7 +8,7 @@ from typing import Any
 
 from hami_dra_webhook.core import cel
 from hami_dra_webhook.core.policy import Policy
-from hami_dra_webhook.core.types import Attention, Refused
+from hami_dra_webhook.core.types import Attention, NotConvertible
 
 USE_UUID = "nvidia.com/use-gpuuuid"
 NOUSE_UUID = "nvidia.com/nouse-gpuuuid"
@@ -66,7 +66,7 @@ def device_filter(annotations: dict[str, Any], policy: Policy) -> DeviceFilter:
     for key, value in zip(_VALUED, values, strict=True):
         if isinstance(value, str):
             if len(value) > MAX_ANNOTATION_VALUE:
-                raise Refused(
+                raise NotConvertible(
                     f"annotation {key} is {len(value)} characters long; legacy values are short"
                     f" UUID or type lists (at most {MAX_ANNOTATION_VALUE}): list fewer",
                     code=422,
@@ -129,10 +129,10 @@ def _build_filter(annotations: dict[str, Any], policy: Policy) -> DeviceFilter:
                 cel.negate(cel.legacy_type_matches(driver, names.product_name, fragments))
             )
     except cel.CelLiteralError as error:
-        raise Refused(f"a GPU annotation cannot be used: {error}", code=422) from error
+        raise NotConvertible(f"a GPU annotation cannot be used: {error}", code=422) from error
     for selector in selectors:
         if len(selector.encode()) > MAX_SELECTOR_LENGTH:
-            raise Refused(
+            raise NotConvertible(
                 "GPU annotations make a CEL selector longer than the 10 KiB DRA allows;"
                 " list fewer UUIDs or types",
                 code=422,
@@ -185,7 +185,7 @@ def _unsupported(annotations: dict[str, Any], policy: Policy) -> list[str]:
             if mode == MIG_MODE
             else ""
         )
-        raise Refused(
+        raise NotConvertible(
             f"annotation {VGPU_MODE}={str(mode)[:80]} asks for a GPU mode this DRA driver does not"
             f" offer (only {HAMI_CORE_MODE}); add {HAMI_CORE_MODE} or remove the annotation{mig}",
             code=422,

@@ -38,7 +38,7 @@ from hami_dra_webhook.core.legacy import (
 from hami_dra_webhook.core.policy import DEFAULT_POLICY, Policy
 from hami_dra_webhook.core.quantity import MIB
 from hami_dra_webhook.core.selectors import device_filter
-from hami_dra_webhook.core.types import Attention, ContainerRef, JsonObject, Refused
+from hami_dra_webhook.core.types import Attention, ContainerRef, JsonObject, NotConvertible
 
 OPT_OUT_LABEL = "hami.io/webhook"
 # What one admission may write: a pod with more distinct GPU requests than this is not a
@@ -73,7 +73,7 @@ def translate_pod(pod: Any, policy: Policy, namespace: str | None = None) -> Dec
     understood: list[ContainerPlan] = []
     try:
         return _translate(pod, policy, namespace, warnings, understood)
-    except Refused as refusal:
+    except NotConvertible as refusal:
         return Refusal(
             code=refusal.code,
             message=refusal.message,
@@ -99,14 +99,14 @@ def _translate(
     if not found and not policy.nvidia.overwrite_env:
         return Unchanged(warnings=[])
     if len(every) > MAX_CONTAINERS_PER_POD:
-        raise Refused(
+        raise NotConvertible(
             f"the pod has {len(every)} containers; at most {MAX_CONTAINERS_PER_POD} are converted"
             " in one pod",
             code=422,
         )
     metadata = pod.get("metadata")
     if metadata is not None and not isinstance(metadata, dict):
-        raise Refused("pod metadata is not a map", code=400)
+        raise NotConvertible("pod metadata is not a map", code=400)
     skip = _left_alone(metadata or {}, spec, policy)
     if skip:
         return Unchanged(warnings=[skip], left_alone=skip) if found else Unchanged(warnings=[])
@@ -177,7 +177,7 @@ def _within_bounds(templates: list[JsonObject]) -> list[JsonObject]:
     """Bounds on what one admission may write to the cluster: templates are created before
     the answer, by whoever may create a pod (or reach the webhook)."""
     if len(templates) > MAX_TEMPLATES_PER_POD:
-        raise Refused(
+        raise NotConvertible(
             f"the pod needs {len(templates)} ResourceClaimTemplates (one for each distinct GPU"
             f" request); at most {MAX_TEMPLATES_PER_POD} are made for one pod: give its GPU"
             " containers identical requests, or split the pod",
@@ -186,7 +186,7 @@ def _within_bounds(templates: list[JsonObject]) -> list[JsonObject]:
         )
     size = len(orjson.dumps(templates))
     if size > MAX_TEMPLATE_BYTES_PER_POD:
-        raise Refused(
+        raise NotConvertible(
             f"the pod's ResourceClaimTemplates would take {size} bytes; at most"
             f" {MAX_TEMPLATE_BYTES_PER_POD} are written for one pod: list fewer GPU UUIDs or"
             " types in its annotations",
@@ -276,7 +276,7 @@ def _unknown_resources(
     """A resource of a legacy domain (`nvidia.com/vgpu`) that this configuration does not name,
     in a container that is converted. Legacy HAMi ignored it and left it on the pod, where
     kube-scheduler needs a node offering it: its device plugin offers only the configured count
-    name, so the pod stayed Pending. Refused here, with the configuration key that would make
+    name, so the pod stayed Pending. NotConvertible here, with the configuration key that would make
     it known. HAMi's default names, renamed away in this configuration, are the exception: a
     cluster renames them so that NVIDIA's device plugin can offer them, so they stay (warned)."""
     limits, requests = resource_maps(container)
@@ -295,7 +295,7 @@ def _unknown_resources(
             )
             continue
         setting = next((s for hint, s in _CONFIG_KEYS if hint in key), "resourceCountName")
-        raise Refused(
+        raise NotConvertible(
             f"{ref.label}: {key} is not one of the GPU resources this configuration converts"
             f" ({', '.join(n for n in names if n)}), and no node offers it, so the pod would"
             f" stay Pending: if the legacy cluster named a GPU resource so, set"
@@ -322,7 +322,7 @@ def _check_pod(
         for ref, container in every:
             context = container.get("securityContext") if isinstance(container, dict) else None
             if isinstance(context, dict) and context.get("privileged") is True:
-                raise Refused(
+                raise NotConvertible(
                     f"{ref.label} is privileged in a pod that requests GPUs: a privileged"
                     " container sees every GPU; drop privileged or set"
                     " hamiDraWebhook.refusePrivileged: false",
@@ -330,7 +330,7 @@ def _check_pod(
                 )
     node = spec.get("nodeName")
     if node and any(gpu.is_gpu for gpu in gpus):
-        raise Refused(
+        raise NotConvertible(
             f"the pod sets spec.nodeName {node!s} and requests GPUs, which must be allocated by"
             " the scheduler; remove nodeName (use a nodeSelector instead)",
             code=422,
@@ -346,7 +346,7 @@ def _check_unique_names(every: list[tuple[ContainerRef, Any]]) -> None:
         if not isinstance(name, str):
             continue  # not a container, or no name: kube-apiserver's validation says so
         if name in seen:
-            raise Refused(
+            raise NotConvertible(
                 f'more than one container is named "{name}"; kube-apiserver refuses such a'
                 " pod: give every container (init containers included) a name of its own",
                 code=422,
@@ -359,7 +359,7 @@ def _existing_claim_names(spec: JsonObject) -> Taken:
     if claims is None:
         return Taken()
     if not isinstance(claims, list):
-        raise Refused("spec.resourceClaims is not a list", code=400)
+        raise NotConvertible("spec.resourceClaims is not a list", code=400)
     return Taken(
         {c["name"] for c in claims if isinstance(c, dict) and isinstance(c.get("name"), str)}
     )
@@ -390,7 +390,7 @@ def _container_claim_op(gpu: _GpuContainer, claim: str) -> patch.PatchOp:
     if existing is None:
         return patch.add(patch.pointer(*path), [{"name": claim}])
     if not isinstance(existing, list):
-        raise Refused(f"{gpu.ref.label}: resources.claims is not a list", code=400)
+        raise NotConvertible(f"{gpu.ref.label}: resources.claims is not a list", code=400)
     return patch.add(patch.pointer(*path, "-"), {"name": claim})
 
 
@@ -416,14 +416,14 @@ def _env_ops(
         return []
     env = container.get("env")
     if env is not None and not isinstance(env, list):
-        raise Refused(f"{ref.label}: env is not a list", code=400)
+        raise NotConvertible(f"{ref.label}: env is not a list", code=400)
     present: dict[str, Any] = {}
     for index, entry in enumerate(env or []):
         if not isinstance(entry, dict):
-            raise Refused(f"{ref.label}: env[{index}] is not a map", code=400)
+            raise NotConvertible(f"{ref.label}: env[{index}] is not a map", code=400)
         name = entry.get("name")
         if not isinstance(name, str):
-            raise Refused(f"{ref.label}: env[{index}].name is not a string", code=400)
+            raise NotConvertible(f"{ref.label}: env[{index}].name is not a string", code=400)
         present[name] = entry.get("value")
     entries = []
     for name, value in wanted.items():
@@ -459,7 +459,7 @@ def _pod_ops(
     elif labels is None:
         ops.append(patch.add("/metadata/labels", {DRA_LABEL: "true"}))
     elif not isinstance(labels, dict):
-        raise Refused("metadata.labels is not a map", code=400)
+        raise NotConvertible("metadata.labels is not a map", code=400)
     elif labels.get(DRA_LABEL) != "true":
         ops.append(patch.add(patch.pointer("metadata", "labels", DRA_LABEL), "true"))
     if is_gpu_pod and spec.get("schedulerName") == policy.webhook.legacy_scheduler_name:

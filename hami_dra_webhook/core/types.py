@@ -22,8 +22,9 @@ class ContainerRef(NamedTuple):
         return f'{kind} "{self.name}"'
 
 
-class Refused(Exception):
-    """The pod cannot be converted exactly; `code` is a 4xx HTTP status, `message` says why."""
+class NotConvertible(Exception):
+    """Raised inside the translation: the pod cannot be converted exactly; `code` is a 4xx HTTP
+    status, `message` says why. `translate_pod` turns it into a `Refusal` decision."""
 
     def __init__(self, message: str, code: int = 422, reason: str = "") -> None:
         super().__init__(message)

@@ -167,7 +167,7 @@ def test_the_10_kib_selector_limit_is_exact() -> None:
     """A selector of exactly 10 KiB is accepted, one byte more is refused with 422."""
     from hami_dra_webhook.core.policy import DEFAULT_POLICY
     from hami_dra_webhook.core.selectors import MAX_SELECTOR_LENGTH, device_filter
-    from hami_dra_webhook.core.types import Refused
+    from hami_dra_webhook.core.types import NotConvertible
 
     assert MAX_SELECTOR_LENGTH == 10 * 1024
     base = len(device_filter({"nvidia.com/use-gpuuuid": "x"}, DEFAULT_POLICY).selectors[-1]) - 1
@@ -176,7 +176,7 @@ def test_the_10_kib_selector_limit_is_exact() -> None:
     at_limit = "\u00e9" * escaped + "x" * plain
     selector = device_filter({"nvidia.com/use-gpuuuid": at_limit}, DEFAULT_POLICY).selectors[-1]
     assert len(selector.encode()) == MAX_SELECTOR_LENGTH
-    with pytest.raises(Refused) as raised:
+    with pytest.raises(NotConvertible) as raised:
         device_filter({"nvidia.com/use-gpuuuid": at_limit + "x"}, DEFAULT_POLICY)
     assert raised.value.code == 422 and "10 KiB" in raised.value.message
 
@@ -187,8 +187,8 @@ def test_a_value_that_cannot_be_a_cel_literal_is_refused_not_dropped(key: str) -
     would widen the device choice."""
     from hami_dra_webhook.core.policy import DEFAULT_POLICY
     from hami_dra_webhook.core.selectors import device_filter
-    from hami_dra_webhook.core.types import Refused
+    from hami_dra_webhook.core.types import NotConvertible
 
-    with pytest.raises(Refused) as raised:
+    with pytest.raises(NotConvertible) as raised:
         device_filter({key: "GPU-1,\ud800"}, DEFAULT_POLICY)
     assert raised.value.code == 422 and "cannot be used" in raised.value.message
