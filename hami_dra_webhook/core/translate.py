@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import orjson
@@ -58,107 +58,132 @@ VISIBLE_DEVICES_ENV = "NVIDIA_VISIBLE_DEVICES"
 
 @dataclass(frozen=True, slots=True)
 class _GpuContainer:
-    ref: ContainerRef
+    """A container with legacy keys while it is translated: its plan and the container itself
+    (which the plan, kept in the decision and the cache, does not hold)."""
+
+    plan: ContainerPlan
     container: JsonObject
-    request: LegacyRequest
-    share: GpuShare | None
-    is_gpu: bool
+
+    @property
+    def ref(self) -> ContainerRef:
+        return self.plan.ref
+
+    @property
+    def request(self) -> LegacyRequest:
+        return self.plan.request
+
+    @property
+    def share(self) -> GpuShare | None:
+        return self.plan.share
+
+    @property
+    def is_gpu(self) -> bool:
+        """A GPU container in legacy's eyes: it names a count, or gets a device."""
+        return self.request.count is not None or self.share is not None
 
 
 def translate_pod(pod: Any, policy: Policy, namespace: str | None = None) -> Decision:
     """Decide for a raw pod dict (or a pod template: metadata + spec) what legacy HAMi meant.
 
     Warnings come whole; the admission encoder cuts them to what kube-apiserver shows."""
-    warnings: list[str] = []
-    understood: list[ContainerPlan] = []
+    translation = _Translation(policy, namespace)
     try:
-        return _translate(pod, policy, namespace, warnings, understood)
+        return translation.decide(pod)
     except NotConvertible as refusal:
         return Refusal(
             code=refusal.code,
             message=refusal.message,
-            warnings=warnings,
+            warnings=translation.warnings,
             reason=refusal.reason,
-            plan=tuple(understood),
+            plan=tuple(gpu.plan for gpu in translation.gpus),
         )
 
 
-def _translate(
-    pod: Any,
-    policy: Policy,
-    namespace: str | None,
-    warnings: list[str],
-    understood: list[ContainerPlan],
-) -> Decision:
-    spec = pod.get("spec") if isinstance(pod, dict) else None
-    if not isinstance(spec, dict):
-        return Unchanged(warnings=[])
-    names = policy.legacy_resource_names
-    every = containers(spec)
-    found = [(ref, container) for ref, container in every if has_legacy_keys(container, names)]
-    if not found and not policy.nvidia.overwrite_env:
-        return Unchanged(warnings=[])
-    if len(every) > MAX_CONTAINERS_PER_POD:
-        raise NotConvertible(
-            f"the pod has {len(every)} containers; at most {MAX_CONTAINERS_PER_POD} are converted"
-            " in one pod",
-            code=422,
-        )
-    metadata = pod.get("metadata")
-    if metadata is not None and not isinstance(metadata, dict):
-        raise NotConvertible("pod metadata is not a map", code=400)
-    skip = _left_alone(metadata or {}, spec, policy)
-    if skip:
-        return Unchanged(warnings=[skip], left_alone=skip) if found else Unchanged(warnings=[])
-    if not found:
-        hidden = _hide_ops(every, names, warnings)
-        if not hidden:
-            return Unchanged(warnings=warnings)
-        return Converted(patch=hidden, templates=[], plan=(), warnings=warnings, resources=[])
+class _Translation:
+    """One pod's translation: what it has said (warnings) and understood (the GPU containers
+    resolved so far, which a refusal reports) while it decides."""
 
-    gpus = []
-    for ref, container in found:
-        gpu = _resolve(ref, container, policy, warnings)
-        gpus.append(gpu)
-        understood.append(ContainerPlan(gpu.ref, gpu.request, gpu.share))
-    _check_pod(spec, every, gpus, policy)
-    init_claims_held = _init_and_app_claims(gpus)
-    if init_claims_held:
-        warnings.append(INIT_CLAIMS_HELD)
-    selectors = _selectors(metadata, gpus, policy, warnings)
+    def __init__(self, policy: Policy, namespace: str | None) -> None:
+        self.policy, self.namespace = policy, namespace
+        self.warnings: list[str] = []
+        self.gpus: list[_GpuContainer] = []
 
-    ops: list[patch.PatchOp] = []
-    templates: dict[str, JsonObject] = {}
-    pod_claims: list[JsonObject] = []
-    plan: list[ContainerPlan] = []
-    taken = _existing_claim_names(spec)
-    for gpu in gpus:
-        ops += _strip_ops(gpu)
-        template_name = claim = None
-        if gpu.share is not None:
-            template = claim_template(
-                gpu.share, selectors, legacy_record(gpu.request, policy), gpu.ref, policy, namespace
+    def decide(self, pod: Any) -> Decision:
+        spec = pod.get("spec") if isinstance(pod, dict) else None
+        if not isinstance(spec, dict):
+            return Unchanged(warnings=[])
+        policy, warnings = self.policy, self.warnings
+        names = policy.legacy_resource_names
+        every = containers(spec)
+        found = [(ref, c) for ref, c in every if has_legacy_keys(c, names)]
+        if not found and not policy.nvidia.overwrite_env:
+            return Unchanged(warnings=[])
+        if len(every) > MAX_CONTAINERS_PER_POD:
+            raise NotConvertible(
+                f"the pod has {len(every)} containers; at most {MAX_CONTAINERS_PER_POD} are"
+                " converted in one pod",
+                code=422,
             )
-            template_name = template["metadata"]["name"]
-            templates.setdefault(template_name, template)
-            claim = claim_name(gpu.ref.name, taken)
-            pod_claims.append({"name": claim, "resourceClaimTemplateName": template_name})
-            ops.append(_container_claim_op(gpu, claim))
-            warnings.append(f"{gpu.ref.label}: {describe(gpu.share)} -> {template_name}")
-        plan.append(ContainerPlan(gpu.ref, gpu.request, gpu.share, template_name, claim))
-        ops += _env_ops(gpu.ref, gpu.container, _gpu_env(gpu, policy), warnings)
-    if policy.nvidia.overwrite_env:
-        ops += _hide_ops(every, names, warnings)
-    ops += _pod_ops(metadata, spec, pod_claims, any(g.is_gpu for g in gpus), policy, warnings)
-    used = {key for gpu in gpus for key in (*gpu.request.in_limits, *gpu.request.in_requests)}
-    return Converted(
-        patch=ops,
-        templates=_within_bounds(list(templates.values())),
-        plan=tuple(plan),
-        warnings=warnings,
-        resources=[name for name in names if name in used],
-        init_claims_held=init_claims_held,
-    )
+        metadata = pod.get("metadata")
+        if metadata is not None and not isinstance(metadata, dict):
+            raise NotConvertible("pod metadata is not a map", code=400)
+        skip = _left_alone(metadata or {}, spec, policy)
+        if skip:
+            return Unchanged(warnings=[skip], left_alone=skip) if found else Unchanged(warnings=[])
+        if not found:
+            hidden = _hide_ops(every, names, warnings)
+            if not hidden:
+                return Unchanged(warnings=warnings)
+            return Converted(patch=hidden, templates=[], plan=(), warnings=warnings, resources=[])
+        for ref, container in found:
+            self.gpus.append(_resolve(ref, container, policy, warnings))
+        _check_pod(spec, every, self.gpus, policy)
+        return self._converted(metadata, spec, every)
+
+    def _converted(
+        self, metadata: JsonObject | None, spec: JsonObject, every: list[tuple[ContainerRef, Any]]
+    ) -> Converted:
+        """The patch, templates and plan for the resolved GPU containers."""
+        policy, warnings, gpus = self.policy, self.warnings, self.gpus
+        init_claims_held = _init_and_app_claims(gpus)
+        if init_claims_held:
+            warnings.append(INIT_CLAIMS_HELD)
+        selectors = _selectors(metadata, gpus, policy, warnings)
+        ops: list[patch.PatchOp] = []
+        templates: dict[str, JsonObject] = {}
+        pod_claims: list[JsonObject] = []
+        plan: list[ContainerPlan] = []
+        taken = _existing_claim_names(spec)
+        for gpu in gpus:
+            ops += _strip_ops(gpu)
+            planned = gpu.plan
+            if gpu.share is not None:
+                record = legacy_record(gpu.request, policy)
+                template = claim_template(
+                    gpu.share, selectors, record, gpu.ref, policy, self.namespace
+                )
+                template_name = template["metadata"]["name"]
+                templates.setdefault(template_name, template)
+                claim = claim_name(gpu.ref.name, taken)
+                pod_claims.append({"name": claim, "resourceClaimTemplateName": template_name})
+                ops.append(_container_claim_op(gpu, claim))
+                warnings.append(f"{gpu.ref.label}: {describe(gpu.share)} -> {template_name}")
+                planned = replace(planned, template=template_name, claim=claim)
+            plan.append(planned)
+            ops += _env_ops(gpu.ref, gpu.container, _gpu_env(gpu, policy), warnings)
+        names = policy.legacy_resource_names
+        if policy.nvidia.overwrite_env:
+            ops += _hide_ops(every, names, warnings)
+        ops += _pod_ops(metadata, spec, pod_claims, any(g.is_gpu for g in gpus), policy, warnings)
+        used = {key for gpu in gpus for key in (*gpu.request.in_limits, *gpu.request.in_requests)}
+        return Converted(
+            patch=ops,
+            templates=_within_bounds(list(templates.values())),
+            plan=tuple(plan),
+            warnings=warnings,
+            resources=[name for name in names if name in used],
+            init_claims_held=init_claims_held,
+        )
 
 
 def _selectors(
@@ -240,7 +265,6 @@ def _resolve(
         if name not in request.in_limits:
             warnings.append(f"{ref.label}: {name} set only in requests; converted as its limit")
     share = resolve_share(request, ref, policy, warnings)
-    is_gpu = request.count is not None or share is not None
     if request.priority is not None:
         note = PRIORITY_NOTE.format(
             name=policy.nvidia.resource_priority_name, env=TASK_PRIORITY_ENV
@@ -257,7 +281,7 @@ def _resolve(
                     f" ({largest} MiB): it can never be placed"
                 )
             )
-    return _GpuContainer(ref, container, request, share, is_gpu)
+    return _GpuContainer(ContainerPlan(ref, request, share), container)
 
 
 HAMI_DEFAULT_NAMES = frozenset(DEFAULT_POLICY.legacy_resource_names)
