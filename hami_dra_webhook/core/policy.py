@@ -191,6 +191,15 @@ class Policy(BaseModel):
         )
 
     @cached_property
+    def legacy_name_set(self) -> frozenset[str]:
+        return frozenset(self.legacy_resource_names)
+
+    @cached_property
+    def largest_memory_mib(self) -> int:
+        """The largest configured GPU memory size in MiB (0: none configured)."""
+        return max(self.webhook.device_memory_sizes, default=0) // MIB
+
+    @cached_property
     def legacy_domains(self) -> frozenset[str]:
         """The domains of the legacy resource names (`nvidia.com`): any other resource of these
         domains left in a converted container is one this configuration does not know."""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
 from typing import Any
 
 import orjson
@@ -28,15 +27,12 @@ from hami_dra_webhook.core.decision import (
     describe,
 )
 from hami_dra_webhook.core.legacy import (
-    GpuShare,
-    LegacyRequest,
     has_legacy_keys,
     read_request,
     resolve_share,
     resource_maps,
 )
 from hami_dra_webhook.core.policy import DEFAULT_POLICY, Policy
-from hami_dra_webhook.core.quantity import MIB
 from hami_dra_webhook.core.selectors import device_filter
 from hami_dra_webhook.core.types import Attention, ContainerRef, JsonObject, NotConvertible
 
@@ -56,30 +52,18 @@ LOG_LEVEL_ENV = "LIBCUDA_LOG_LEVEL"
 VISIBLE_DEVICES_ENV = "NVIDIA_VISIBLE_DEVICES"
 
 
-@dataclass(frozen=True, slots=True)
 class _GpuContainer:
-    """A container with legacy keys while it is translated: its plan and the container itself
-    (which the plan, kept in the decision and the cache, does not hold)."""
+    """A container with legacy keys while it is translated: its plan, and the container itself
+    (which the plan, kept in the decision and the cache, does not hold). The plan's fields are
+    read through plain attributes (properties cost on this path)."""
 
-    plan: ContainerPlan
-    container: JsonObject
+    __slots__ = ("container", "is_gpu", "plan", "ref", "request", "share")
 
-    @property
-    def ref(self) -> ContainerRef:
-        return self.plan.ref
-
-    @property
-    def request(self) -> LegacyRequest:
-        return self.plan.request
-
-    @property
-    def share(self) -> GpuShare | None:
-        return self.plan.share
-
-    @property
-    def is_gpu(self) -> bool:
-        """A GPU container in legacy's eyes: it names a count, or gets a device."""
-        return self.request.count is not None or self.share is not None
+    def __init__(self, plan: ContainerPlan, container: JsonObject) -> None:
+        self.plan, self.container = plan, container
+        self.ref, self.request, self.share = plan.ref, plan.request, plan.share
+        # A GPU container in legacy's eyes: it names a count, or gets a device.
+        self.is_gpu = plan.request.count is not None or plan.share is not None
 
 
 def translate_pod(pod: Any, policy: Policy, namespace: str | None = None) -> Decision:
@@ -168,7 +152,7 @@ class _Translation:
                 pod_claims.append({"name": claim, "resourceClaimTemplateName": template_name})
                 ops.append(_container_claim_op(gpu, claim))
                 warnings.append(f"{gpu.ref.label}: {describe(gpu.share)} -> {template_name}")
-                planned = replace(planned, template=template_name, claim=claim)
+                planned = ContainerPlan(gpu.ref, gpu.request, gpu.share, template_name, claim)
             plan.append(planned)
             ops += _env_ops(gpu.ref, gpu.container, _gpu_env(gpu, policy), warnings)
         names = policy.legacy_resource_names
@@ -273,7 +257,7 @@ def _resolve(
     if share is not None and share.cores == 100 and (share.memory_mib or share.percentage):
         warnings.append(f"{ref.label}: {EXCLUSIVE_CORES_NOTE}")
     if share is not None and share.memory_mib is not None:
-        largest = max(policy.webhook.device_memory_sizes, default=0) // MIB
+        largest = policy.largest_memory_mib
         if largest and share.memory_mib > largest:
             warnings.append(
                 Attention(
@@ -304,11 +288,14 @@ def _unknown_resources(
     it known. HAMi's default names, renamed away in this configuration, are the exception: a
     cluster renames them so that NVIDIA's device plugin can offer them, so they stay (warned)."""
     limits, requests = resource_maps(container)
-    names = policy.legacy_resource_names
-    for key in dict.fromkeys((*limits, *requests)):
-        if not isinstance(key, str) or key in names or "/" not in key:
+    known = policy.legacy_name_set
+    unknown = [k for k in limits if k not in known] + [
+        k for k in requests if k not in known and k not in limits
+    ]  # usually empty, or cpu and memory
+    for key in unknown:
+        if not isinstance(key, str) or "/" not in key:
             continue
-        if key.split("/", 1)[0] not in policy.legacy_domains:
+        if key.partition("/")[0] not in policy.legacy_domains:
             continue
         if key in HAMI_DEFAULT_NAMES:
             warnings.append(
@@ -321,7 +308,8 @@ def _unknown_resources(
         setting = next((s for hint, s in _CONFIG_KEYS if hint in key), "resourceCountName")
         raise NotConvertible(
             f"{ref.label}: {key} is not one of the GPU resources this configuration converts"
-            f" ({', '.join(n for n in names if n)}), and no node offers it, so the pod would"
+            f" ({', '.join(n for n in policy.legacy_resource_names if n)}), and no node offers"
+            " it, so the pod would"
             f" stay Pending: if the legacy cluster named a GPU resource so, set"
             f" nvidia.{setting}: {key} in the device config (the chart's deviceConfig);"
             " otherwise remove it",
