@@ -309,9 +309,8 @@ def _unknown_resources(
         raise NotConvertible(
             f"{ref.label}: {key} is not one of the GPU resources this configuration converts"
             f" ({', '.join(n for n in policy.legacy_resource_names if n)}), and no node offers"
-            " it, so the pod would"
-            f" stay Pending: if the legacy cluster named a GPU resource so, set"
-            f" nvidia.{setting}: {key} in the device config (the chart's deviceConfig);"
+            " it, so the pod would stay Pending: if the legacy cluster named a GPU resource so,"
+            f" set nvidia.{setting}: {key} in the device config (the chart's deviceConfig);"
             " otherwise remove it",
             code=422,
             reason="unknown-gpu-resource",

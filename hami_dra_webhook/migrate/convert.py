@@ -243,16 +243,12 @@ def _convert_yaml(
     )
     # segment -> for each of its documents, for each of its workloads, the patch to apply
     edits: dict[int, list[list[list[patch.PatchOp]]]] = {}
-    expected: list[Any] = []  # what the written text must read back as
     for index, docs in enumerate(parsed):
         per_document = [
             [changes.workload(w, policy, default_namespace) for w in _workloads(d)]
             for d in docs
             if d is not None
         ]
-        present = [d for d in docs if d is not None]
-        for document, per_workload in zip(present, per_document, strict=True):
-            expected.append(_patched(document, per_workload))
         if any(ops for workloads in per_document for ops in workloads):
             edits[index] = per_document
     result = changes.result
@@ -280,6 +276,10 @@ def _convert_yaml(
         dumped = io.StringIO()
         round_trip.explicit_start = segment.lstrip().startswith("---")
         round_trip.dump_all(loaded, dumped)
+        # An edit in place is read back already (text_edit); a round trip is read back here.
+        present = [d for d in parsed[index] if d is not None]
+        expected = [_patched(d, ops) for d, ops in zip(present, edits[index], strict=True)]
+        _check_reads_back(dumped.getvalue(), expected)
         out.append(dumped.getvalue())
     body = "".join(out)
     if changes.new_templates:
@@ -288,8 +288,8 @@ def _convert_yaml(
         dumped = io.StringIO()
         round_trip.explicit_start = True
         round_trip.dump_all(changes.new_templates, dumped)
+        _check_reads_back(dumped.getvalue(), changes.new_templates)
         body += dumped.getvalue()
-    _check_reads_back(body, [*expected, *changes.new_templates])
     result.text = body
     return result
 
