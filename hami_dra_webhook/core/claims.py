@@ -12,6 +12,7 @@ from hami_dra_webhook.core.legacy import GpuShare, LegacyRequest
 from hami_dra_webhook.core.policy import Policy
 from hami_dra_webhook.core.quantity import MIB, format_bytes, format_mib
 from hami_dra_webhook.core.types import ContainerRef, JsonObject, NotConvertible
+from hami_dra_webhook.core.vendors.ask import DeviceAsk, ask_devices
 
 API_VERSION = "resource.k8s.io/v1"
 KIND = "ResourceClaimTemplate"
@@ -60,6 +61,28 @@ def claim_template(
         metadata["namespace"] = namespace
     metadata["labels"] = dict(body["metadata"]["labels"])
     metadata["annotations"] = dict(body["metadata"]["annotations"])
+    return {"apiVersion": API_VERSION, "kind": KIND, "metadata": metadata, "spec": body["spec"]}
+
+
+def ask_template(
+    ask: DeviceAsk, record: str, policy: Policy, namespace: str | None
+) -> JsonObject:
+    """The ResourceClaimTemplate of another family's device ask, named and labelled as NVIDIA's
+    (the garbage collector and the ephemeral-container check know them by the same prefix)."""
+    body: JsonObject = {
+        "metadata": {
+            "labels": template_labels(),
+            "annotations": {LEGACY_REQUEST_ANNOTATION: record},
+        },
+        "spec": {
+            "metadata": {"labels": template_labels()},
+            "spec": {"devices": ask_devices(ask, policy.webhook.consumable_capacity)},
+        },
+    }
+    metadata: JsonObject = {"name": policy.webhook.template_name_prefix + content_digest(body)}
+    if namespace:
+        metadata["namespace"] = namespace
+    metadata |= body["metadata"]
     return {"apiVersion": API_VERSION, "kind": KIND, "metadata": metadata, "spec": body["spec"]}
 
 

@@ -13,6 +13,7 @@ from typing import ClassVar, Literal
 from hami_dra_webhook.core import patch
 from hami_dra_webhook.core.legacy import GpuShare, LegacyRequest
 from hami_dra_webhook.core.types import ContainerRef, JsonObject
+from hami_dra_webhook.core.vendors.ask import DeviceAsk
 
 Outcome = Literal["unchanged", "converted", "refused"]
 
@@ -36,11 +37,26 @@ class ContainerPlan:
     share: GpuShare | None  # None: no device (count 0, or defaultGPUNum 0); keys still removed
     template: str | None = None  # the ResourceClaimTemplate's name, when it gets a device
     claim: str | None = None  # the name of its entry in spec.resourceClaims
+    family: str = "nvidia"  # the device family (core/vendors/families.py)
+    ask: DeviceAsk | None = None  # another family's devices (`share` is NVIDIA's)
+
+    @property
+    def gets_devices(self) -> bool:
+        return self.share is not None or self.ask is not None
 
     @property
     def shares_a_gpu(self) -> bool:
         """Less than a whole device: needs DRA consumable capacity to be placed as asked."""
+        if self.ask is not None:
+            return not self.ask.whole
         return self.share is not None and not self.share.is_whole
+
+    @property
+    def summary(self) -> str:
+        """What the container gets, in words."""
+        if self.ask is not None:
+            return self.ask.summary
+        return describe(self.share) if self.share is not None else "no device"
 
 
 def describe(share: GpuShare) -> str:

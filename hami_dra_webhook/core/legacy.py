@@ -82,6 +82,45 @@ def read_request(container: dict[str, Any], ref: ContainerRef, policy: Policy) -
     )
 
 
+def read_vendor_request(
+    container: dict[str, Any],
+    ref: ContainerRef,
+    count: str,
+    memory: str | tuple[str, ...] = "",
+    cores: str | tuple[str, ...] = "",
+) -> LegacyRequest:
+    """A vendor's count, memory and cores values (no percentage, no priority), validated as for
+    NVIDIA. A role may have several names (Hygon's `dcu*` and `hcu*`): at most one may be set."""
+    limits, requests = resource_maps(container)
+
+    def value(names: str | tuple[str, ...], memory: bool = False) -> int | None:
+        present = [n for n in _as_names(names) if n in limits or n in requests]
+        if len(present) > 1:
+            raise NotConvertible(
+                f"{ref.label}: {' and '.join(present)} name the same thing in two spellings;"
+                " keep one",
+                code=422,
+            )
+        return _one_value(present[0], limits, requests, ref, memory=memory) if present else None
+
+    every = (*_as_names(count), *_as_names(memory), *_as_names(cores))
+    return LegacyRequest(
+        count=value(count),
+        memory=value(memory, memory=True),
+        percentage=None,
+        cores=value(cores),
+        priority=None,
+        in_limits=tuple(n for n in every if n in limits),
+        in_requests=tuple(n for n in every if n in requests),
+    )
+
+
+def _as_names(names: str | tuple[str, ...]) -> tuple[str, ...]:
+    if isinstance(names, str):
+        return (names,) if names else ()
+    return tuple(dict.fromkeys(n for n in names if n))
+
+
 def _one_value(
     name: str, limits: dict[str, Any], requests: dict[str, Any], ref: ContainerRef, *, memory: bool
 ) -> int | None:
@@ -100,7 +139,7 @@ def _one_value(
             parsed[where] = parse_plain_integer(raw)
         except QuantityError as error:
             hint = (
-                "; gpumem is in MiB: write e.g. 16384 for 16 GiB"
+                f"; {name.rpartition('/')[2]} is in MiB: write e.g. 16384 for 16 GiB"
                 if memory
                 else "; write a non-negative whole number"
             )

@@ -13,6 +13,9 @@ from typing import Any
 
 from hami_dra_webhook.core.containers import CONTAINER_LISTS
 from hami_dra_webhook.core.selectors import SELECTOR_ANNOTATIONS
+from hami_dra_webhook.core.vendors.annotations import VENDOR_ANNOTATIONS, is_ascend_uuid_key
+
+_READ_ANNOTATIONS = frozenset((*SELECTOR_ANNOTATIONS, *VENDOR_ANNOTATIONS))
 
 SPEC_FIELDS = ("nodeName", "schedulerName", "runtimeClassName", "resourceClaims")
 CONTAINER_FIELDS = ("name", "resources", "env", "securityContext")
@@ -40,7 +43,11 @@ def _metadata(metadata: Any) -> Any:
     if "annotations" in metadata:
         annotations = metadata["annotations"]
         view["annotations"] = (
-            {key: annotations[key] for key in SELECTOR_ANNOTATIONS if key in annotations}
+            {
+                key: value
+                for key, value in annotations.items()
+                if key in _READ_ANNOTATIONS or is_ascend_uuid_key(key)
+            }
             if isinstance(annotations, dict)
             else annotations
         )

@@ -8,12 +8,21 @@ from __future__ import annotations
 
 import re
 from functools import cached_property
-from typing import Any, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from hami_dra_webhook.core.quantity import MIB, QuantityError, parse_byte_size
+from hami_dra_webhook.core.vendor_config import (
+    HAMI_VENDOR_SECTIONS,
+    HamiVendorSections,
+    VendorSettings,
+    hami_vendor_sections,
+)
+
+if TYPE_CHECKING:
+    from hami_dra_webhook.core.vendors.families import Families
 
 NVIDIA_SECTION = "nvidia"
 WEBHOOK_SECTION = "hamiDraWebhook"
@@ -120,6 +129,12 @@ class WebhookConfig(_Section):
     # make: refused (the default), or converted to a HAMi-core share of the same memory, with a
     # warning that MIG's hardware isolation becomes HAMi-core's software limits.
     mig_mode: Literal["refuse", "hami-core"] = Field("refuse", alias="migMode")
+    # Families beyond NVIDIA this webhook converts (none unless turned on), and how.
+    vendors: VendorSettings = Field(default_factory=VendorSettings)
+    # Pods with resources of a family that is not converted (no DRA driver, or not turned on):
+    # refused with the reason (the default), or left unchanged with a warning (legacy HAMi
+    # keeps serving them).
+    other_vendors: Literal["refuse", "leave"] = Field("refuse", alias="otherVendors")
 
     @field_validator("driver_name", "device_class_name")
     @classmethod
@@ -170,10 +185,32 @@ class Policy(BaseModel):
 
     nvidia: NvidiaConfig = Field(default_factory=NvidiaConfig)
     webhook: WebhookConfig = Field(default_factory=WebhookConfig)
+    hami_vendors: HamiVendorSections = Field(default_factory=HamiVendorSections)
 
     @cached_property
     def hash_value(self) -> int:
-        return hash((self.nvidia, self.webhook))
+        return hash((self.nvidia, self.webhook, self.hami_vendors))
+
+    def with_webhook(self, webhook: WebhookConfig) -> Policy:
+        """This policy with other webhook settings (a new object: cached values are per policy)."""
+        return Policy(nvidia=self.nvidia, webhook=webhook, hami_vendors=self.hami_vendors)
+
+    @cached_property
+    def families(self) -> Families:
+        """Every device family this policy knows, converted or only named."""
+        from hami_dra_webhook.core.vendors.families import families  # imports this module
+
+        return families(self)
+
+    @cached_property
+    def all_legacy_names(self) -> frozenset[str]:
+        """The legacy resource names of every family (NVIDIA's and the vendors')."""
+        return frozenset(self.families.by_name)
+
+    @cached_property
+    def vendor_domains(self) -> frozenset[str]:
+        """Domains whose every resource names a family without a DRA driver."""
+        return frozenset(self.families.by_domain)
 
     def __hash__(self) -> int:
         # The translation caches by policy; hashing every field on each lookup costs.
@@ -250,21 +287,36 @@ def policy_from_mapping(
             sections["nvidia"] = value or {}
         elif key == WEBHOOK_SECTION:
             sections["webhook"] = value or {}
-        else:
+        elif key not in HAMI_VENDOR_SECTIONS:
             ignored.append(str(key))
     try:
         nvidia = NvidiaConfig.model_validate(sections.get("nvidia", {}))
         webhook = WebhookConfig.model_validate(sections.get("webhook", {}))
     except ValidationError as error:
         raise PolicyError(_describe(error, source)) from error
+    try:
+        vendors = hami_vendor_sections(document)
+    except ValidationError as error:
+        raise PolicyError(_describe_vendors(error, source)) from error
     unknown_nvidia = _unknown_keys(sections.get("nvidia", {}), NvidiaConfig, NVIDIA_SECTION)
     legacy_only = tuple(k for k in unknown_nvidia if k.split(".", 1)[1] in LEGACY_ONLY_KEYS)
     ignored += [k for k in unknown_nvidia if k not in legacy_only]
     ignored += _unknown_keys(sections.get("webhook", {}), WebhookConfig, WEBHOOK_SECTION)
     return LoadedPolicy(
-        policy=Policy(nvidia=nvidia, webhook=webhook),
+        policy=Policy(nvidia=nvidia, webhook=webhook, hami_vendors=vendors),
         ignored_keys=tuple(ignored),
         legacy_only_keys=tuple(k.split(".", 1)[1] for k in legacy_only),
+    )
+
+
+def _describe_vendors(error: ValidationError, source: str) -> str:
+    problems = []
+    for item in error.errors():
+        where = ".".join(str(part) for part in item["loc"])
+        problems.append(f"{where}: {item['msg']} (got {item.get('input')!r})")
+    return (
+        f"{source}: HAMi's vendor sections: " + "; ".join(problems)
+        + "; fix them as HAMi's device-config.yaml has them, or remove them to use HAMi's defaults"
     )
 
 

@@ -10,6 +10,7 @@ from hami_dra_webhook.core import patch
 from hami_dra_webhook.core.claims import (
     DRA_LABEL,
     Taken,
+    ask_template,
     claim_name,
     claim_template,
     legacy_record,
@@ -35,6 +36,8 @@ from hami_dra_webhook.core.legacy import (
 from hami_dra_webhook.core.policy import DEFAULT_POLICY, Policy
 from hami_dra_webhook.core.selectors import device_filter
 from hami_dra_webhook.core.types import Attention, ContainerRef, JsonObject, NotConvertible
+from hami_dra_webhook.core.vendors.families import NVIDIA, container_families
+from hami_dra_webhook.core.vendors.resolve import VendorContainer, resolve_vendor
 
 OPT_OUT_LABEL = "hami.io/webhook"
 # What one admission may write: a pod with more distinct GPU requests than this is not a
@@ -57,13 +60,18 @@ class _GpuContainer:
     (which the plan, kept in the decision and the cache, does not hold). The plan's fields are
     read through plain attributes (properties cost on this path)."""
 
-    __slots__ = ("container", "is_gpu", "plan", "ref", "request", "share")
+    __slots__ = ("container", "is_gpu", "plan", "record", "ref", "request", "runtime_class", "share")
 
-    def __init__(self, plan: ContainerPlan, container: JsonObject) -> None:
+    def __init__(
+        self, plan: ContainerPlan, container: JsonObject, vendor: VendorContainer | None = None
+    ) -> None:
         self.plan, self.container = plan, container
         self.ref, self.request, self.share = plan.ref, plan.request, plan.share
         # A GPU container in legacy's eyes: it names a count, or gets a device.
-        self.is_gpu = plan.request.count is not None or plan.share is not None
+        self.is_gpu = plan.request.count is not None or plan.gets_devices
+        # Another family's: its template's legacy record and the runtime class it needs.
+        self.record = vendor.record if vendor is not None else ""
+        self.runtime_class = vendor.runtime_class if vendor is not None else ""
 
 
 def translate_pod(pod: Any, policy: Policy, namespace: str | None = None) -> Decision:
@@ -99,7 +107,7 @@ class _Translation:
         policy, warnings = self.policy, self.warnings
         names = policy.legacy_resource_names
         every = containers(spec)
-        found = [(ref, c) for ref, c in every if has_legacy_keys(c, names)]
+        found = [(ref, c) for ref, c in every if _names_a_family(c, policy)]
         if not found and not policy.nvidia.overwrite_env:
             return Unchanged(warnings=[])
         if len(every) > MAX_CONTAINERS_PER_POD:
@@ -119,8 +127,25 @@ class _Translation:
             if not hidden:
                 return Unchanged(warnings=warnings)
             return Converted(patch=hidden, templates=[], plan=(), warnings=warnings, resources=[])
-        for ref, container in found:
-            self.gpus.append(_resolve(ref, container, policy, warnings))
+        by_container = [(ref, c, _one_family(ref, c, policy)) for ref, c in found]
+        other = _not_converted(by_container, policy)
+        if other is not None:
+            if policy.webhook.other_vendors == "leave":
+                note = f"left unchanged: {other}"
+                return Unchanged(warnings=[note], left_alone=note)
+            raise NotConvertible(
+                f"{other}; to admit such pods unchanged instead, set"
+                " hamiDraWebhook.otherVendors: leave",
+                code=422,
+                reason="family-not-converted",
+            )
+        annotations = _annotations(metadata)
+        for ref, container, family in by_container:
+            if family == NVIDIA:
+                self.gpus.append(_resolve(ref, container, policy, warnings))
+            else:
+                vendor = resolve_vendor(family, ref, container, annotations, policy, warnings)
+                self.gpus.append(_GpuContainer(vendor.plan, container, vendor))
         _check_pod(spec, every, self.gpus, policy)
         return self._converted(metadata, spec, every)
 
@@ -141,6 +166,22 @@ class _Translation:
         for gpu in gpus:
             ops += _strip_ops(gpu)
             planned = gpu.plan
+            if planned.ask is not None:
+                template = ask_template(planned.ask, gpu.record, policy, self.namespace)
+                template_name = template["metadata"]["name"]
+                templates.setdefault(template_name, template)
+                claim = claim_name(gpu.ref.name, taken)
+                pod_claims.append({"name": claim, "resourceClaimTemplateName": template_name})
+                ops.append(_container_claim_op(gpu, claim))
+                warnings.append(f"{gpu.ref.label}: {planned.ask.summary} -> {template_name}")
+                planned = ContainerPlan(
+                    gpu.ref, gpu.request, None, template_name, claim, planned.family, planned.ask
+                )
+                plan.append(planned)
+                continue
+            if planned.family != NVIDIA:
+                plan.append(planned)  # another family's container that gets no device
+                continue
             if gpu.share is not None:
                 record = legacy_record(gpu.request, policy)
                 template = claim_template(
@@ -158,16 +199,83 @@ class _Translation:
         names = policy.legacy_resource_names
         if policy.nvidia.overwrite_env:
             ops += _hide_ops(every, names, warnings)
-        ops += _pod_ops(metadata, spec, pod_claims, any(g.is_gpu for g in gpus), policy, warnings)
+        runtime_class = _runtime_class(gpus, policy)
+        ops += _pod_ops(
+            metadata, spec, pod_claims, any(g.is_gpu for g in gpus), runtime_class, policy, warnings
+        )
         used = {key for gpu in gpus for key in (*gpu.request.in_limits, *gpu.request.in_requests)}
+        resources = [name for name in names if name in used]
+        resources += sorted(used.difference(names))
         return Converted(
             patch=ops,
             templates=_within_bounds(list(templates.values())),
             plan=tuple(plan),
             warnings=warnings,
-            resources=[name for name in names if name in used],
+            resources=resources,
             init_claims_held=init_claims_held,
         )
+
+
+def _names_a_family(container: Any, policy: Policy) -> bool:
+    """A container with a legacy resource of any family: a known name, or any name in the
+    domain of a family without a DRA driver (`cambricon.com/...`)."""
+    if has_legacy_keys(container, policy.all_legacy_names):
+        return True
+    domains = policy.vendor_domains
+    limits, requests = resource_maps(container)
+    return any(
+        isinstance(key, str) and key.partition("/")[0] in domains
+        for part in (limits, requests)
+        for key in part
+        if "/" in key
+    )
+
+
+def _one_family(ref: ContainerRef, container: Any, policy: Policy) -> str:
+    found = container_families(container, policy.families)
+    if len(found) > 1:
+        named = "; ".join(f"{', '.join(keys)} ({family})" for family, keys in found.items())
+        raise NotConvertible(
+            f"{ref.label} asks for devices of more than one family ({named}); a container gets"
+            " devices of one family: split it into one container per family",
+            code=422,
+            reason="mixed-families",
+        )
+    return next(iter(found))
+
+
+def _not_converted(
+    by_container: list[tuple[ContainerRef, Any, str]], policy: Policy
+) -> str | None:
+    """Why the pod cannot move to DRA when a container names a family that is not converted."""
+    for ref, _, key in by_container:
+        family = policy.families.get(key)
+        if not family.converted:
+            return f"{ref.label}: {family.not_converted()}"
+    return None
+
+
+def _annotations(metadata: JsonObject | None) -> JsonObject:
+    annotations = (metadata or {}).get("annotations")
+    return annotations if isinstance(annotations, dict) else {}
+
+
+def _runtime_class(gpus: list[_GpuContainer], policy: Policy) -> str:
+    """The runtimeClassName converted devices need: NVIDIA's (nvidia.runtimeClassName) and
+    another family's (Ascend's) must agree, or the pod cannot run both."""
+    wanted = {gpu.runtime_class for gpu in gpus if gpu.runtime_class and gpu.is_gpu}
+    if policy.nvidia.runtime_class_name and any(
+        gpu.is_gpu and gpu.plan.family == NVIDIA for gpu in gpus
+    ):
+        wanted.add(policy.nvidia.runtime_class_name)
+    if len(wanted) > 1:
+        raise NotConvertible(
+            f"the pod's devices need different runtime classes ({', '.join(sorted(wanted))});"
+            " a pod has one: split it into one pod per device family",
+            code=422,
+            reason="runtime-classes-differ",
+        )
+    return next(iter(wanted), "")
 
 
 def _selectors(
@@ -455,6 +563,7 @@ def _pod_ops(
     spec: JsonObject,
     claims: list[JsonObject],
     is_gpu_pod: bool,
+    runtime_class: str,
     policy: Policy,
     warnings: list[str],
 ) -> list[patch.PatchOp]:
@@ -478,7 +587,6 @@ def _pod_ops(
         warnings.append(
             f"schedulerName {policy.webhook.legacy_scheduler_name} removed: DRA uses kube-scheduler"
         )
-    runtime_class = policy.nvidia.runtime_class_name
     if is_gpu_pod and runtime_class and not spec.get("runtimeClassName"):
         ops.append(patch.add("/spec/runtimeClassName", runtime_class))
     return ops

@@ -24,7 +24,7 @@ def actual(name: str) -> dict[str, Any]:
     report: dict[str, Any] = {"outcome": result.outcome}
     if result.outcome == "refused":
         report |= {"code": result.code, "message": result.message}
-    report["warnings"] = result.warnings
+    report["warnings"] = [str(w) for w in result.warnings]  # Attention is a str subclass
     if result.outcome == "converted":
         patched = jsonpatch.apply_patch(pod, result.patch)
         assert patched == result.apply(pod), "the patch and the applied plan disagree"

@@ -34,16 +34,23 @@ def test_no_file_gives_working_defaults() -> None:
     assert policy_from_yaml("").policy == DEFAULT_POLICY
 
 
-def test_hami_file_loads_unchanged_with_one_warning_for_unknown_keys() -> None:
+def test_hami_file_loads_unchanged_its_vendor_sections_read() -> None:
     loaded = policy_from_yaml(EXAMPLE.read_text())
     assert loaded.policy.nvidia.default_gpu_num == 1
     assert loaded.policy.webhook.device_memory_sizes == (80 << 30, 40 << 30)
-    assert loaded.ignored_keys == ("cambricon", "hygon")
+    # HAMi's other vendor sections are read (names), not reported as unknown
+    assert loaded.ignored_keys == () and loaded.warning is None
+    assert loaded.policy.families.of("cambricon.com/vmlu").key == "cambricon"  # type: ignore[union-attr]
     assert (
         "knownMigGeometries" in loaded.legacy_only_keys
         and "deviceSplitCount" in loaded.legacy_only_keys
     )
-    assert loaded.warning is not None and "cambricon, hygon" in loaded.warning
+
+
+def test_a_section_hami_does_not_have_is_reported() -> None:
+    loaded = policy_from_yaml("nvidia: {}\ngraphcore:\n  resourceCountName: x/ipu\n")
+    assert loaded.ignored_keys == ("graphcore",)
+    assert loaded.warning is not None and "graphcore" in loaded.warning
 
 
 def test_unknown_keys_inside_sections_are_reported() -> None:

@@ -116,7 +116,82 @@ a name set to "" means that resource does not exist, as in legacy HAMi). */}}
 {{- $name := ternary (index $nvidia $key) (index $defaults $key) (hasKey $nvidia $key) -}}
 {{- if $name }}{{- $quoted = append $quoted (printf "'%s'" $name) -}}{{- end -}}
 {{- end -}}
+{{- range $name := (include "hdw.vendorResources" $ | fromJsonArray) }}
+{{- $quoted = append $quoted (printf "'%s'" $name) -}}
+{{- end -}}
 {{- printf "[%s]" (join ", " $quoted) -}}
+{{- end -}}
+
+{{/* The resource names of the vendors beyond NVIDIA that deviceConfig's hamiDraWebhook.vendors
+converts, as a JSON list, read from HAMi's own sections of deviceConfig as the webhook reads
+them (core/vendors/families.py; tests/chart check that both agree). */}}
+{{- define "hdw.vendorResources" -}}
+{{- $config := fromYaml .Values.deviceConfig -}}
+{{- $web := default dict (get $config "hamiDraWebhook") -}}
+{{- $vendors := default dict (get $web "vendors") -}}
+{{- $names := list -}}
+{{- if (get (default dict (get $vendors "hygon")) "convert") -}}
+{{- $hygon := default dict (get $config "hygon") -}}
+{{- range $key := list "resourceCountName" "resourceMemoryName" "resourceCoreName" }}
+{{- with (get $hygon $key) }}{{- $names = append $names . -}}{{- end -}}
+{{- end -}}
+{{- $names = concat $names (list "hygon.com/dcunum" "hygon.com/hcunum" "hygon.com/dcumem" "hygon.com/hcumem" "hygon.com/dcucores" "hygon.com/hcucores") -}}
+{{- end -}}
+{{- if (get (default dict (get $vendors "ascend")) "convert") -}}
+{{- $vnpus := get $config "vnpus" -}}
+{{- if kindIs "map" $vnpus }}{{- $vnpus = get $vnpus "configs" -}}{{- end -}}
+{{- if and (kindIs "slice" $vnpus) $vnpus -}}
+{{- range $chip := $vnpus }}
+{{- range $key := list "resourceName" "resourceMemoryName" "resourceCoreName" }}
+{{- with (get $chip $key) }}{{- $names = append $names . -}}{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- else -}}
+{{- range $word := list "Ascend910A" "Ascend910B2" "Ascend910B3" "Ascend910B4-1" "Ascend910B4" "Ascend310P" "Ascend910C" }}
+{{- $names = concat $names (list (printf "huawei.com/%s" $word) (printf "huawei.com/%s-memory" $word) (printf "huawei.com/%s-core" $word)) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- range $pair := list (list "amd" "amd" (list "amd.com/gpu" "amd.com/gpumem" "amd.com/gpucores")) (list "awsNeuron" "awsneuron" (list "aws.amazon.com/neuron" "" "aws.amazon.com/neuroncore")) }}
+{{- if (get (default dict (get $vendors (index $pair 0))) "convert") -}}
+{{- $section := default dict (get $config (index $pair 1)) -}}
+{{- $defaults := index $pair 2 -}}
+{{- $own := get $section "resourceCountName" -}}
+{{- range $i, $key := list "resourceCountName" "resourceMemoryName" "resourceCoreName" }}
+{{- $name := ternary (get $section $key) (index $defaults $i) (not (empty $own)) -}}
+{{- with $name }}{{- $names = append $names . -}}{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- toJson (uniq $names) -}}
+{{- end -}}
+
+{{/* The DeviceClasses of the converted vendors this chart creates (deviceClass.vendors says
+which: drivers that ship their own class are left to do so), as a JSON list of
+{name, expression}. */}}
+{{- define "hdw.vendorDeviceClasses" -}}
+{{- $config := fromYaml .Values.deviceConfig -}}
+{{- $web := default dict (get $config "hamiDraWebhook") -}}
+{{- $vendors := default dict (get $web "vendors") -}}
+{{- $classes := list -}}
+{{- range $vendor := list
+  (list "hygon" "dra.hygon.com" "dra.hygon.com" "hcu")
+  (list "ascend" "ascend.project-hami.io" "hami-vnpu-core.project-hami.io" "HAMivNPUCore")
+  (list "amd" "gpu.amd.com" "gpu.amd.com" "")
+  (list "awsNeuron" "neuron.aws.com" "neuron.aws.com" "") }}
+{{- $key := index $vendor 0 -}}
+{{- $settings := default dict (get $vendors $key) -}}
+{{- if and (get $settings "convert") (get $.Values.deviceClass.vendors $key) -}}
+{{- $driver := default (index $vendor 1) (get $settings "driverName") -}}
+{{- $class := default (index $vendor 2) (get $settings "deviceClassName") -}}
+{{- $expression := printf "device.driver == %s" (toJson $driver) -}}
+{{- if index $vendor 3 -}}
+{{- $expression = printf "%s && device.attributes[%s].type == %s" $expression (toJson $driver) (toJson (index $vendor 3)) -}}
+{{- end -}}
+{{- $classes = append $classes (dict "name" $class "expression" $expression) -}}
+{{- end -}}
+{{- end -}}
+{{- toJson $classes -}}
 {{- end -}}
 
 {{/* CEL: does a list of containers name a legacy resource in limits or requests? */}}

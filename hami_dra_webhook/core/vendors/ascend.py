@@ -1,0 +1,207 @@
+"""Huawei Ascend (VENDORS.md section 2): legacy `huawei.com/<chip>` to the HAMi Ascend DRA driver's
+`hami-vnpu-core.project-hami.io` class (soft split, libvnpu), pinned to the chip by `productName`.
+
+`huawei.com/vnpu-mode: hami-core` pods are exact: memory as asked, cores as asked (absent: 0, as
+legacy; the driver's default of 100 would make the card exclusive), n devices distinct by `uuid`
+with the same capacity on each (the driver requires it), 910C's 1 -> 2 rule.
+
+Pods without it asked legacy for hard-split vNPU templates; the driver offers only the soft
+split. Legacy's rounding and refusals are applied (the pod gets at least what legacy gave it)
+and a warning says isolation is soft now; `templateMode: refuse` refuses them instead.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hami_dra_webhook.core import cel
+from hami_dra_webhook.core.legacy import MAX_CLAIM_DEVICES, LegacyRequest
+from hami_dra_webhook.core.quantity import format_mib
+from hami_dra_webhook.core.types import Attention, ContainerRef, NotConvertible
+from hami_dra_webhook.core.vendor_config import AscendSettings, VnpuChip
+from hami_dra_webhook.core.vendors.annotations import annotation_items, literal_list
+from hami_dra_webhook.core.vendors.ask import Alternative, DeviceAsk
+
+FAMILY = "ascend"
+DEVICE_TYPE = "HAMivNPUCore"
+VNPU_MODE = "huawei.com/vnpu-mode"
+HAMI_CORE = "hami-core"
+SOFT_SPLIT_NOTE = (
+    "vNPU template {template} becomes a soft split (libvnpu memory quota, not a hardware vNPU):"
+    " isolation is soft now"
+)
+
+
+def use_uuid_key(chip: VnpuChip) -> str:
+    return f"hami.io/use-{chip.common_word}-uuid"
+
+
+def nouse_uuid_key(chip: VnpuChip) -> str:
+    return f"hami.io/no-use-{chip.common_word}-uuid"
+
+
+def hami_core_mode(annotations: dict[str, Any]) -> bool:
+    return annotations.get(VNPU_MODE) == HAMI_CORE
+
+
+def device_ask(
+    chip: VnpuChip,
+    request: LegacyRequest,
+    ref: ContainerRef,
+    annotations: dict[str, Any],
+    settings: AscendSettings,
+    warnings: list[str],
+) -> DeviceAsk | None:
+    count = request.count
+    if count is None:
+        # Legacy: no count in limits, not an NPU container; its values are ignored.
+        warnings.append(
+            Attention(
+                f"{ref.label}: {chip.common_word} memory or cores without a count: legacy HAMi"
+                " ignored them too; removed, the container gets no NPU"
+            )
+        )
+        return None
+    if count == 0:
+        return None
+    asked = count  # legacy's multi-device vNPU check reads the count as written, before 1 -> 2
+    if chip.super_pod:
+        if count == 1:
+            count = 2
+            warnings.append(
+                f"{ref.label}: {chip.resource_name}=1 means a module pair, 2 NPUs (as legacy"
+                " HAMi); DRA does not keep the pair on one module"
+            )
+        elif count % 2:
+            raise NotConvertible(
+                f"{ref.label}: {chip.resource_name}={count}: {chip.common_word} device request"
+                " must be 1 or 2*n (as legacy HAMi); ask for an even number",
+                code=422,
+            )
+    if count > MAX_CLAIM_DEVICES:
+        raise NotConvertible(
+            f"{ref.label}: {count} NPUs are more than the {MAX_CLAIM_DEVICES} devices a DRA claim"
+            f" can hold; request at most {MAX_CLAIM_DEVICES}",
+            code=422,
+        )
+    memory_mib = request.memory * chip.memory_factor if request.memory else None
+    cores = request.cores or 0
+    if hami_core_mode(annotations):
+        if memory_mib is not None and memory_mib > chip.memory_capacity:
+            warnings.append(
+                Attention(
+                    f"{ref.label}: {memory_mib} MiB is more than a {chip.chip_name} has"
+                    f" ({chip.memory_capacity} MiB): it can never be placed"
+                )
+            )
+        if cores > 100:
+            raise NotConvertible(
+                f"{ref.label}: {chip.resource_core_name}={cores} is above 100 (a percentage of"
+                " the NPU); give 0 to 100",
+                code=422,
+            )
+    else:
+        memory_mib = _template_memory(chip, asked, memory_mib, cores, ref, settings, warnings)
+    driver = settings.driver_name
+    selectors = (
+        cel.driver_device_of_type(driver, "type", DEVICE_TYPE),
+        f"{cel.attribute(driver, 'productName')} == {cel.string_literal(chip.chip_name)}",
+        *_uuid_selectors(chip, annotations, driver, warnings),
+    )
+    capacity = (("cores", str(cores)),)
+    if memory_mib is not None:
+        capacity += (("memory", format_mib(memory_mib)),)
+    return DeviceAsk(
+        family=FAMILY,
+        device_class=settings.device_class_name,
+        request_name="npu",
+        count=count,
+        alternatives=(Alternative(selectors, capacity),),
+        distinct_attribute=f"{driver}/uuid",
+        summary=_summary(chip, count, memory_mib, cores),
+        whole=False,  # cores are always written (0 by default): a share, placed by capacity
+    )
+
+
+def _template_memory(
+    chip: VnpuChip,
+    count: int,
+    memory_mib: int | None,
+    cores: int,
+    ref: ContainerRef,
+    settings: AscendSettings,
+    warnings: list[str],
+) -> int | None:
+    """Legacy template mode's rules (HAMi v2.10 `MutateAdmission`, `trimMemory`): the memory
+    the pod got, None for the whole card."""
+    if settings.template_mode == "refuse":
+        raise NotConvertible(
+            f"{ref.label}: {chip.resource_name} without the pod annotation"
+            f" {VNPU_MODE}: {HAMI_CORE} asks for a hard-split vNPU template, which the DRA driver"
+            f" does not offer: add the annotation (soft split), or set"
+            " hamiDraWebhook.vendors.ascend.templateMode: convert",
+            code=422,
+            reason="ascend-template-mode",
+        )
+    if cores > 0:
+        raise NotConvertible(
+            f"{ref.label}: {chip.resource_core_name}={cores} is only supported in {HAMI_CORE}"
+            f" (soft split) mode (as legacy HAMi): add the pod annotation {VNPU_MODE}:"
+            f" {HAMI_CORE}, or remove it",
+            code=422,
+        )
+    if memory_mib is None or memory_mib >= chip.memory_allocatable:
+        if memory_mib is not None and memory_mib > chip.memory_capacity:
+            raise NotConvertible(
+                f"{ref.label}: {chip.resource_memory_name} {memory_mib} is invalid: more than a"
+                f" {chip.chip_name} has ({chip.memory_capacity} MiB), as legacy HAMi says",
+                code=422,
+            )
+        return None
+    template = next((t for t in chip.templates if t.memory >= memory_mib), None)
+    if template is None:
+        if memory_mib > chip.memory_capacity:
+            raise NotConvertible(
+                f"{ref.label}: {chip.resource_memory_name} {memory_mib} is invalid: more than a"
+                f" {chip.chip_name} has ({chip.memory_capacity} MiB), as legacy HAMi says",
+                code=422,
+            )
+        return None  # above the largest template: the whole card, as legacy gives it
+    if count > 1:
+        raise NotConvertible(
+            f"{ref.label}: {chip.common_word} vNPU not supported for multiple devices (as legacy"
+            f" HAMi): ask for 1 NPU, or for whole NPUs ({chip.memory_allocatable} MiB or no"
+            " memory)",
+            code=422,
+        )
+    if template.memory != memory_mib:
+        warnings.append(
+            f"{ref.label}: {memory_mib} MiB rounded up to vNPU template {template.name}"
+            f" ({template.memory} MiB), as legacy HAMi"
+        )
+    warnings.append(Attention(f"{ref.label}: {SOFT_SPLIT_NOTE.format(template=template.name)}"))
+    return template.memory
+
+
+def _uuid_selectors(
+    chip: VnpuChip, annotations: dict[str, Any], driver: str, warnings: list[str]
+) -> list[str]:
+    selectors = []
+    uuid = cel.attribute(driver, "uuid")
+    for key, negated in ((use_uuid_key(chip), False), (nouse_uuid_key(chip), True)):
+        items = annotation_items(annotations, key, warnings)
+        if items:
+            expression = f"{uuid} in {literal_list(key, items)}"
+            selectors.append(cel.negate(expression) if negated else expression)
+            warnings.append(
+                f"annotation {key}: matched against the driver's uuid attribute, which is the"
+                " chip UUID only in driver builds that publish it"
+            )
+    return selectors
+
+
+def _summary(chip: VnpuChip, count: int, memory_mib: int | None, cores: int) -> str:
+    npus = f"1 {chip.common_word} NPU" if count == 1 else f"{count} different {chip.common_word} NPUs"
+    memory = "the whole memory" if memory_mib is None else f"{memory_mib} MiB"
+    compute = "no compute share (priority 0)" if cores == 0 else f"{cores}% compute"
+    return f"{npus}, {memory}, {compute}"

@@ -1,0 +1,127 @@
+"""AMD GPUs and AWS Neuron devices (VENDORS.md sections 3-4): their DRA drivers (`gpu.amd.com`,
+`neuron.aws.com`) hand out whole devices only, so a count becomes that many whole devices and a
+share is refused with the reason (unless it asks for a whole device's worth)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from hami_dra_webhook.core import cel
+from hami_dra_webhook.core.legacy import MAX_CLAIM_DEVICES, LegacyRequest
+from hami_dra_webhook.core.selectors import ascii_upper
+from hami_dra_webhook.core.types import ContainerRef, NotConvertible
+from hami_dra_webhook.core.vendor_config import WholeDeviceNames, WholeDeviceSettings
+from hami_dra_webhook.core.vendors.annotations import annotation_items, literal_list
+from hami_dra_webhook.core.vendors.ask import Alternative, DeviceAsk
+
+
+@dataclass(frozen=True, slots=True)
+class WholeDeviceFamily:
+    key: str  # "amd", "aws-neuron"
+    title: str  # "AMD GPU"
+    request_name: str
+    device_type: str | None  # the `type` attribute's value selected, None: any device
+    uuid_annotations: tuple[str, ...]  # legacy annotations on synthetic/unmappable IDs
+    use_type: str | None  # legacy type annotations, matched against productName
+    nouse_type: str | None
+    settings_key: str  # hamiDraWebhook.vendors.<this>
+
+
+AMD = WholeDeviceFamily(
+    key="amd",
+    title="AMD GPU",
+    request_name="gpu",
+    device_type="amdgpu",
+    uuid_annotations=("amd.com/use-gpu-uuid", "amd.com/nouse-gpu-uuid"),
+    use_type="amd.com/use-gputype",
+    nouse_type="amd.com/nouse-gputype",
+    settings_key="amd",
+)
+NEURON = WholeDeviceFamily(
+    key="aws-neuron",
+    title="AWS Neuron device",
+    request_name="neuron",
+    device_type=None,
+    uuid_annotations=("aws.amazon.com/use-neuron-uuid", "aws.amazon.com/nouse-neuron-uuid"),
+    use_type=None,
+    nouse_type=None,
+    settings_key="awsNeuron",
+)
+
+
+def device_ask(
+    family: WholeDeviceFamily,
+    names: WholeDeviceNames,
+    request: LegacyRequest,
+    ref: ContainerRef,
+    annotations: dict[str, Any],
+    settings: WholeDeviceSettings,
+    warnings: list[str],
+) -> DeviceAsk | None:
+    driver = settings.driver_name
+    if request.memory:
+        raise NotConvertible(
+            f"{ref.label}: {names.resource_memory_name}={request.memory} asks for part of an"
+            f" {family.title}, and {driver} cannot share a device (it allocates whole ones):"
+            f" remove {names.resource_memory_name} to ask for whole devices, or keep this pod"
+            " on legacy HAMi",
+            code=422,
+            reason="whole-devices-only",
+        )
+    if request.cores is not None and not (family is AMD and request.cores == 100):
+        raise NotConvertible(
+            f"{ref.label}: {names.resource_core_name}={request.cores} asks for part of an"
+            f" {family.title}, and {driver} cannot share a device (it allocates whole ones):"
+            f" ask {names.resource_count_name} for whole devices instead, or keep this pod on"
+            " legacy HAMi",
+            code=422,
+            reason="whole-devices-only",
+        )
+    for key in family.uuid_annotations:
+        if annotations.get(key) is not None:
+            raise NotConvertible(
+                f"annotation {key} names legacy device IDs, which {driver} does not publish"
+                " (its device IDs are its own): remove it, or select devices by a node"
+                " selector",
+                code=422,
+                reason="unmappable-annotation",
+            )
+    count = 1 if request.count is None else request.count  # AMD: cores 100 alone is one GPU
+    if count == 0:
+        return None
+    if count > MAX_CLAIM_DEVICES:
+        raise NotConvertible(
+            f"{ref.label}: {count} devices are more than the {MAX_CLAIM_DEVICES} a DRA claim"
+            f" can hold; request at most {MAX_CLAIM_DEVICES}",
+            code=422,
+        )
+    selectors = [
+        cel.driver_device_of_type(driver, "type", family.device_type)
+        if family.device_type
+        else f"device.driver == {cel.string_literal(driver)}"
+    ]
+    product = cel.attribute(driver, "productName")
+    for key, negated in ((family.use_type, False), (family.nouse_type, True)):
+        if key is None:
+            continue
+        items = annotation_items(annotations, key, warnings)
+        if items:
+            listed = literal_list(key, [ascii_upper(item) for item in items])
+            expression = f"{listed}.exists(f, {product}.upperAscii().contains(f))"
+            selectors.append(cel.negate(expression) if negated else expression)
+            warnings.append(
+                f"annotation {key}: matched against {driver}'s productName (legacy type names"
+                " may differ)"
+            )
+    devices = f"1 whole {family.title}" if count == 1 else f"{count} whole {family.title}s"
+    return DeviceAsk(
+        family=family.key,
+        device_class=settings.device_class_name,
+        request_name=family.request_name,
+        count=count,
+        alternatives=(Alternative(tuple(selectors)),),
+        distinct_attribute=None,  # allocated whole: n devices are n different ones
+        summary=devices,
+        whole=True,
+    )

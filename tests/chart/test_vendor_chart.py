@@ -1,0 +1,119 @@
+"""The chart and the webhook read one deviceConfig the same way for the vendors beyond NVIDIA:
+the pods of every family it converts reach the webhook, no others, and the DeviceClasses the
+converted families need (and their drivers do not ship) are rendered."""
+
+from __future__ import annotations
+
+import re
+import tempfile
+from typing import Any
+
+import pytest
+import yaml
+
+from hami_dra_webhook.core.policy import policy_from_yaml
+from tests.chart.test_chart import _match, _pod
+from tests.support.chart_tools import CHART, run_helm
+
+ALL_VENDORS = """\
+hamiDraWebhook:
+  vendors:
+    hygon: {convert: true}
+    ascend: {convert: true}
+    amd: {convert: true}
+    awsNeuron: {convert: true}
+"""
+RENAMED = """\
+hygon:
+  resourceCountName: example.com/dcu
+  resourceMemoryName: example.com/dcu-mem
+vnpus:
+  hamiVnpuCore: true
+  configs:
+  - {chipName: 310P3, commonWord: Ascend310P, resourceName: huawei.com/Ascend310P,
+     resourceMemoryName: huawei.com/Ascend310P-memory, memoryAllocatable: 21527,
+     memoryCapacity: 24576}
+awsneuron:
+  resourceCountName: aws.amazon.com/neurondevice
+hamiDraWebhook:
+  vendors:
+    hygon: {convert: true}
+    ascend: {convert: true}
+    awsNeuron: {convert: true}
+"""
+
+
+def _rendered(device_config: str, *sets: str) -> list[dict[str, Any]]:
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml") as values:
+        yaml.safe_dump({"deviceConfig": device_config}, values)
+        values.flush()
+        args = ["template", "x", str(CHART), "-f", values.name]
+        for item in sets:
+            args += ["--set", item]
+        result = run_helm(*args)
+    assert result.returncode == 0, result.stderr
+    return [d for d in yaml.safe_load_all(result.stdout) if d]
+
+
+def _names_sent(documents: list[dict[str, Any]]) -> set[str]:
+    (config,) = [d for d in documents if d["kind"] == "MutatingWebhookConfiguration"]
+    expression = config["webhooks"][0]["matchConditions"][0]["expression"]
+    first_list = re.search(r"\[([^\]]*)\]\.exists", expression)
+    assert first_list is not None, expression
+    return {name.strip().strip("'") for name in first_list.group(1).split(",")}
+
+
+@pytest.mark.parametrize(
+    "device_config",
+    ["nvidia: {}\n", ALL_VENDORS, RENAMED, "hamiDraWebhook:\n  vendors:\n    amd: {convert: true}\n"],
+    ids=["nvidia-only", "all-vendors", "renamed", "amd-only"],
+)
+def test_match_conditions_send_exactly_the_converted_families(device_config: str) -> None:
+    policy = policy_from_yaml(device_config).policy
+    assert _names_sent(_rendered(device_config)) == set(policy.families.converted_names())
+
+
+def test_a_family_not_converted_is_not_sent() -> None:
+    documents = _rendered(ALL_VENDORS)
+    (config,) = [d for d in documents if d["kind"] == "MutatingWebhookConfiguration"]
+    expression = config["webhooks"][0]["matchConditions"][0]["expression"]
+    for limits, sent in (
+        ({"hygon.com/dcunum": "1"}, True),
+        ({"hygon.com/hcucores": "30"}, True),
+        ({"huawei.com/Ascend910B3-memory": "2000"}, True),
+        ({"aws.amazon.com/neuron": "1"}, True),
+        ({"cambricon.com/vmlu": "1"}, False),
+        ({"enflame.com/gcu": "1"}, False),
+    ):
+        pod = _pod([{"name": "c", "resources": {"limits": limits}}])
+        assert _match(expression, pod) is sent, limits
+    nvidia_only = _rendered("nvidia: {}\n")
+    (config,) = [d for d in nvidia_only if d["kind"] == "MutatingWebhookConfiguration"]
+    expression = config["webhooks"][0]["matchConditions"][0]["expression"]
+    assert not _match(expression, _pod([{"name": "c", "resources": {"limits": {"hygon.com/dcunum": "1"}}}]))
+
+
+def test_vendor_device_classes_only_where_the_driver_ships_none() -> None:
+    classes = {
+        d["metadata"]["name"]: d["spec"]["selectors"][0]["cel"]["expression"]
+        for d in _rendered(ALL_VENDORS)
+        if d["kind"] == "DeviceClass"
+    }
+    # NVIDIA's (the default) and Ascend's: the Ascend driver's chart does not create its class
+    assert set(classes) == {"hami-core-gpu.project-hami.io", "hami-vnpu-core.project-hami.io"}
+    assert classes["hami-vnpu-core.project-hami.io"] == (
+        'device.driver == "ascend.project-hami.io" &&'
+        ' device.attributes["ascend.project-hami.io"].type == "HAMivNPUCore"'
+    )
+    policy = policy_from_yaml(ALL_VENDORS).policy
+    assert classes["hami-vnpu-core.project-hami.io"] == policy.families.get("ascend").class_expression
+    everything = {
+        d["metadata"]["name"]: d["spec"]["selectors"][0]["cel"]["expression"]
+        for d in _rendered(ALL_VENDORS, "deviceClass.vendors.hygon=true", "deviceClass.vendors.amd=true", "deviceClass.vendors.awsNeuron=true")
+        if d["kind"] == "DeviceClass"
+    }
+    for key in ("hygon", "amd", "aws-neuron"):
+        family = policy.families.get(key)
+        assert everything[family.device_class] == family.class_expression  # type: ignore[index]
+    nothing = [d for d in _rendered("nvidia: {}\n") if d["kind"] == "DeviceClass"]
+    assert [d["metadata"]["name"] for d in nothing] == ["hami-core-gpu.project-hami.io"]
