@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from hami_dra_webhook.admission.translation_cache import TranslationCache
-from hami_dra_webhook.cluster.state import ClusterState
+from hami_dra_webhook.cluster.state import ClusterState, with_cluster_facts
 from hami_dra_webhook.cluster.template_store import TemplateStore, TemplateUnavailable
 from hami_dra_webhook.core import review
 from hami_dra_webhook.core.decision import Converted, Decision, Refusal, Unchanged
@@ -87,7 +87,9 @@ class PodMutator:
     # event loop gets the interpreter back every switch interval (5 ms) while a pod of tens of
     # thousands of containers is read; None: on the loop.
     off_loop: Executor | None = None
-    _variants: dict[tuple[tuple[int, ...], bool], Policy] = field(default_factory=dict, repr=False)
+    _variants: dict[tuple[tuple[int, ...], tuple[int, ...], bool], Policy] = field(
+        default_factory=dict, repr=False
+    )
 
     def many_containers(self, request: review.AdmissionRequest) -> bool:
         """Whether the pod (or the old one) has enough containers that translating it takes
@@ -209,19 +211,17 @@ class PodMutator:
 
     def _effective_policy(self) -> Policy:
         """The policy, with what the cluster says when one is reachable: the GPU memory sizes
-        its ResourceSlices publish (configured sizes are the fallback), and no capacity
-        requests where kube-apiserver drops them (so templates are stored as written)."""
+        and Hygon compute units its ResourceSlices publish (configured values are the
+        fallback), and no capacity requests where kube-apiserver drops them (so templates are
+        stored as written)."""
         sizes = self.cluster.memory_sizes if self.cluster is not None else ()
-        sizes = sizes or self.policy.webhook.device_memory_sizes
+        units = self.cluster.compute_units if self.cluster is not None else ()
         capacity = self.policy.webhook.consumable_capacity and not self._capacity_dropped()
-        webhook = self.policy.webhook
-        if sizes == webhook.device_memory_sizes and capacity == webhook.consumable_capacity:
-            return self.policy
-        cached = self._variants.get((sizes, capacity))
+        key = (sizes, units, capacity)
+        cached = self._variants.get(key)
         if cached is None:
-            changed = {"device_memory_sizes": sizes, "consumable_capacity": capacity}
-            cached = Policy(nvidia=self.policy.nvidia, webhook=webhook.model_copy(update=changed))
-            self._variants = {(sizes, capacity): cached}  # only the current one is kept
+            cached = with_cluster_facts(self.policy, sizes, units, capacity)
+            self._variants = {key: cached}  # only the current one is kept
         return cached
 
     def _capacity_dropped(self) -> bool:

@@ -120,8 +120,11 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
 def _cluster_workloads(
     args: argparse.Namespace, policy: Any, stderr: TextIO
 ) -> tuple[list[Any], Any]:
-    from hami_dra_webhook.cluster.state import device_memory_sizes
-    from hami_dra_webhook.core.policy import Policy
+    from hami_dra_webhook.cluster.state import (
+        device_memory_sizes,
+        hygon_compute_units,
+        with_cluster_facts,
+    )
     from hami_dra_webhook.migrate.sources import from_cluster
 
     namespace = None if args.all_namespaces else (args.namespace or "default")
@@ -131,15 +134,18 @@ def _cluster_workloads(
         def step(kind: str) -> None:
             progress.advance(f"listing {kind}s")
 
-        async def collect(api: Any) -> tuple[list[Any], tuple[int, ...]]:
+        async def collect(api: Any) -> tuple[list[Any], tuple[int, ...], tuple[int, ...]]:
             slices = await api.list_resource_slices(policy.webhook.driver_name, timeout=30)
+            hygon = policy.webhook.vendors.hygon
+            units: tuple[int, ...] = ()
+            if hygon.convert:
+                hygon_slices = await api.list_resource_slices(hygon.driver_name, timeout=30)
+                units = hygon_compute_units(hygon_slices, policy)
             workloads = await from_cluster(api, namespace, step)
-            return workloads, device_memory_sizes(slices, policy)
+            return workloads, device_memory_sizes(slices, policy), units
 
-        workloads, sizes = on_cluster(args, collect)
-    if sizes:
-        webhook = policy.webhook.model_copy(update={"device_memory_sizes": sizes})
-        policy = Policy(nvidia=policy.nvidia, webhook=webhook)
+        workloads, sizes, units = on_cluster(args, collect)
+    policy = with_cluster_facts(policy, sizes, units, policy.webhook.consumable_capacity)
     return workloads, policy
 
 

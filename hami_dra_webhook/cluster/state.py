@@ -16,6 +16,7 @@ from hami_dra_webhook.core.claims import API_VERSION, KIND
 from hami_dra_webhook.core.policy import Policy
 from hami_dra_webhook.core.quantity import QuantityError, parse_byte_size
 from hami_dra_webhook.core.types import JsonObject
+from hami_dra_webhook.core.vendor_config import MAX_CU_ALTERNATIVES
 from hami_dra_webhook.kube.port import ApiError, KubeApi
 
 Capacity = Literal["unknown", "effective", "dropped"]
@@ -81,6 +82,48 @@ def device_memory_sizes(slices: list[JsonObject], policy: Policy) -> tuple[int, 
     return tuple(sorted(sizes, reverse=True))
 
 
+def hygon_compute_units(slices: list[JsonObject], policy: Policy) -> tuple[int, ...]:
+    """The distinct `cores` capacities (compute units per card) of the Hygon driver's devices,
+    largest first: one firstAvailable alternative each (core/vendors/hygon.py)."""
+    driver = policy.webhook.vendors.hygon.driver_name
+    units: set[int] = set()
+    for resource_slice in slices:
+        spec = resource_slice.get("spec") or {}
+        if spec.get("driver") != driver:
+            continue
+        for device in spec.get("devices") or []:
+            value = ((device.get("capacity") or {}).get("cores") or {}).get("value")
+            try:
+                units.add(int(str(value)))
+            except ValueError:
+                log.warning(
+                    "Hygon device %s publishes unreadable cores %r", device.get("name"), value
+                )
+    return tuple(sorted(units, reverse=True))
+
+
+def with_cluster_facts(
+    policy: Policy, memory_sizes: tuple[int, ...], compute_units: tuple[int, ...], capacity: bool
+) -> Policy:
+    """The policy with what the cluster's ResourceSlices say (configured values are the
+    fallback where they say nothing) and whether consumable capacity is kept."""
+    web = policy.webhook
+    sizes = memory_sizes or web.device_memory_sizes
+    hygon = web.vendors.hygon
+    units = compute_units[:MAX_CU_ALTERNATIVES] or hygon.compute_units
+    if (sizes, units, capacity) == (
+        web.device_memory_sizes,
+        hygon.compute_units,
+        web.consumable_capacity,
+    ):
+        return policy
+    vendors = web.vendors.model_copy(
+        update={"hygon": hygon.model_copy(update={"compute_units": units})}
+    )
+    changed = {"device_memory_sizes": sizes, "consumable_capacity": capacity, "vendors": vendors}
+    return policy.with_webhook(web.model_copy(update=changed))
+
+
 @dataclass
 class ClusterState:
     capacity: Capacity = "unknown"
@@ -91,6 +134,8 @@ class ClusterState:
     failed_checks: list[int] = field(default_factory=list)  # HTTP status of each failure, 0: none
     # GPU memory sizes the driver publishes, for gpumem-percentage; empty: none seen (yet).
     memory_sizes: tuple[int, ...] = ()
+    # Compute units per Hygon card model, when Hygon is converted; empty: none seen (yet).
+    compute_units: tuple[int, ...] = ()
 
     async def refresh(self, api: KubeApi, policy: Policy, namespace: str, timeout: float) -> None:
         try:
@@ -116,6 +161,10 @@ class ClusterState:
             }
             slices = await api.list_resource_slices(policy.webhook.driver_name, timeout=timeout)
             self.memory_sizes = device_memory_sizes(slices, policy)
+            hygon = policy.webhook.vendors.hygon
+            if hygon.convert:
+                hygon_slices = await api.list_resource_slices(hygon.driver_name, timeout=timeout)
+                self.compute_units = hygon_compute_units(hygon_slices, policy)
             self.last_error = ""
         except ApiError as error:
             self.last_error = str(error)

@@ -64,9 +64,7 @@ def claim_template(
     return {"apiVersion": API_VERSION, "kind": KIND, "metadata": metadata, "spec": body["spec"]}
 
 
-def ask_template(
-    ask: DeviceAsk, record: str, policy: Policy, namespace: str | None
-) -> JsonObject:
+def ask_template(ask: DeviceAsk, record: str, policy: Policy, namespace: str | None) -> JsonObject:
     """The ResourceClaimTemplate of another family's device ask, named and labelled as NVIDIA's
     (the garbage collector and the ephemeral-container check know them by the same prefix)."""
     body: JsonObject = {

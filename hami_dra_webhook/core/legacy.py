@@ -56,7 +56,7 @@ def resource_maps(container: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     )
 
 
-def has_legacy_keys(container: Any, names: tuple[str, ...]) -> bool:
+def has_legacy_keys(container: Any, names: tuple[str, ...] | frozenset[str]) -> bool:
     limits, requests = resource_maps(container)
     return (bool(limits) and not limits.keys().isdisjoint(names)) or (
         bool(requests) and not requests.keys().isdisjoint(names)
@@ -85,7 +85,7 @@ def read_request(container: dict[str, Any], ref: ContainerRef, policy: Policy) -
 def read_vendor_request(
     container: dict[str, Any],
     ref: ContainerRef,
-    count: str,
+    count: str | tuple[str, ...],
     memory: str | tuple[str, ...] = "",
     cores: str | tuple[str, ...] = "",
 ) -> LegacyRequest:

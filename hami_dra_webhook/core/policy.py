@@ -315,7 +315,8 @@ def _describe_vendors(error: ValidationError, source: str) -> str:
         where = ".".join(str(part) for part in item["loc"])
         problems.append(f"{where}: {item['msg']} (got {item.get('input')!r})")
     return (
-        f"{source}: HAMi's vendor sections: " + "; ".join(problems)
+        f"{source}: HAMi's vendor sections: "
+        + "; ".join(problems)
         + "; fix them as HAMi's device-config.yaml has them, or remove them to use HAMi's defaults"
     )
 

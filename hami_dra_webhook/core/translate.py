@@ -36,7 +36,7 @@ from hami_dra_webhook.core.legacy import (
 from hami_dra_webhook.core.policy import DEFAULT_POLICY, Policy
 from hami_dra_webhook.core.selectors import device_filter
 from hami_dra_webhook.core.types import Attention, ContainerRef, JsonObject, NotConvertible
-from hami_dra_webhook.core.vendors.families import NVIDIA, container_families
+from hami_dra_webhook.core.vendors.families import NVIDIA, container_families, names_a_family
 from hami_dra_webhook.core.vendors.resolve import VendorContainer, resolve_vendor
 
 OPT_OUT_LABEL = "hami.io/webhook"
@@ -60,7 +60,16 @@ class _GpuContainer:
     (which the plan, kept in the decision and the cache, does not hold). The plan's fields are
     read through plain attributes (properties cost on this path)."""
 
-    __slots__ = ("container", "is_gpu", "plan", "record", "ref", "request", "runtime_class", "share")
+    __slots__ = (
+        "container",
+        "is_gpu",
+        "plan",
+        "record",
+        "ref",
+        "request",
+        "runtime_class",
+        "share",
+    )
 
     def __init__(
         self, plan: ContainerPlan, container: JsonObject, vendor: VendorContainer | None = None
@@ -107,7 +116,7 @@ class _Translation:
         policy, warnings = self.policy, self.warnings
         names = policy.legacy_resource_names
         every = containers(spec)
-        found = [(ref, c) for ref, c in every if _names_a_family(c, policy)]
+        found = [(ref, c) for ref, c in every if names_a_family(c, policy)]
         if not found and not policy.nvidia.overwrite_env:
             return Unchanged(warnings=[])
         if len(every) > MAX_CONTAINERS_PER_POD:
@@ -131,10 +140,10 @@ class _Translation:
         other = _not_converted(by_container, policy)
         if other is not None:
             if policy.webhook.other_vendors == "leave":
-                note = f"left unchanged: {other}"
+                note = f"left unchanged, on legacy HAMi: {other}"
                 return Unchanged(warnings=[note], left_alone=note)
             raise NotConvertible(
-                f"{other}; to admit such pods unchanged instead, set"
+                f"{other}; to admit such pods unchanged (they stay on legacy HAMi), set"
                 " hamiDraWebhook.otherVendors: leave",
                 code=422,
                 reason="family-not-converted",
@@ -216,21 +225,6 @@ class _Translation:
         )
 
 
-def _names_a_family(container: Any, policy: Policy) -> bool:
-    """A container with a legacy resource of any family: a known name, or any name in the
-    domain of a family without a DRA driver (`cambricon.com/...`)."""
-    if has_legacy_keys(container, policy.all_legacy_names):
-        return True
-    domains = policy.vendor_domains
-    limits, requests = resource_maps(container)
-    return any(
-        isinstance(key, str) and key.partition("/")[0] in domains
-        for part in (limits, requests)
-        for key in part
-        if "/" in key
-    )
-
-
 def _one_family(ref: ContainerRef, container: Any, policy: Policy) -> str:
     found = container_families(container, policy.families)
     if len(found) > 1:
@@ -244,9 +238,7 @@ def _one_family(ref: ContainerRef, container: Any, policy: Policy) -> str:
     return next(iter(found))
 
 
-def _not_converted(
-    by_container: list[tuple[ContainerRef, Any, str]], policy: Policy
-) -> str | None:
+def _not_converted(by_container: list[tuple[ContainerRef, Any, str]], policy: Policy) -> str | None:
     """Why the pod cannot move to DRA when a container names a family that is not converted."""
     for ref, _, key in by_container:
         family = policy.families.get(key)

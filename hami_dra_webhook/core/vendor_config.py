@@ -64,7 +64,11 @@ class VnpuChip(_Section):
 
 
 def _chip(
-    chip: str, word: str, allocatable: int, capacity: int, templates: list[tuple[str, int, int, int]],
+    chip: str,
+    word: str,
+    allocatable: int,
+    capacity: int,
+    templates: list[tuple[str, int, int, int]],
     super_pod: bool = False,
 ) -> VnpuChip:
     return VnpuChip.model_validate(
@@ -88,20 +92,42 @@ _910B_32G = [("vir05_1c_16g", 16384, 5, 1), ("vir10_3c_32g", 32768, 10, 3)]
 # HAMi v2.10's default `vnpus:` list (charts/hami/templates/scheduler/device-configmap.yaml).
 DEFAULT_VNPUS: tuple[VnpuChip, ...] = (
     _chip(
-        "910A", "Ascend910A", 32768, 32768,
-        [("vir02", 2184, 2, 0), ("vir04", 4369, 4, 0), ("vir08", 8738, 8, 0), ("vir16", 17476, 16, 0)],
+        "910A",
+        "Ascend910A",
+        32768,
+        32768,
+        [
+            ("vir02", 2184, 2, 0),
+            ("vir04", 4369, 4, 0),
+            ("vir08", 8738, 8, 0),
+            ("vir16", 17476, 16, 0),
+        ],
     ),
     _chip(
-        "910B2", "Ascend910B2", 65536, 65536,
-        [("vir03_1c_8g", 8192, 3, 1), ("vir06_1c_16g", 16384, 6, 1), ("vir12_3c_32g", 32768, 12, 3)],
+        "910B2",
+        "Ascend910B2",
+        65536,
+        65536,
+        [
+            ("vir03_1c_8g", 8192, 3, 1),
+            ("vir06_1c_16g", 16384, 6, 1),
+            ("vir12_3c_32g", 32768, 12, 3),
+        ],
     ),
     _chip("910B3", "Ascend910B3", 65536, 65536, _910B_32G),
     _chip("910B4-1", "Ascend910B4-1", 65536, 65536, _910B_32G),
     _chip(
-        "910B4", "Ascend910B4", 32768, 32768, [("vir05_1c_8g", 8192, 5, 1), ("vir10_3c_16g", 16384, 10, 3)]
+        "910B4",
+        "Ascend910B4",
+        32768,
+        32768,
+        [("vir05_1c_8g", 8192, 5, 1), ("vir10_3c_16g", 16384, 10, 3)],
     ),
     _chip(
-        "310P3", "Ascend310P", 21527, 24576,
+        "310P3",
+        "Ascend310P",
+        21527,
+        24576,
         [("vir01", 3072, 1, 1), ("vir02", 6144, 2, 2), ("vir04", 12288, 4, 4)],
     ),
     _chip("Ascend910", "Ascend910C", 65536, 65536, _910B_32G, super_pod=True),
@@ -116,43 +142,65 @@ class WholeDeviceNames(_Section):
     resource_core_name: str = Field("", alias="resourceCoreName")
 
 
-DEFAULT_AMD = WholeDeviceNames(
-    resourceCountName="amd.com/gpu",
-    resourceMemoryName="amd.com/gpumem",
-    resourceCoreName="amd.com/gpucores",
+DEFAULT_AMD = WholeDeviceNames.model_validate(
+    {
+        "resourceCountName": "amd.com/gpu",
+        "resourceMemoryName": "amd.com/gpumem",
+        "resourceCoreName": "amd.com/gpucores",
+    }
 )
-DEFAULT_NEURON = WholeDeviceNames(
-    resourceCountName="aws.amazon.com/neuron", resourceCoreName="aws.amazon.com/neuroncore"
+DEFAULT_NEURON = WholeDeviceNames.model_validate(
+    {"resourceCountName": "aws.amazon.com/neuron", "resourceCoreName": "aws.amazon.com/neuroncore"}
 )
 
 # The families without a DRA driver (VENDORS.md sections 5-12): HAMi's section key, the name the
 # user knows, HAMi v2.10's default resource names, and the domains their resources live in.
 OTHER_FAMILIES: tuple[tuple[str, str, tuple[str, ...], tuple[str, ...]], ...] = (
     (
-        "enflame", "Enflame GCU",
-        ("enflame.com/gcu", "enflame.com/drs-gcu", "enflame.com/gcu-memory", "enflame.com/gcu-core",
-         "enflame.com/vgcu", "enflame.com/vgcu-percentage"),
+        "enflame",
+        "Enflame GCU",
+        (
+            "enflame.com/gcu",
+            "enflame.com/drs-gcu",
+            "enflame.com/gcu-memory",
+            "enflame.com/gcu-core",
+            "enflame.com/vgcu",
+            "enflame.com/vgcu-percentage",
+        ),
         ("enflame.com",),
     ),
     (
-        "metax", "MetaX GPU",
-        ("metax-tech.com/gpu", "metax-tech.com/sgpu", "metax-tech.com/vcore", "metax-tech.com/vmemory"),
+        "metax",
+        "MetaX GPU",
+        (
+            "metax-tech.com/gpu",
+            "metax-tech.com/sgpu",
+            "metax-tech.com/vcore",
+            "metax-tech.com/vmemory",
+        ),
         ("metax-tech.com",),
     ),
     ("iluvatars", "Iluvatar GPU", (), ("iluvatar.ai",)),
     (
-        "cambricon", "Cambricon MLU",
-        ("cambricon.com/vmlu", "cambricon.com/mlu", "cambricon.com/mlu.smlu.vmemory",
-         "cambricon.com/mlu.smlu.vcore"),
+        "cambricon",
+        "Cambricon MLU",
+        (
+            "cambricon.com/vmlu",
+            "cambricon.com/mlu",
+            "cambricon.com/mlu.smlu.vmemory",
+            "cambricon.com/mlu.smlu.vcore",
+        ),
         ("cambricon.com",),
     ),
     (
-        "mthreads", "Moore Threads GPU",
+        "mthreads",
+        "Moore Threads GPU",
         ("mthreads.com/vgpu", "mthreads.com/sgpu-memory", "mthreads.com/sgpu-core"),
         ("mthreads.com",),
     ),
     (
-        "kunlun", "Kunlunxin XPU",
+        "kunlun",
+        "Kunlunxin XPU",
         ("kunlunxin.com/xpu", "kunlunxin.com/vxpu", "kunlunxin.com/vxpu-memory"),
         ("kunlunxin.com",),
     ),
@@ -172,7 +220,9 @@ def section_names(section: Any) -> tuple[str, ...]:
     for entry in entries:
         if isinstance(entry, dict):
             found += [
-                v for k, v in entry.items() if str(k).startswith("resource") and isinstance(v, str) and v
+                v
+                for k, v in entry.items()
+                if str(k).startswith("resource") and isinstance(v, str) and v
             ]
     return tuple(found)
 

@@ -22,6 +22,7 @@ from hami_dra_webhook.core.policy import Policy
 from hami_dra_webhook.core.quantity import QuantityError, format_bytes, parse_byte_size
 from hami_dra_webhook.core.types import JsonObject
 from hami_dra_webhook.kube.port import ApiError, KubeApi, paths
+from hami_dra_webhook.migrate.vendor_check import vendors
 
 Level = Literal["PASS", "WARN", "FAIL"]
 LEVELS: dict[str, int] = {"PASS": 0, "WARN": 1, "FAIL": 2}
@@ -95,6 +96,7 @@ async def run_checks(api: KubeApi, policy: Policy, target: Target, timeout: floa
         _legacy_hami,
         _extended_resources,
         _quotas,
+        vendors,
         _webhook,
     ]
     for check in checks:

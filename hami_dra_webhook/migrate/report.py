@@ -15,7 +15,7 @@ from hami_dra_webhook.core.decision import (
     Unchanged,
     describe,
 )
-from hami_dra_webhook.core.legacy import has_legacy_keys, resource_maps
+from hami_dra_webhook.core.legacy import resource_maps
 from hami_dra_webhook.core.policy import Policy
 from hami_dra_webhook.core.selectors import (
     NOUSE_TYPE,
@@ -27,6 +27,7 @@ from hami_dra_webhook.core.selectors import (
 )
 from hami_dra_webhook.core.translate import TASK_PRIORITY_ENV, translate_pod
 from hami_dra_webhook.core.types import Attention, ContainerRef, JsonObject
+from hami_dra_webhook.core.vendors.families import container_families, names_a_family
 
 Outcome = Literal["converts", "attention", "refused"]
 
@@ -59,9 +60,9 @@ class WorkloadReport:
 
 
 def uses_legacy(pod: Any, policy: Policy) -> bool:
+    """A pod with a legacy resource of any device family (NVIDIA's, or another vendor's)."""
     spec = pod.get("spec") if isinstance(pod, dict) else None
-    names = policy.legacy_resource_names
-    return any(has_legacy_keys(container, names) for _, container in containers(spec))
+    return any(names_a_family(container, policy) for _, container in containers(spec))
 
 
 EMBEDDED_NOTE = (
@@ -126,15 +127,13 @@ def _containers(
     plan: dict[ContainerRef, ContainerPlan],
     decision: object,
 ) -> list[ContainerReport]:
-    names = policy.legacy_resource_names
     reports = []
     for ref, container in containers(pod.get("spec")):
-        if not has_legacy_keys(container, names):
+        if not names_a_family(container, policy):
             continue
         limits, requests = resource_maps(container)
-        legacy = {
-            k: str(limits.get(k, requests.get(k))) for k in names if k in limits or k in requests
-        }
+        keys = [k for keys in container_families(container, policy.families).values() for k in keys]
+        legacy = {k: str(limits.get(k, requests.get(k))) for k in keys}
         label = ref.name if ref.list_name == "containers" else f"{ref.name} (init)"
         reports.append(_container(label, legacy, plan.get(ref), decision, policy))
     return reports
@@ -154,9 +153,11 @@ def _container(
     if planned.request.priority is not None:
         priority = policy.nvidia.resource_priority_name
         notes.append(PRIORITY_NOTE.format(name=priority, env=TASK_PRIORITY_ENV))
+    if planned.ask is not None:
+        return ContainerReport(label, legacy, planned.ask.summary, notes)
     share = planned.share
     if share is None:
-        return ContainerReport(label, legacy, "no GPU (legacy keys removed)", notes)
+        return ContainerReport(label, legacy, "no device (legacy keys removed)", notes)
     if share.cores == 100 and (share.memory_mib or share.percentage):
         notes.append(EXCLUSIVE_CORES_NOTE)
     return ContainerReport(label, legacy, describe(share), notes)

@@ -12,7 +12,6 @@ import pytest
 import yaml
 
 from hami_dra_webhook.core.policy import policy_from_yaml
-from tests.chart.test_chart import _match, _pod
 from tests.support.chart_tools import CHART, run_helm
 
 ALL_VENDORS = """\
@@ -65,7 +64,12 @@ def _names_sent(documents: list[dict[str, Any]]) -> set[str]:
 
 @pytest.mark.parametrize(
     "device_config",
-    ["nvidia: {}\n", ALL_VENDORS, RENAMED, "hamiDraWebhook:\n  vendors:\n    amd: {convert: true}\n"],
+    [
+        "nvidia: {}\n",
+        ALL_VENDORS,
+        RENAMED,
+        "hamiDraWebhook:\n  vendors:\n    amd: {convert: true}\n",
+    ],
     ids=["nvidia-only", "all-vendors", "renamed", "amd-only"],
 )
 def test_match_conditions_send_exactly_the_converted_families(device_config: str) -> None:
@@ -74,23 +78,13 @@ def test_match_conditions_send_exactly_the_converted_families(device_config: str
 
 
 def test_a_family_not_converted_is_not_sent() -> None:
-    documents = _rendered(ALL_VENDORS)
-    (config,) = [d for d in documents if d["kind"] == "MutatingWebhookConfiguration"]
-    expression = config["webhooks"][0]["matchConditions"][0]["expression"]
-    for limits, sent in (
-        ({"hygon.com/dcunum": "1"}, True),
-        ({"hygon.com/hcucores": "30"}, True),
-        ({"huawei.com/Ascend910B3-memory": "2000"}, True),
-        ({"aws.amazon.com/neuron": "1"}, True),
-        ({"cambricon.com/vmlu": "1"}, False),
-        ({"enflame.com/gcu": "1"}, False),
-    ):
-        pod = _pod([{"name": "c", "resources": {"limits": limits}}])
-        assert _match(expression, pod) is sent, limits
-    nvidia_only = _rendered("nvidia: {}\n")
-    (config,) = [d for d in nvidia_only if d["kind"] == "MutatingWebhookConfiguration"]
-    expression = config["webhooks"][0]["matchConditions"][0]["expression"]
-    assert not _match(expression, _pod([{"name": "c", "resources": {"limits": {"hygon.com/dcunum": "1"}}}]))
+    """The names the condition looks for (its evaluation is the same expression the NVIDIA
+    tests evaluate with cel-python; kube-apiserver accepts it, tests/e2e/test_vendors.py)."""
+    sent = _names_sent(_rendered(ALL_VENDORS))
+    assert {"hygon.com/dcunum", "hygon.com/hcucores", "huawei.com/Ascend910B3-memory"} <= sent
+    assert {"aws.amazon.com/neuron", "amd.com/gpu", "nvidia.com/gpu"} <= sent
+    assert not any(n.startswith(("cambricon.com/", "enflame.com/")) for n in sent)
+    assert not any(n.startswith("hygon.com/") for n in _names_sent(_rendered("nvidia: {}\n")))
 
 
 def test_vendor_device_classes_only_where_the_driver_ships_none() -> None:
@@ -106,10 +100,17 @@ def test_vendor_device_classes_only_where_the_driver_ships_none() -> None:
         ' device.attributes["ascend.project-hami.io"].type == "HAMivNPUCore"'
     )
     policy = policy_from_yaml(ALL_VENDORS).policy
-    assert classes["hami-vnpu-core.project-hami.io"] == policy.families.get("ascend").class_expression
+    assert (
+        classes["hami-vnpu-core.project-hami.io"] == policy.families.get("ascend").class_expression
+    )
     everything = {
         d["metadata"]["name"]: d["spec"]["selectors"][0]["cel"]["expression"]
-        for d in _rendered(ALL_VENDORS, "deviceClass.vendors.hygon=true", "deviceClass.vendors.amd=true", "deviceClass.vendors.awsNeuron=true")
+        for d in _rendered(
+            ALL_VENDORS,
+            "deviceClass.vendors.hygon=true",
+            "deviceClass.vendors.amd=true",
+            "deviceClass.vendors.awsNeuron=true",
+        )
         if d["kind"] == "DeviceClass"
     }
     for key in ("hygon", "amd", "aws-neuron"):

@@ -221,6 +221,7 @@ class Release:
     webhook: Webhook | None = None
     extra_env: dict[str, str] = field(default_factory=dict)
     ca_file: Path | None = None  # custom mode: the CA of the certificate it serves
+    values_file: Path | None = None  # helm -f, besides `sets` (values with commas, YAML)
 
     @property
     def url(self) -> str:
@@ -233,6 +234,7 @@ class Release:
     def install(self, *more: str) -> subprocess.CompletedProcess[str]:
         args = ["install", self.name, str(CHART), "-n", self.namespace, "--create-namespace"]
         args += ["--set", f"admission.url={self.url}", "--wait=false"]
+        args += ["-f", str(self.values_file)] if self.values_file else []
         for item in [*self.sets, *more]:
             args += ["--set", item]
         return self.cluster.helm(*args)
@@ -241,6 +243,7 @@ class Release:
         """helm upgrade with the chart's defaults plus this release's and `more` settings."""
         args = ["upgrade", self.name, str(CHART), "-n", self.namespace, "--reset-values"]
         args += ["--set", f"admission.url={self.url}"]
+        args += ["-f", str(self.values_file)] if self.values_file else []
         for item in self.sets:
             args += ["--set", item]
         return self.cluster.helm(*args, *more)

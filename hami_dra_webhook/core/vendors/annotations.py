@@ -8,7 +8,6 @@ from hami_dra_webhook.core import cel
 from hami_dra_webhook.core.selectors import MAX_ANNOTATION_VALUE, split_list
 from hami_dra_webhook.core.types import NotConvertible
 
-
 # Every vendor annotation a translation reads (the cache key keeps these, core/pod_view.py),
 # besides Ascend's per-chip `hami.io/use-<commonWord>-uuid` and `hami.io/no-use-...-uuid`.
 VENDOR_ANNOTATIONS = (

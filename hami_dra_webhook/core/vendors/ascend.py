@@ -108,7 +108,7 @@ def device_ask(
         f"{cel.attribute(driver, 'productName')} == {cel.string_literal(chip.chip_name)}",
         *_uuid_selectors(chip, annotations, driver, warnings),
     )
-    capacity = (("cores", str(cores)),)
+    capacity: tuple[tuple[str, str], ...] = (("cores", str(cores)),)
     if memory_mib is not None:
         capacity += (("memory", format_mib(memory_mib)),)
     return DeviceAsk(
@@ -201,7 +201,9 @@ def _uuid_selectors(
 
 
 def _summary(chip: VnpuChip, count: int, memory_mib: int | None, cores: int) -> str:
-    npus = f"1 {chip.common_word} NPU" if count == 1 else f"{count} different {chip.common_word} NPUs"
+    npus = (
+        f"1 {chip.common_word} NPU" if count == 1 else f"{count} different {chip.common_word} NPUs"
+    )
     memory = "the whole memory" if memory_mib is None else f"{memory_mib} MiB"
     compute = "no compute share (priority 0)" if cores == 0 else f"{cores}% compute"
     return f"{npus}, {memory}, {compute}"

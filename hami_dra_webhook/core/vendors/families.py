@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from hami_dra_webhook.core import cel
+from hami_dra_webhook.core.legacy import has_legacy_keys, resource_maps
 from hami_dra_webhook.core.vendor_config import OTHER_FAMILIES
 from hami_dra_webhook.core.vendors import ascend, hygon
 from hami_dra_webhook.core.vendors.whole import AMD, NEURON
@@ -36,16 +37,13 @@ class Family:
         return self.driver is not None
 
     def not_converted(self) -> str:
-        """Why this family's pods stay on the legacy path, and what would change it."""
+        """Why this webhook does not convert the family (its pods can stay on legacy HAMi)."""
         if self.enable:
             return (
-                f"{self.title} ({', '.join(self.names[:3])}) is not converted by this policy: its"
-                f" pods stay on legacy HAMi; set {self.enable} to convert them to {self.driver}"
+                f"{self.title} ({', '.join(self.names[:3])}) is not converted by this policy"
+                f" (set {self.enable} to convert it to {self.driver})"
             )
-        return (
-            f"{self.title} has no DRA driver: its pods stay on legacy HAMi (this webhook cannot"
-            " convert them)"
-        )
+        return f"{self.title} has no DRA driver, so this webhook cannot convert it"
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +67,7 @@ class Families:
         return tuple(f for f in self.all if f.converted)
 
     def converted_names(self) -> tuple[str, ...]:
-        """Every resource name a pod the webhook must see can carry (the chart's matchConditions)."""
+        """Every resource name that sends a pod to the webhook (the chart's matchConditions)."""
         return tuple(n for f in self.converted for n in f.names)
 
 
@@ -145,13 +143,29 @@ def families(policy: Policy) -> Families:
     configured = dict(sections.others)
     by_domain: dict[str, Family] = {}
     for key, title, defaults, domains in OTHER_FAMILIES:
-        other = Family(key, title, tuple(dict.fromkeys((*configured.get(key, ()), *defaults))), False)
+        other = Family(
+            key, title, tuple(dict.fromkeys((*configured.get(key, ()), *defaults))), False
+        )
         found.append(other)
         by_domain |= {domain: other for domain in domains}
     by_name: dict[str, Family] = {}
     for family in reversed(found):  # NVIDIA wins a name it shares (it is converted)
         by_name |= {name: family for name in family.names}
     return Families(tuple(found), by_name, by_domain)
+
+
+def names_a_family(container: Any, policy: Policy) -> bool:
+    """A container with a legacy resource of any family: a known name, or any name in the
+    domain of a family without a DRA driver (`cambricon.com/...`)."""
+    if has_legacy_keys(container, policy.all_legacy_names):
+        return True
+    domains = policy.vendor_domains
+    limits, requests = resource_maps(container)
+    return any(
+        isinstance(key, str) and "/" in key and key.partition("/")[0] in domains
+        for part in (limits, requests)
+        for key in part
+    )
 
 
 def container_families(container: Any, known: Families) -> dict[str, list[str]]:

@@ -83,9 +83,13 @@ def device_ask(
     if cores > 100:
         warnings.append(f"{ref.label}: Hygon cores {cores} clamped to 100 (as legacy HAMi v2.10)")
         cores = 100
-    selectors = (cel.driver_device_of_type(driver, "type", DEVICE_TYPE), *_selectors(annotations, driver, warnings))
+    selectors = (
+        cel.driver_device_of_type(driver, "type", DEVICE_TYPE),
+        *_selectors(annotations, driver, warnings),
+    )
     memory = (("memory", format_mib(memory_mib)),) if memory_mib is not None else ()
     whole = memory_mib is None and cores == 100
+    alternatives: tuple[Alternative, ...]
     if whole or cores in (0, 100):
         core_capacity = (("cores", "0"),) if cores == 0 else ()
         # count only: no capacity at all, so the driver passes the whole card through

@@ -102,16 +102,16 @@ def device_ask(
         else f"device.driver == {cel.string_literal(driver)}"
     ]
     product = cel.attribute(driver, "productName")
-    for key, negated in ((family.use_type, False), (family.nouse_type, True)):
-        if key is None:
+    for type_key, negated in ((family.use_type, False), (family.nouse_type, True)):
+        if type_key is None:
             continue
-        items = annotation_items(annotations, key, warnings)
+        items = annotation_items(annotations, type_key, warnings)
         if items:
-            listed = literal_list(key, [ascii_upper(item) for item in items])
+            listed = literal_list(type_key, [ascii_upper(item) for item in items])
             expression = f"{listed}.exists(f, {product}.upperAscii().contains(f))"
             selectors.append(cel.negate(expression) if negated else expression)
             warnings.append(
-                f"annotation {key}: matched against {driver}'s productName (legacy type names"
+                f"annotation {type_key}: matched against {driver}'s productName (legacy type names"
                 " may differ)"
             )
     devices = f"1 whole {family.title}" if count == 1 else f"{count} whole {family.title}s"
