@@ -208,6 +208,11 @@ class Policy(BaseModel):
         return frozenset(self.families.by_name)
 
     @cached_property
+    def converted_names(self) -> tuple[str, ...]:
+        """The legacy resource names of every family this policy converts."""
+        return self.families.converted_names()
+
+    @cached_property
     def vendor_domains(self) -> frozenset[str]:
         """Domains whose every resource names a family without a DRA driver."""
         return frozenset(self.families.by_domain)

@@ -18,7 +18,7 @@ def strip_reapplied(new: Any, old: Any, policy: Policy) -> list[patch.PatchOp]:
     else is touched.
     """
     spec, old_spec = _spec(new), _spec(old)
-    names = policy.legacy_resource_names
+    names = policy.converted_names  # every converted family's, not only NVIDIA's
     ops: list[patch.PatchOp] = []
     before = {
         (ref.list_name, _name(c)): c for ref, c in containers(old_spec) if isinstance(c, dict)

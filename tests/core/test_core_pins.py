@@ -438,3 +438,20 @@ def test_reapply_reads_only_string_names() -> None:
     # Names that are not strings (unhashable here) are read as no name, and no name matches
     # no name: nothing re-applied, and no crash.
     assert strip_reapplied(new, old, DEFAULT_POLICY) == []
+
+
+def test_reapplied_keys_of_a_converted_vendor_go_too() -> None:
+    from hami_dra_webhook.core.policy import policy_from_yaml
+
+    hygon = policy_from_yaml("hamiDraWebhook: {vendors: {hygon: {convert: true}}}").policy
+    old = _pod(CONVERTED)
+    new = _pod(
+        _container(
+            "cuda",
+            limits={"cpu": "1", "hygon.com/dcunum": "1"},
+            claims=[{"name": "cuda-gpu"}],  # type: ignore[arg-type]
+        )
+    )
+    removal = {"op": "remove", "path": "/spec/containers/0/resources/limits/hygon.com~1dcunum"}
+    assert strip_reapplied(new, old, hygon) == [removal]
+    assert strip_reapplied(new, old, DEFAULT_POLICY) == []  # not converted: not this webhook's
