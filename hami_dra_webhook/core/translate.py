@@ -12,7 +12,6 @@ from hami_dra_webhook.core.claims import (
     Taken,
     ask_template,
     claim_name,
-    claim_template,
     legacy_record,
 )
 from hami_dra_webhook.core.containers import containers
@@ -36,6 +35,7 @@ from hami_dra_webhook.core.legacy import (
 from hami_dra_webhook.core.policy import DEFAULT_POLICY, Policy
 from hami_dra_webhook.core.selectors import device_filter
 from hami_dra_webhook.core.types import Attention, ContainerRef, JsonObject, NotConvertible
+from hami_dra_webhook.core.vendors import nvidia
 from hami_dra_webhook.core.vendors.families import NVIDIA, container_families, names_a_family
 from hami_dra_webhook.core.vendors.resolve import VendorContainer, resolve_vendor
 
@@ -174,37 +174,24 @@ class _Translation:
         taken = _existing_claim_names(spec)
         for gpu in gpus:
             ops += _strip_ops(gpu)
-            planned = gpu.plan
-            if planned.ask is not None:
-                template = ask_template(planned.ask, gpu.record, policy, self.namespace)
-                template_name = template["metadata"]["name"]
-                templates.setdefault(template_name, template)
-                claim = claim_name(gpu.ref.name, taken)
-                pod_claims.append({"name": claim, "resourceClaimTemplateName": template_name})
-                ops.append(_container_claim_op(gpu, claim))
-                warnings.append(f"{gpu.ref.label}: {planned.ask.summary} -> {template_name}")
-                planned = ContainerPlan(
-                    gpu.ref, gpu.request, None, template_name, claim, planned.family, planned.ask
-                )
-                plan.append(planned)
-                continue
-            if planned.family != NVIDIA:
-                plan.append(planned)  # another family's container that gets no device
-                continue
-            if gpu.share is not None:
+            planned, ask, record = gpu.plan, gpu.plan.ask, gpu.record
+            if gpu.share is not None:  # NVIDIA's share, asked of its driver like any family's
+                ask = nvidia.device_ask(gpu.share, selectors, describe(gpu.share), gpu.ref, policy)
                 record = legacy_record(gpu.request, policy)
-                template = claim_template(
-                    gpu.share, selectors, record, gpu.ref, policy, self.namespace
-                )
+            if ask is not None:
+                template = ask_template(ask, record, policy, self.namespace)
                 template_name = template["metadata"]["name"]
                 templates.setdefault(template_name, template)
                 claim = claim_name(gpu.ref.name, taken)
                 pod_claims.append({"name": claim, "resourceClaimTemplateName": template_name})
                 ops.append(_container_claim_op(gpu, claim))
-                warnings.append(f"{gpu.ref.label}: {describe(gpu.share)} -> {template_name}")
-                planned = ContainerPlan(gpu.ref, gpu.request, gpu.share, template_name, claim)
+                warnings.append(f"{gpu.ref.label}: {ask.summary} -> {template_name}")
+                planned = ContainerPlan(
+                    gpu.ref, gpu.request, gpu.share, template_name, claim, planned.family, ask
+                )
             plan.append(planned)
-            ops += _env_ops(gpu.ref, gpu.container, _gpu_env(gpu, policy), warnings)
+            if planned.family == NVIDIA:
+                ops += _env_ops(gpu.ref, gpu.container, _gpu_env(gpu, policy), warnings)
         names = policy.legacy_resource_names
         if policy.nvidia.overwrite_env:
             ops += _hide_ops(every, names, warnings)

@@ -153,8 +153,8 @@ def _container(
     if planned.request.priority is not None:
         priority = policy.nvidia.resource_priority_name
         notes.append(PRIORITY_NOTE.format(name=priority, env=TASK_PRIORITY_ENV))
-    if planned.ask is not None:
-        return ContainerReport(label, legacy, planned.ask.summary, notes)
+    if planned.family != "nvidia":
+        return ContainerReport(label, legacy, planned.summary, notes)
     share = planned.share
     if share is None:
         return ContainerReport(label, legacy, "no device (legacy keys removed)", notes)
