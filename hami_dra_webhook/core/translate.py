@@ -24,7 +24,6 @@ from hami_dra_webhook.core.decision import (
     Decision,
     Refusal,
     Unchanged,
-    describe,
 )
 from hami_dra_webhook.core.legacy import (
     has_legacy_keys,
@@ -36,7 +35,7 @@ from hami_dra_webhook.core.policy import DEFAULT_POLICY, Policy
 from hami_dra_webhook.core.selectors import device_filter
 from hami_dra_webhook.core.types import Attention, ContainerRef, JsonObject, NotConvertible
 from hami_dra_webhook.core.vendors import nvidia
-from hami_dra_webhook.core.vendors.families import NVIDIA, container_families, names_a_family
+from hami_dra_webhook.core.vendors.families import NVIDIA, container_families
 from hami_dra_webhook.core.vendors.resolve import VendorContainer, resolve_vendor
 
 OPT_OUT_LABEL = "hami.io/webhook"
@@ -116,7 +115,8 @@ class _Translation:
         policy, warnings = self.policy, self.warnings
         names = policy.legacy_resource_names
         every = containers(spec)
-        found = [(ref, c) for ref, c in every if names_a_family(c, policy)]
+        known = policy.families
+        found = [(ref, c, f) for ref, c in every if (f := container_families(c, known))]
         if not found and not policy.nvidia.overwrite_env:
             return Unchanged(warnings=[])
         if len(every) > MAX_CONTAINERS_PER_POD:
@@ -136,7 +136,7 @@ class _Translation:
             if not hidden:
                 return Unchanged(warnings=warnings)
             return Converted(patch=hidden, templates=[], plan=(), warnings=warnings, resources=[])
-        by_container = [(ref, c, _one_family(ref, c, policy)) for ref, c in found]
+        by_container = [(ref, c, _one_family(ref, families)) for ref, c, families in found]
         other = _not_converted(by_container, policy)
         if other is not None:
             if policy.webhook.other_vendors == "leave":
@@ -176,7 +176,7 @@ class _Translation:
             ops += _strip_ops(gpu)
             planned, ask, record = gpu.plan, gpu.plan.ask, gpu.record
             if gpu.share is not None:  # NVIDIA's share, asked of its driver like any family's
-                ask = nvidia.device_ask(gpu.share, selectors, describe(gpu.share), gpu.ref, policy)
+                ask = nvidia.device_ask(gpu.share, selectors, gpu.ref, policy)
                 record = legacy_record(gpu.request, policy)
             if ask is not None:
                 template = ask_template(ask, record, policy, self.namespace)
@@ -212,8 +212,7 @@ class _Translation:
         )
 
 
-def _one_family(ref: ContainerRef, container: Any, policy: Policy) -> str:
-    found = container_families(container, policy.families)
+def _one_family(ref: ContainerRef, found: dict[str, list[str]]) -> str:
     if len(found) > 1:
         named = "; ".join(f"{', '.join(keys)} ({family})" for family, keys in found.items())
         raise NotConvertible(

@@ -3,7 +3,7 @@ same way, and the `devices` of the ResourceClaimTemplate that asks it."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from hami_dra_webhook.core.types import JsonObject
 
@@ -34,6 +34,16 @@ class DeviceAsk:
     distinct_attribute: str | None
     summary: str  # what the container gets, in words
     whole: bool  # every device whole: no consumable capacity needed to place it as asked
+    # Computed once: the template cache looks an ask up for every container it converts.
+    _hash: int = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        fields = (self.family, self.device_class, self.request_name, self.count)
+        more = (self.alternatives, self.distinct_attribute, self.summary, self.whole)
+        object.__setattr__(self, "_hash", hash((*fields, *more)))
+
+    def __hash__(self) -> int:
+        return self._hash
 
 
 def ask_devices(ask: DeviceAsk, with_capacity: bool) -> JsonObject:

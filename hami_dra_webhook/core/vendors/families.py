@@ -169,17 +169,28 @@ def names_a_family(container: Any, policy: Policy) -> bool:
 
 
 def container_families(container: Any, known: Families) -> dict[str, list[str]]:
-    """The families a container's limits and requests name, each with the keys naming it."""
+    """The families a container's limits and requests name, each with the keys naming it (on
+    the hot path: every container of every pod passes here)."""
     resources = container.get("resources") if isinstance(container, dict) else None
     if not isinstance(resources, dict):
         return {}
+    by_name, by_domain = known.by_name, known.by_domain
     found: dict[str, list[str]] = {}
     for part in ("limits", "requests"):
         values = resources.get(part)
         if not isinstance(values, dict):
             continue
         for key in values:
-            family = known.of(key) if isinstance(key, str) else None
-            if family is not None and key not in found.get(family.key, ()):
-                found.setdefault(family.key, []).append(key)
+            family = by_name.get(key)
+            if family is None:
+                if not isinstance(key, str) or "/" not in key:
+                    continue
+                family = by_domain.get(key.partition("/")[0])
+                if family is None:
+                    continue
+            keys = found.get(family.key)
+            if keys is None:
+                found[family.key] = [key]
+            elif key not in keys:
+                keys.append(key)
     return found

@@ -5,9 +5,11 @@ gpumem-percentage as one `firstAvailable` alternative per card memory size."""
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING
 
 from hami_dra_webhook.core import cel
+from hami_dra_webhook.core.decision import describe
 from hami_dra_webhook.core.legacy import GpuShare
 from hami_dra_webhook.core.quantity import MIB, format_bytes, format_mib
 from hami_dra_webhook.core.types import ContainerRef, NotConvertible
@@ -21,15 +23,23 @@ MAX_SUBREQUESTS = 8  # DRA's limit on firstAvailable alternatives
 
 
 def device_ask(
-    share: GpuShare, selectors: tuple[str, ...], summary: str, ref: ContainerRef, policy: Policy
+    share: GpuShare, selectors: tuple[str, ...], ref: ContainerRef, policy: Policy
 ) -> DeviceAsk:
+    if share.percentage is not None:
+        _check_sizes(share.percentage, ref, policy)
+    return _device_ask(share, selectors, policy)
+
+
+@functools.lru_cache(maxsize=4096)
+def _device_ask(share: GpuShare, selectors: tuple[str, ...], policy: Policy) -> DeviceAsk:
+    """Cached: replicas ask the same (the ask is immutable; the template cache keys on it)."""
     web = policy.webhook
     if share.percentage is None:
         alternatives: tuple[Alternative, ...] = (
             Alternative(selectors, _capacity(share.memory_mib, share.cores, policy)),
         )
     else:
-        alternatives = _per_size(share.percentage, share.cores, selectors, ref, policy)
+        alternatives = _per_size(share.percentage, share.cores, selectors, policy)
     return DeviceAsk(
         family=FAMILY,
         device_class=web.device_class_name,
@@ -39,7 +49,7 @@ def device_ask(
         # N single-device requests and one distinctAttribute: N different physical GPUs, as in
         # legacy HAMi, on every Kubernetes version (docs/kubernetes-facts.md: DRA's limits).
         distinct_attribute=f"{web.driver_name}/{web.attributes.uuid}",
-        summary=summary,
+        summary=describe(share),
         whole=share.is_whole,
     )
 
@@ -52,16 +62,8 @@ def _capacity(memory_mib: int | None, cores: int, policy: Policy) -> tuple[tuple
     return capacity
 
 
-def _per_size(
-    percentage: int,
-    cores: int,
-    selectors: tuple[str, ...],
-    ref: ContainerRef,
-    policy: Policy,
-) -> tuple[Alternative, ...]:
-    """gpumem-percentage: memory depends on each device's size, so pin a size per alternative."""
-    web = policy.webhook
-    sizes = web.device_memory_sizes
+def _check_sizes(percentage: int, ref: ContainerRef, policy: Policy) -> None:
+    sizes = policy.webhook.device_memory_sizes
     name = policy.nvidia.resource_memory_percentage_name
     if not sizes:
         raise NotConvertible(
@@ -76,8 +78,15 @@ def _per_size(
             f" {MAX_SUBREQUESTS} DRA alternatives; use gpumem (MiB)",
             code=422,
         )
+
+
+def _per_size(
+    percentage: int, cores: int, selectors: tuple[str, ...], policy: Policy
+) -> tuple[Alternative, ...]:
+    """gpumem-percentage: memory depends on each device's size, so pin a size per alternative."""
+    web = policy.webhook
     alternatives = []
-    for size in sizes:
+    for size in web.device_memory_sizes:
         quantity = format_bytes(size)
         pinned = (
             *selectors,
