@@ -44,7 +44,8 @@ def add_parser(commands: Any) -> None:
 def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
     from hami_dra_webhook.cli.inputs import load_policy
     from hami_dra_webhook.core.policy import PolicyError
-    from hami_dra_webhook.migrate.check import Target, run_checks
+    from hami_dra_webhook.preflight.report import Target
+    from hami_dra_webhook.preflight.run import run_checks
 
     try:
         policy = load_policy(args.config, stderr)

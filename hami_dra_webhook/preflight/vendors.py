@@ -1,18 +1,14 @@
-"""`check`, per device family beyond NVIDIA present in the cluster (nodes offering its legacy
-resources, Hygon's `hcu=on` node label, or its driver's ResourceSlices) or converted by the
-policy: is its DRA driver there, does its DeviceClass exist, and are its pods converted?"""
+"""`check`, per device family beyond NVIDIA that is converted by the policy or present in the
+cluster (nodes offering its legacy resources, Hygon's `hcu=on` node label): is its DRA driver
+there, on those nodes, and does its DeviceClass exist? Pure: it judges a snapshot."""
 
 from __future__ import annotations
-
-from typing import TYPE_CHECKING
 
 from hami_dra_webhook.core.policy import Policy
 from hami_dra_webhook.core.types import JsonObject
 from hami_dra_webhook.core.vendors.families import NVIDIA, Family
-from hami_dra_webhook.kube.port import ApiError, KubeApi, paths
-
-if TYPE_CHECKING:
-    from hami_dra_webhook.migrate.check import Report, Target
+from hami_dra_webhook.preflight.report import Report
+from hami_dra_webhook.preflight.snapshot import Failed, Snapshot
 
 # Node labels that say a family's cards are there, besides the legacy resources a node offers.
 FAMILY_NODE_LABELS = {"hygon": ("hcu", "on")}
@@ -22,8 +18,8 @@ def family_nodes(nodes: list[JsonObject], policy: Policy) -> dict[str, list[str]
     """Family key -> the nodes that show its devices (legacy resources offered, or a label)."""
     found: dict[str, set[str]] = {}
     for node in nodes:
-        name = str((node.get("metadata") or {}).get("name"))
-        labels = (node.get("metadata") or {}).get("labels") or {}
+        metadata = node.get("metadata") or {}
+        name, labels = str(metadata.get("name")), metadata.get("labels") or {}
         allocatable = (node.get("status") or {}).get("allocatable") or {}
         for resource, amount in allocatable.items():
             family = policy.families.of(resource)
@@ -35,21 +31,28 @@ def family_nodes(nodes: list[JsonObject], policy: Policy) -> dict[str, list[str]
     return {key: sorted(names) for key, names in found.items()}
 
 
-async def vendors(
-    api: KubeApi, policy: Policy, target: Target, report: Report, timeout: float
-) -> None:
-    nodes = family_nodes(await api.list_path(paths.NODES, [], timeout=timeout), policy)
-    for family in policy.families.all:
-        if family.key == NVIDIA or not (family.converted or family.key in nodes):
-            continue
-        await _family(api, family, nodes.get(family.key, []), report, timeout)
+def families_to_check(nodes: list[JsonObject], policy: Policy) -> list[tuple[Family, list[str]]]:
+    present = family_nodes(nodes, policy)
+    return [
+        (family, present.get(family.key, []))
+        for family in policy.families.all
+        if family.key != NVIDIA and (family.converted or family.key in present)
+    ]
 
 
-async def _family(
-    api: KubeApi, family: Family, nodes: list[str], report: Report, timeout: float
-) -> None:
+def vendors(snapshot: Snapshot, policy: Policy, report: Report) -> None:
+    if isinstance(snapshot.nodes, Failed):
+        report.add("FAIL", "vendors", f"the API failed: {snapshot.nodes.error}", "")
+        return
+    nodes = snapshot.nodes if isinstance(snapshot.nodes, list) else []
+    for family, present in families_to_check(nodes, policy):
+        _family(snapshot, family, present, report)
+
+
+def _family(snapshot: Snapshot, family: Family, nodes: list[str], report: Report) -> None:
     check = family.title
-    where = f" (nodes: {', '.join(nodes[:5])}{', ...' if len(nodes) > 5 else ''})" if nodes else ""
+    shown = ", ".join(nodes[:5]) + (", ..." if len(nodes) > 5 else "")
+    where = f" (nodes: {shown})" if nodes else ""
     if family.driver is None:
         report.add(
             "WARN",
@@ -59,17 +62,14 @@ async def _family(
             " (hamiDraWebhook.otherVendors)",
         )
         return
-    slices = await api.list_resource_slices(family.driver, timeout=timeout)
-    devices = sum(
-        len((s.get("spec") or {}).get("devices") or [])
-        for s in slices
-        if (s.get("spec") or {}).get("driver") == family.driver
-    )
-    drivers_nodes = {
-        str((s.get("spec") or {}).get("nodeName"))
-        for s in slices
-        if (s.get("spec") or {}).get("driver") == family.driver
-    }
+    slices = snapshot.vendor_slices.get(family.driver, [])
+    if isinstance(slices, Failed):
+        report.add("FAIL", check, f"the API failed: {slices.error}", "")
+        return
+    specs = [s.get("spec") or {} for s in (slices if isinstance(slices, list) else [])]
+    own = [spec for spec in specs if spec.get("driver") == family.driver]
+    devices = sum(len(spec.get("devices") or []) for spec in own)
+    driver_nodes = {str(spec.get("nodeName")) for spec in own}
     if not family.converted:
         report.add(
             "WARN",
@@ -88,7 +88,7 @@ async def _family(
             f"install the {family.driver} DRA driver on those nodes",
         )
         return
-    missing = [n for n in nodes if n not in drivers_nodes]
+    missing = [n for n in nodes if n not in driver_nodes]
     if missing:
         report.add(
             "WARN",
@@ -96,28 +96,21 @@ async def _family(
             f"{family.driver} publishes {devices} devices, but not on {', '.join(missing[:5])}",
             f"install the {family.driver} driver on every node with these devices",
         )
-    elif not await _class_exists(api, family, report, timeout):
         return
-    else:
-        report.add(
-            "PASS",
-            check,
-            f"{family.driver} publishes {devices} devices on {len(drivers_nodes)} nodes",
+    device_class = snapshot.vendor_classes.get(str(family.device_class))
+    if not isinstance(device_class, dict):
+        problem = (
+            f"the API failed: {device_class.error}"
+            if isinstance(device_class, Failed)
+            else f"DeviceClass {family.device_class} does not exist"
         )
-
-
-async def _class_exists(api: KubeApi, family: Family, report: Report, timeout: float) -> bool:
-    assert family.device_class is not None
-    try:
-        await api.get_path(paths.device_class(family.device_class), timeout=timeout)
-    except ApiError as error:
-        if error.status != 404:
-            raise
         report.add(
             "FAIL",
-            family.title,
-            f"DeviceClass {family.device_class} does not exist",
+            check,
+            problem,
             "install the chart with deviceClass.vendors for this family, or the driver's own",
         )
-        return False
-    return True
+        return
+    report.add(
+        "PASS", check, f"{family.driver} publishes {devices} devices on {len(driver_nodes)} nodes"
+    )

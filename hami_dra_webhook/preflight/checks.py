@@ -1,78 +1,32 @@
-"""Preflight of a live cluster: is it ready for hami-dra-webhook, and is the webhook healthy?"""
+"""The checks of `check`: each judges the snapshot (no I/O) and adds its lines to the report.
+Every line is named after what it checks, never after a function; a read the API failed is a
+FAIL line of the check that needed it."""
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import datetime
 import re
-import ssl
-import urllib.error
-import urllib.parse
-import urllib.request
-from collections.abc import Awaitable, Callable
-from dataclasses import asdict, dataclass, field
-from typing import Literal
+from collections.abc import Callable
+from typing import Any
 
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
 
-from hami_dra_webhook.cluster.state import capacity_kept, probe_template
+from hami_dra_webhook.cluster.state import capacity_kept
 from hami_dra_webhook.core.policy import Policy
 from hami_dra_webhook.core.quantity import QuantityError, format_bytes, parse_byte_size
 from hami_dra_webhook.core.types import JsonObject
-from hami_dra_webhook.kube.port import ApiError, KubeApi, paths
-from hami_dra_webhook.migrate.vendor_check import vendors
+from hami_dra_webhook.preflight.report import NodeGpus, Report, Target
+from hami_dra_webhook.preflight.snapshot import Failed, Read, Snapshot
+from hami_dra_webhook.preflight.vendors import vendors
 
-Level = Literal["PASS", "WARN", "FAIL"]
-LEVELS: dict[str, int] = {"PASS": 0, "WARN": 1, "FAIL": 2}
 EXPIRY_MARGIN = datetime.timedelta(days=30)
-
-
-@dataclass
-class Line:
-    level: Level
-    check: str
-    detail: str
-    fix: str = ""
-
-
-@dataclass
-class NodeGpus:
-    node: str
-    gpus: int
-    memory: list[str]
-    shareable: bool
-
-
-@dataclass
-class Target:
-    namespace: str = "hami-system"
-    webhook_configuration: str = "hami-dra-webhook"
-    service: str = "hami-dra-webhook"
-    tls_secret: str = "hami-dra-webhook-tls"
-
-
-@dataclass
-class Report:
-    lines: list[Line] = field(default_factory=list)
-    nodes: list[NodeGpus] = field(default_factory=list)
-
-    def add(self, level: Level, check: str, detail: str, fix: str = "") -> None:
-        self.lines.append(Line(level, check, detail, fix))
-
-    @property
-    def worst(self) -> Level:
-        return max((line.level for line in self.lines), key=LEVELS.__getitem__, default="PASS")
-
-    def as_json(self) -> JsonObject:
-        return {
-            "worst": self.worst,
-            "checks": [asdict(x) for x in self.lines],
-            "nodes": [asdict(n) for n in self.nodes],
-        }
-
-
+# How clusters label NVIDIA GPU nodes: GPU feature discovery, Node Feature Discovery's PCI
+# vendor label (10de is NVIDIA); the chart's driver.nodeAffinity uses the same two.
+GPU_NODE_LABELS = ("nvidia.com/gpu.present", "feature.node.kubernetes.io/pci-10de.present")
+DEVICE_NAME = re.compile(r"^hami-gpu-\d+$")
+PRIVILEGED_LEVELS = ("", "privileged")
 LEGACY_QUOTA_KEYS = (
     "requests.{gpu}",
     "limits.{gpu}",
@@ -82,41 +36,36 @@ LEGACY_QUOTA_KEYS = (
     "requests.{mem}",
     "requests.{cores}",
 )
+# HAMi DRA driver v0.1.0 (the chart's default): after a node reboot the kubelet replays
+# NodePrepareResources for the claims of the node's pods, and v0.1.0 answers "claims in
+# PrepareCompleted state are not supported" (Project-HAMi/k8s-dra-driver issue #45, open).
+DRIVER_V0_1_0 = re.compile(r":v?0\.1\.0(@|$)")
+REBOOT_HELP = (
+    "after a node reboot, delete the converted pods on that node (their controllers re-create"
+    " them with new claims); use a driver release that fixes k8s-dra-driver#45 once there is one"
+)
 
 
-async def run_checks(api: KubeApi, policy: Policy, target: Target, timeout: float = 20.0) -> Report:
+def judge(snapshot: Snapshot, policy: Policy, target: Target) -> Report:
     report = Report()
-    checks: list[Callable[[KubeApi, Policy, Target, Report, float], Awaitable[None]]] = [
-        _version,
-        _api_served,
-        _capacity,
-        _device_class,
-        _slices,
-        _node_side,
-        _legacy_hami,
-        _extended_resources,
-        _quotas,
-        vendors,
-        _webhook,
-    ]
-    for check in checks:
-        try:
-            await check(api, policy, target, report, timeout)
-        except ApiError as error:
-            name = check.__name__.strip("_").replace("_", " ")
-            report.add(
-                "FAIL",
-                name,
-                f"the API failed: {error}",
-                "check access rights of the kubeconfig",
-            )
+    for check in CHECKS:
+        check(snapshot, policy, target, report)
+    vendors(snapshot, policy, report)
+    _webhook(snapshot, target, report)
     return report
 
 
-async def _version(
-    api: KubeApi, policy: Policy, target: Target, report: Report, timeout: float
-) -> None:
-    answer = await api.version(timeout=timeout)
+def _failed(read: Read[Any], check: str, report: Report) -> bool:
+    if isinstance(read, Failed):
+        report.add("FAIL", check, f"the API failed: {read.error}", "check the kubeconfig's access")
+        return True
+    return False
+
+
+def _version(snapshot: Snapshot, policy: Policy, target: Target, report: Report) -> None:
+    answer = snapshot.version
+    if _failed(answer, "Kubernetes", report) or not isinstance(answer, dict):
+        return
     text = str(answer.get("gitVersion") or f"v{answer.get('major')}.{answer.get('minor')}")
     try:
         minor = int(str(answer.get("minor", "")).rstrip("+"))
@@ -136,35 +85,31 @@ async def _version(
         report.add("PASS", "Kubernetes", text)
 
 
-async def _api_served(
-    api: KubeApi, policy: Policy, target: Target, report: Report, timeout: float
-) -> None:
-    try:
-        discovery = await api.get_path(paths.DRA_GROUP, timeout=timeout)
-    except ApiError as error:
-        if error.status == 404:
-            report.add("FAIL", "resource.k8s.io/v1", "not served", "use Kubernetes 1.34 or later")
-            return
-        raise
+def _api_served(snapshot: Snapshot, policy: Policy, target: Target, report: Report) -> None:
+    check = "resource.k8s.io/v1"
+    discovery = snapshot.dra_group
+    if _failed(discovery, check, report):
+        return
+    if not isinstance(discovery, dict):  # Missing
+        report.add("FAIL", check, "not served", "use Kubernetes 1.34 or later")
+        return
     names = {r.get("name") for r in discovery.get("resources") or []}
     if "resourceclaimtemplates" in names:
-        report.add("PASS", "resource.k8s.io/v1", "served, with ResourceClaimTemplates")
+        report.add("PASS", check, "served, with ResourceClaimTemplates")
     else:
         report.add(
             "FAIL",
-            "resource.k8s.io/v1",
+            check,
             "served without resourceclaimtemplates",
             "enable DynamicResourceAllocation",
         )
 
 
-async def _capacity(
-    api: KubeApi, policy: Policy, target: Target, report: Report, timeout: float
-) -> None:
-    answer = await api.create_template(
-        target.namespace, probe_template(policy, target.namespace), dry_run=True, timeout=timeout
-    )
-    if capacity_kept(answer):
+def _capacity(snapshot: Snapshot, policy: Policy, target: Target, report: Report) -> None:
+    answer = snapshot.capacity_probe
+    if _failed(answer, "consumable capacity", report):
+        return
+    if isinstance(answer, dict) and capacity_kept(answer):
         report.add("PASS", "consumable capacity", "a dry-run claim keeps its capacity request")
     else:
         report.add(
@@ -176,24 +121,19 @@ async def _capacity(
         )
 
 
-async def _device_class(
-    api: KubeApi, policy: Policy, target: Target, report: Report, timeout: float
-) -> None:
+def _device_class(snapshot: Snapshot, policy: Policy, target: Target, report: Report) -> None:
     web = policy.webhook
-    try:
-        device_class = await api.get_path(
-            paths.device_class(web.device_class_name), timeout=timeout
+    device_class = snapshot.device_class
+    if _failed(device_class, "DeviceClass", report):
+        return
+    if not isinstance(device_class, dict):  # Missing
+        report.add(
+            "FAIL",
+            "DeviceClass",
+            f"{web.device_class_name} does not exist",
+            "install the chart with deviceClass.create=true",
         )
-    except ApiError as error:
-        if error.status == 404:
-            report.add(
-                "FAIL",
-                "DeviceClass",
-                f"{web.device_class_name} does not exist",
-                "install the chart with deviceClass.create=true",
-            )
-            return
-        raise
+        return
     selectors = [
         (s.get("cel") or {}).get("expression", "")
         for s in (device_class.get("spec") or {}).get("selectors") or []
@@ -211,14 +151,14 @@ async def _device_class(
         )
 
 
-async def _slices(
-    api: KubeApi, policy: Policy, target: Target, report: Report, timeout: float
-) -> None:
+def _slices(snapshot: Snapshot, policy: Policy, target: Target, report: Report) -> None:
     web = policy.webhook
-    slices = await api.list_resource_slices(web.driver_name, timeout=timeout)
+    slices = snapshot.driver_slices
+    if _failed(slices, "driver", report):
+        return
     by_node: dict[str, NodeGpus] = {}
     missing: set[str] = set()
-    for resource_slice in slices:
+    for resource_slice in slices if isinstance(slices, list) else []:
         spec = resource_slice.get("spec") or {}
         if spec.get("driver") != web.driver_name:
             continue
@@ -263,23 +203,15 @@ async def _slices(
         report.add("PASS", "driver", f"{total} shareable GPUs on {len(by_node)} nodes")
 
 
-DRIVER_PODS = "app.kubernetes.io/component=dra-driver"
-# How clusters label NVIDIA GPU nodes: GPU feature discovery, Node Feature Discovery's PCI
-# vendor label (10de is NVIDIA); the chart's driver.nodeAffinity uses the same two.
-GPU_NODE_LABELS = ("nvidia.com/gpu.present", "feature.node.kubernetes.io/pci-10de.present")
-DEVICE_NAME = re.compile(r"^hami-gpu-\d+$")
-PRIVILEGED_LEVELS = ("", "privileged")
-
-
-async def _node_side(
-    api: KubeApi, policy: Policy, target: Target, report: Report, timeout: float
-) -> None:
+def _node_side(snapshot: Snapshot, policy: Policy, target: Target, report: Report) -> None:
     """What the nodes must provide: a running driver pod on every GPU node, hami-gpu-N devices
     published, CDI in the container runtime, and a namespace that admits a privileged pod."""
-    nodes = await api.list_path(paths.NODES, [], timeout=timeout)
+    nodes, pods = snapshot.nodes, snapshot.driver_pods
+    if _failed(nodes, "GPU nodes", report) or _failed(pods, "driver pods", report):
+        return
     gpu_nodes = {
         str(node["metadata"]["name"]): node
-        for node in nodes
+        for node in (nodes if isinstance(nodes, list) else [])
         if any(
             (node["metadata"].get("labels") or {}).get(label) == "true" for label in GPU_NODE_LABELS
         )
@@ -292,17 +224,29 @@ async def _node_side(
             "run GPU feature discovery or Node Feature Discovery, or set driver.nodeAffinity",
         )
         return
-    pods = await api.list_path(paths.ALL_PODS, [("labelSelector", DRIVER_PODS)], timeout=timeout)
+    pod_list = pods if isinstance(pods, list) else []
     driver_pods = {
         str((pod.get("spec") or {}).get("nodeName")): pod
-        for pod in pods
+        for pod in pod_list
         if (pod.get("spec") or {}).get("nodeName")
     }
     _driver_pods(gpu_nodes, driver_pods, report)
     _driver_images(driver_pods, report)
-    slices = await api.list_resource_slices(policy.webhook.driver_name, timeout=timeout)
+    _devices(snapshot, policy, gpu_nodes, driver_pods, report)
+    _container_runtimes(gpu_nodes, report)
+    _pod_security(snapshot, report)
+
+
+def _devices(
+    snapshot: Snapshot,
+    policy: Policy,
+    gpu_nodes: dict[str, JsonObject],
+    driver_pods: dict[str, JsonObject],
+    report: Report,
+) -> None:
+    slices = snapshot.driver_slices
     devices: dict[str, list[str]] = {}
-    for resource_slice in slices:
+    for resource_slice in slices if isinstance(slices, list) else []:
         spec = resource_slice.get("spec") or {}
         names = [str(d.get("name")) for d in spec.get("devices") or []]
         devices.setdefault(str(spec.get("nodeName")), []).extend(names)
@@ -321,17 +265,21 @@ async def _node_side(
         )
     else:
         with_pods = sum(1 for node in gpu_nodes if node in driver_pods)
-        detail = f"hami-gpu-N devices on {with_pods} node(s) with a driver pod"
-        report.add("PASS", "devices", detail)
-    _container_runtimes(gpu_nodes, report)
-    namespaces = sorted({str(p["metadata"].get("namespace")) for p in pods} or {target.namespace})
+        report.add(
+            "PASS", "devices", f"hami-gpu-N devices on {with_pods} node(s) with a driver pod"
+        )
+
+
+def _pod_security(snapshot: Snapshot, report: Report) -> None:
+    namespaces = snapshot.namespaces
+    if _failed(namespaces, "pod security", report) or not isinstance(namespaces, dict):
+        return
     strict = []
-    for namespace in namespaces:
-        found = await api.get_path(paths.namespace(namespace), timeout=timeout)
-        labels = (found.get("metadata") or {}).get("labels") or {}
+    for name, namespace in sorted(namespaces.items()):
+        labels = (namespace.get("metadata") or {}).get("labels") or {}
         level = str(labels.get("pod-security.kubernetes.io/enforce", ""))
         if level not in PRIVILEGED_LEVELS:
-            strict.append(f"{namespace} ({level})")
+            strict.append(f"{name} ({level})")
     if strict:
         report.add(
             "FAIL",
@@ -340,17 +288,8 @@ async def _node_side(
             "put the driver in a namespace of its own (driver.namespace, driver.createNamespace)",
         )
     else:
-        report.add("PASS", "pod security", f"{', '.join(namespaces)} admits the privileged driver")
-
-
-# HAMi DRA driver v0.1.0 (the chart's default): after a node reboot the kubelet replays
-# NodePrepareResources for the claims of the node's pods, and v0.1.0 answers "claims in
-# PrepareCompleted state are not supported" (Project-HAMi/k8s-dra-driver issue #45, open).
-DRIVER_V0_1_0 = re.compile(r":v?0\.1\.0(@|$)")
-REBOOT_HELP = (
-    "after a node reboot, delete the converted pods on that node (their controllers re-create"
-    " them with new claims); use a driver release that fixes k8s-dra-driver#45 once there is one"
-)
+        names = ", ".join(sorted(namespaces))
+        report.add("PASS", "pod security", f"{names} admits the privileged driver")
 
 
 def _driver_images(driver_pods: dict[str, JsonObject], report: Report) -> None:
@@ -446,28 +385,36 @@ def _container_runtimes(gpu_nodes: dict[str, JsonObject], report: Report) -> Non
         report.add("PASS", "container runtime", "CDI-capable on every GPU node")
 
 
-async def _legacy_hami(
-    api: KubeApi, policy: Policy, target: Target, report: Report, timeout: float
-) -> None:
-    found = []
-    for item in await api.list_workloads("DaemonSet", None, timeout=timeout):
-        if _looks_legacy(item, ("hami-device-plugin", "vgpu-device-plugin")):
-            found.append(f"device plugin DaemonSet {_where(item)}")
-    for item in await api.list_workloads("Deployment", None, timeout=timeout):
-        if _looks_legacy(item, ("hami-scheduler", "vgpu-scheduler")):
-            found.append(f"scheduler Deployment {_where(item)}")
-    for config in await api.list_path(paths.WEBHOOKS, [], timeout=timeout):
-        if any("vgpu.hami.io" in str(w.get("name")) for w in config.get("webhooks") or []):
-            found.append(f"webhook {config['metadata']['name']}")
+def _legacy_hami(snapshot: Snapshot, policy: Policy, target: Target, report: Report) -> None:
+    check = "legacy HAMi"
+    reads = (snapshot.daemonsets, snapshot.deployments, snapshot.webhook_configurations)
+    if any(_failed(read, check, report) for read in reads):
+        return
+    daemonsets, deployments, configs = (r if isinstance(r, list) else [] for r in reads)
+    found = [
+        f"device plugin DaemonSet {_where(item)}"
+        for item in daemonsets
+        if _looks_legacy(item, ("hami-device-plugin", "vgpu-device-plugin"))
+    ]
+    found += [
+        f"scheduler Deployment {_where(item)}"
+        for item in deployments
+        if _looks_legacy(item, ("hami-scheduler", "vgpu-scheduler"))
+    ]
+    found += [
+        f"webhook {config['metadata']['name']}"
+        for config in configs
+        if any("vgpu.hami.io" in str(w.get("name")) for w in config.get("webhooks") or [])
+    ]
     if found:
         report.add(
             "FAIL",
-            "legacy HAMi",
+            check,
             "still running: " + "; ".join(found),
             "uninstall legacy HAMi first: the two modes must not share a cluster",
         )
     else:
-        report.add("PASS", "legacy HAMi", "not running")
+        report.add("PASS", check, "not running")
 
 
 def _readable(memory: object) -> str:
@@ -495,37 +442,40 @@ def _where(item: JsonObject) -> str:
     return f"{metadata.get('namespace')}/{metadata.get('name')}"
 
 
-async def _extended_resources(
-    api: KubeApi, policy: Policy, target: Target, report: Report, timeout: float
-) -> None:
-    legacy = set(policy.legacy_resource_names)
+def _extended_resources(snapshot: Snapshot, policy: Policy, target: Target, report: Report) -> None:
+    check = "extended resources"
+    classes = snapshot.device_classes
+    if _failed(classes, check, report):
+        return
+    legacy = set(policy.converted_names)
     clashes = [
         f"{c['metadata']['name']} ({c['spec']['extendedResourceName']})"
-        for c in await api.list_device_classes(timeout=timeout)
+        for c in (classes if isinstance(classes, list) else [])
         if (c.get("spec") or {}).get("extendedResourceName") in legacy
     ]
     if clashes:
         report.add(
             "WARN",
-            "extended resources",
+            check,
             "DeviceClasses claim legacy names: " + ", ".join(clashes),
             "remove extendedResourceName there: kube-scheduler would give unconverted pods"
             " whole GPUs",
         )
     else:
-        report.add("PASS", "extended resources", "no DeviceClass claims a legacy resource name")
+        report.add("PASS", check, "no DeviceClass claims a legacy resource name")
 
 
-async def _quotas(
-    api: KubeApi, policy: Policy, target: Target, report: Report, timeout: float
-) -> None:
+def _quotas(snapshot: Snapshot, policy: Policy, target: Target, report: Report) -> None:
+    quotas = snapshot.quotas
+    if _failed(quotas, "quotas", report):
+        return
     n = policy.nvidia
     keys = {
         k.format(gpu=n.resource_count_name, mem=n.resource_memory_name, cores=n.resource_core_name)
         for k in LEGACY_QUOTA_KEYS
     }
     found = []
-    for quota in await api.list_path(paths.RESOURCE_QUOTAS, [], timeout=timeout):
+    for quota in quotas if isinstance(quotas, list) else []:
         counted = sorted(k for k in ((quota.get("spec") or {}).get("hard") or {}) if k in keys)
         if counted:
             found.append(f"{_where(quota)} ({', '.join(counted)})")
@@ -542,27 +492,25 @@ async def _quotas(
         report.add("PASS", "quotas", "no ResourceQuota counts legacy resources")
 
 
-async def _webhook(
-    api: KubeApi, policy: Policy, target: Target, report: Report, timeout: float
-) -> None:
-    try:
-        config = await api.get_webhook_configuration(target.webhook_configuration, timeout=timeout)
-    except ApiError as error:
-        if error.status == 404:
-            report.add(
-                "FAIL",
-                "webhook",
-                f"MutatingWebhookConfiguration {target.webhook_configuration} does not exist",
-                "helm install hami-dra-webhook charts/hami-dra-webhook",
-            )
-            return
-        raise
-    bundle = base64.b64decode(
-        ((config.get("webhooks") or [{}])[0].get("clientConfig") or {}).get("caBundle") or ""
-    )
-    secret = await api.get_secret(target.namespace, target.tls_secret, timeout=timeout)
-    cert_pem = base64.b64decode((secret.get("data") or {}).get("tls.crt") or "")
-    problem = _certificate_problem(bundle, cert_pem)
+def _webhook(snapshot: Snapshot, target: Target, report: Report) -> None:
+    config = snapshot.webhook_configuration
+    if _failed(config, "webhook", report):
+        return
+    if not isinstance(config, dict):  # Missing
+        report.add(
+            "FAIL",
+            "webhook",
+            f"MutatingWebhookConfiguration {target.webhook_configuration} does not exist",
+            "helm install hami-dra-webhook charts/hami-dra-webhook",
+        )
+        return
+    client = ((config.get("webhooks") or [{}])[0].get("clientConfig")) or {}
+    bundle = base64.b64decode(client.get("caBundle") or "")
+    secret = snapshot.tls_secret
+    if _failed(secret, "webhook certificate", report):
+        return
+    data = (secret.get("data") or {}) if isinstance(secret, dict) else {}
+    problem = certificate_problem(bundle, base64.b64decode(data.get("tls.crt") or ""))
     if problem:
         report.add(
             "FAIL",
@@ -576,67 +524,58 @@ async def _webhook(
             "webhook certificate",
             "the caBundle verifies the serving certificate, valid for more than 30 days",
         )
-    url = ((config.get("webhooks") or [{}])[0].get("clientConfig") or {}).get("url")
-    if url:
-        await asyncio.to_thread(_webhook_url, str(url), bundle, report, timeout)
-        return
-    slices = await api.list_path(
-        paths.endpoint_slices(target.namespace),
-        [("labelSelector", f"kubernetes.io/service-name={target.service}")],
-        timeout=timeout,
-    )
-    ready = sum(
-        1
-        for s in slices
-        for e in s.get("endpoints") or []
-        if (e.get("conditions") or {}).get("ready")
-    )
-    if ready:
-        report.add(
-            "PASS",
-            "webhook service",
-            f"{ready} ready endpoint(s) behind {target.namespace}/{target.service}",
-        )
+    if snapshot.webhook_url is not None:
+        _webhook_url(snapshot, report)
     else:
-        report.add(
-            "FAIL",
-            "webhook service",
-            f"no ready endpoint behind {target.namespace}/{target.service}",
-            f"kubectl -n {target.namespace} get pods; GPU pods are refused while it is down"
-            " (failurePolicy Fail)",
-        )
+        _webhook_service(snapshot, target, report)
 
 
-def _webhook_url(url: str, bundle: bytes, report: Report, timeout: float) -> None:
-    """A webhook called by URL (admission.url): ask its /readyz, trusting only the caBundle."""
-    parts = urllib.parse.urlsplit(url)
-    readyz = urllib.parse.urlunsplit((parts.scheme, parts.netloc, "/readyz", "", ""))
-    try:
-        context = ssl.create_default_context(cadata=bundle.decode("ascii", "replace"))
-        with urllib.request.urlopen(readyz, context=context, timeout=min(timeout, 5)) as answer:
-            status = answer.status
-    except urllib.error.HTTPError as error:
-        status = error.code
-    except (OSError, ssl.SSLError, ValueError) as error:
+def _webhook_url(snapshot: Snapshot, report: Report) -> None:
+    answer = snapshot.webhook_url
+    assert answer is not None
+    url = answer.url
+    if answer.status is None:
         report.add(
             "WARN",
             "webhook url",
-            f"kube-apiserver calls {url}; not reachable from here ({error})",
+            f"kube-apiserver calls {url}; not reachable from here ({answer.unreachable})",
             "check it from where kube-apiserver runs",
         )
-        return
-    if status == 200:
+    elif answer.status == 200:
         report.add("PASS", "webhook url", f"kube-apiserver calls {url}; its /readyz answers 200")
     else:
         report.add(
             "FAIL",
             "webhook url",
-            f"kube-apiserver calls {url}; its /readyz answers {status}",
+            f"kube-apiserver calls {url}; its /readyz answers {answer.status}",
             "see the webhook's log and /readyz body",
         )
 
 
-def _certificate_problem(bundle: bytes, cert_pem: bytes) -> str:
+def _webhook_service(snapshot: Snapshot, target: Target, report: Report) -> None:
+    slices = snapshot.endpoint_slices
+    if _failed(slices, "webhook service", report):
+        return
+    ready = sum(
+        1
+        for s in (slices if isinstance(slices, list) else [])
+        for e in s.get("endpoints") or []
+        if (e.get("conditions") or {}).get("ready")
+    )
+    service = f"{target.namespace}/{target.service}"
+    if ready:
+        report.add("PASS", "webhook service", f"{ready} ready endpoint(s) behind {service}")
+    else:
+        report.add(
+            "FAIL",
+            "webhook service",
+            f"no ready endpoint behind {service}",
+            f"kubectl -n {target.namespace} get pods; GPU pods are refused while it is down"
+            " (failurePolicy Fail)",
+        )
+
+
+def certificate_problem(bundle: bytes, cert_pem: bytes) -> str:
     if not bundle:
         return "the webhook configuration has no caBundle yet"
     if not cert_pem:
@@ -660,3 +599,16 @@ def _issued_by(cert: x509.Certificate, ca: x509.Certificate) -> bool:
     except (ValueError, TypeError, InvalidSignature):
         return False
     return True
+
+
+CHECKS: tuple[Callable[[Snapshot, Policy, Target, Report], None], ...] = (
+    _version,
+    _api_served,
+    _capacity,
+    _device_class,
+    _slices,
+    _node_side,
+    _legacy_hami,
+    _extended_resources,
+    _quotas,
+)

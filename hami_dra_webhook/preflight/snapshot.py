@@ -1,0 +1,182 @@
+"""Everything `check` judges, read from the cluster once: each object or list as the API gave
+it, `Missing` where the API answered 404, or `Failed` where it failed otherwise (its check then
+says so). The judging (preflight/checks.py) does no I/O, so it is tested over plain data."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import ssl
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Awaitable
+from dataclasses import dataclass, field
+from typing import TypeAlias, TypeVar, Union
+
+from hami_dra_webhook.cluster.state import probe_template
+from hami_dra_webhook.core.policy import Policy
+from hami_dra_webhook.core.types import JsonObject
+from hami_dra_webhook.kube.port import ApiError, KubeApi, paths
+from hami_dra_webhook.preflight.report import Target
+
+DRIVER_PODS = "app.kubernetes.io/component=dra-driver"
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Missing:
+    """The API answered 404."""
+
+
+@dataclass(frozen=True)
+class Failed:
+    """The API failed otherwise; `error` says how."""
+
+    error: str
+
+
+MISSING = Missing()
+Read: TypeAlias = Union[T, Missing, Failed]  # noqa: UP007 (a generic alias needs Union)
+
+
+@dataclass(frozen=True)
+class UrlAnswer:
+    """A webhook called by URL: the status its /readyz answered, or why it was not reachable."""
+
+    url: str
+    status: int | None = None
+    unreachable: str = ""
+
+
+@dataclass
+class Snapshot:
+    version: Read[JsonObject] = MISSING
+    dra_group: Read[JsonObject] = MISSING  # discovery of resource.k8s.io/v1
+    capacity_probe: Read[JsonObject] = MISSING  # a dry-run template with a capacity request
+    device_class: Read[JsonObject] = MISSING  # the class the templates name
+    device_classes: Read[list[JsonObject]] = field(default_factory=list)
+    driver_slices: Read[list[JsonObject]] = field(default_factory=list)
+    nodes: Read[list[JsonObject]] = field(default_factory=list)
+    driver_pods: Read[list[JsonObject]] = field(default_factory=list)
+    # The namespaces of the driver pods (or the chart's, without pods), by name.
+    namespaces: Read[dict[str, JsonObject]] = field(default_factory=dict)
+    daemonsets: Read[list[JsonObject]] = field(default_factory=list)
+    deployments: Read[list[JsonObject]] = field(default_factory=list)
+    webhook_configurations: Read[list[JsonObject]] = field(default_factory=list)
+    quotas: Read[list[JsonObject]] = field(default_factory=list)
+    webhook_configuration: Read[JsonObject] = MISSING  # the chart's
+    tls_secret: Read[JsonObject] = MISSING
+    endpoint_slices: Read[list[JsonObject]] = field(default_factory=list)
+    webhook_url: UrlAnswer | None = None  # when the webhook is called by URL
+    # Another family's driver -> its slices; its DeviceClass -> whether it exists.
+    vendor_slices: dict[str, Read[list[JsonObject]]] = field(default_factory=dict)
+    vendor_classes: dict[str, Read[JsonObject]] = field(default_factory=dict)
+
+
+async def _read(call: Awaitable[T]) -> Read[T]:
+    try:
+        return await call
+    except ApiError as error:
+        return MISSING if error.status == 404 else Failed(str(error))
+
+
+async def gather(api: KubeApi, policy: Policy, target: Target, timeout: float) -> Snapshot:
+    """Read the cluster once (each list once, one after another: a preflight, not a load)."""
+    web = policy.webhook
+    snapshot = Snapshot()
+    snapshot.version = await _read(api.version(timeout=timeout))
+    snapshot.dra_group = await _read(api.get_path(paths.DRA_GROUP, timeout=timeout))
+    probe = probe_template(policy, target.namespace)
+    snapshot.capacity_probe = await _read(
+        api.create_template(target.namespace, probe, dry_run=True, timeout=timeout)
+    )
+    snapshot.device_class = await _read(
+        api.get_path(paths.device_class(web.device_class_name), timeout=timeout)
+    )
+    snapshot.device_classes = await _read(api.list_device_classes(timeout=timeout))
+    snapshot.driver_slices = await _read(api.list_resource_slices(web.driver_name, timeout=timeout))
+    snapshot.nodes = await _read(api.list_path(paths.NODES, [], timeout=timeout))
+    selector = [("labelSelector", DRIVER_PODS)]
+    snapshot.driver_pods = await _read(api.list_path(paths.ALL_PODS, selector, timeout=timeout))
+    snapshot.namespaces = await _namespaces(api, snapshot.driver_pods, target, timeout)
+    snapshot.daemonsets = await _read(api.list_workloads("DaemonSet", None, timeout=timeout))
+    snapshot.deployments = await _read(api.list_workloads("Deployment", None, timeout=timeout))
+    snapshot.webhook_configurations = await _read(
+        api.list_path(paths.WEBHOOKS, [], timeout=timeout)
+    )
+    snapshot.quotas = await _read(api.list_path(paths.RESOURCE_QUOTAS, [], timeout=timeout))
+    await _webhook(api, snapshot, target, timeout)
+    await _vendors(api, snapshot, policy, timeout)
+    return snapshot
+
+
+async def _namespaces(
+    api: KubeApi, pods: Read[list[JsonObject]], target: Target, timeout: float
+) -> Read[dict[str, JsonObject]]:
+    names = {str(p["metadata"].get("namespace")) for p in pods} if isinstance(pods, list) else set()
+    found: dict[str, JsonObject] = {}
+    for name in sorted(names or {target.namespace}):
+        namespace = await _read(api.get_path(paths.namespace(name), timeout=timeout))
+        if isinstance(namespace, Failed):
+            return namespace
+        found[name] = namespace if isinstance(namespace, dict) else {}
+    return found
+
+
+async def _webhook(api: KubeApi, snapshot: Snapshot, target: Target, timeout: float) -> None:
+    config = await _read(
+        api.get_webhook_configuration(target.webhook_configuration, timeout=timeout)
+    )
+    snapshot.webhook_configuration = config
+    if not isinstance(config, dict):
+        return
+    snapshot.tls_secret = await _read(
+        api.get_secret(target.namespace, target.tls_secret, timeout=timeout)
+    )
+    client = ((config.get("webhooks") or [{}])[0].get("clientConfig")) or {}
+    if client.get("url"):
+        bundle = base64.b64decode(client.get("caBundle") or "")
+        snapshot.webhook_url = await asyncio.to_thread(
+            _ask_readyz, str(client["url"]), bundle, timeout
+        )
+        return
+    snapshot.endpoint_slices = await _read(
+        api.list_path(
+            paths.endpoint_slices(target.namespace),
+            [("labelSelector", f"kubernetes.io/service-name={target.service}")],
+            timeout=timeout,
+        )
+    )
+
+
+def _ask_readyz(url: str, bundle: bytes, timeout: float) -> UrlAnswer:
+    """A webhook called by URL (admission.url): ask its /readyz, trusting only the caBundle."""
+    parts = urllib.parse.urlsplit(url)
+    readyz = urllib.parse.urlunsplit((parts.scheme, parts.netloc, "/readyz", "", ""))
+    try:
+        context = ssl.create_default_context(cadata=bundle.decode("ascii", "replace"))
+        with urllib.request.urlopen(readyz, context=context, timeout=min(timeout, 5)) as answer:
+            return UrlAnswer(url, status=answer.status)
+    except urllib.error.HTTPError as error:
+        return UrlAnswer(url, status=error.code)
+    except (OSError, ssl.SSLError, ValueError) as error:
+        return UrlAnswer(url, unreachable=str(error))
+
+
+async def _vendors(api: KubeApi, snapshot: Snapshot, policy: Policy, timeout: float) -> None:
+    """The slices and DeviceClass of each other family that is converted or present on a node
+    (preflight/vendors.py decides which are)."""
+    from hami_dra_webhook.preflight.vendors import families_to_check
+
+    nodes = snapshot.nodes if isinstance(snapshot.nodes, list) else []
+    for family, _ in families_to_check(nodes, policy):
+        if family.driver is None:
+            continue
+        snapshot.vendor_slices[family.driver] = await _read(
+            api.list_resource_slices(family.driver, timeout=timeout)
+        )
+        if family.converted and family.device_class:
+            snapshot.vendor_classes[family.device_class] = await _read(
+                api.get_path(paths.device_class(family.device_class), timeout=timeout)
+            )

@@ -1,0 +1,231 @@
+"""`check`'s judging over plain data: a snapshot of a healthy cluster, then one thing made
+untrue per case. No cluster: the snapshot is what `preflight.snapshot.gather` would read (its
+reading is tested against the real kube-apiserver in tests/migrate/test_check.py)."""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+from typing import Any
+
+import pytest
+
+from hami_dra_webhook.certs.pki import issue, service_names
+from hami_dra_webhook.core.policy import DEFAULT_POLICY, Policy, policy_from_yaml
+from hami_dra_webhook.preflight.checks import judge
+from hami_dra_webhook.preflight.report import Report, Target
+from hami_dra_webhook.preflight.snapshot import MISSING, Failed, Snapshot, UrlAnswer
+
+DRIVER = "hami-core-gpu.project-hami.io"
+TARGET = Target()
+
+
+def _gpu(index: int) -> dict[str, Any]:
+    capacity = {"memory": {"value": "24Gi"}, "cores": {"value": "100"}}
+    return {"name": f"hami-gpu-{index}", "capacity": capacity, "allowMultipleAllocations": True}
+
+
+def _node(name: str, runtime: str = "containerd://2.1.4", **labels: str) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "labels": {"nvidia.com/gpu.present": "true", **labels}},
+        "status": {"nodeInfo": {"containerRuntimeVersion": runtime}},
+    }
+
+
+def healthy() -> Snapshot:
+    bundle = issue(service_names("hami-dra-webhook", "hami-system"))
+    b64 = base64.b64encode
+    return Snapshot(
+        version={"gitVersion": "v1.36.3", "major": "1", "minor": "36"},
+        dra_group={"resources": [{"name": "resourceclaimtemplates"}]},
+        capacity_probe={
+            "spec": {
+                "spec": {
+                    "devices": {
+                        "requests": [{"exactly": {"capacity": {"requests": {"cores": "1"}}}}]
+                    }
+                }
+            }
+        },
+        device_class={
+            "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{DRIVER}"'}}]}
+        },
+        device_classes=[],
+        driver_slices=[
+            {"spec": {"driver": DRIVER, "nodeName": "gpu-1", "devices": [_gpu(0), _gpu(1)]}}
+        ],
+        nodes=[_node("gpu-1")],
+        driver_pods=[
+            {
+                "metadata": {"namespace": "hami-system"},
+                "spec": {"nodeName": "gpu-1", "containers": [{"image": "r/driver@sha256:ab"}]},
+                "status": {"phase": "Running"},
+            }
+        ],
+        namespaces={"hami-system": {"metadata": {"labels": {}}}},
+        daemonsets=[],
+        deployments=[],
+        webhook_configurations=[],
+        quotas=[],
+        webhook_configuration={"webhooks": [{"clientConfig": {"caBundle": bundle.ca_bundle}}]},
+        tls_secret={"data": {"tls.crt": b64(bundle.cert_pem).decode()}},
+        endpoint_slices=[{"endpoints": [{"conditions": {"ready": True}}]}],
+    )
+
+
+def _lines(snapshot: Snapshot, policy: Policy = DEFAULT_POLICY) -> dict[str, tuple[str, str]]:
+    report: Report = judge(snapshot, policy, TARGET)
+    return {line.check: (line.level, line.detail) for line in report.lines}
+
+
+def test_a_healthy_cluster_passes_every_check() -> None:
+    lines = _lines(healthy())
+    assert {level for level, _ in lines.values()} == {"PASS"}, lines
+    assert lines["driver"][1] == "2 shareable GPUs on 1 nodes"
+    assert set(lines) == {
+        "Kubernetes", "resource.k8s.io/v1", "consumable capacity", "DeviceClass", "driver",
+        "driver pods", "driver version", "driver image", "devices", "container runtime",
+        "pod security", "legacy HAMi", "extended resources", "quotas", "webhook certificate",
+        "webhook service",
+    }  # fmt: skip
+
+
+def _with(**changes: Any) -> Snapshot:
+    return dataclasses.replace(healthy(), **changes)
+
+
+@pytest.mark.parametrize(
+    ("changes", "check", "level", "fragment"),
+    [
+        ({"version": {"gitVersion": "v1.34.4", "minor": "34"}}, "Kubernetes", "WARN", "1.34"),
+        ({"dra_group": MISSING}, "resource.k8s.io/v1", "FAIL", "not served"),
+        ({"dra_group": {"resources": []}}, "resource.k8s.io/v1", "FAIL", "without"),
+        ({"capacity_probe": {"spec": {}}}, "consumable capacity", "FAIL", "drops capacity"),
+        ({"device_class": MISSING}, "DeviceClass", "FAIL", "does not exist"),
+        ({"driver_slices": []}, "driver", "FAIL", "no ResourceSlices"),
+        ({"nodes": [_node("gpu-1", "containerd://1.7.20")]}, "container runtime", "WARN", "off by default"),
+        ({"nodes": [_node("gpu-1", "docker://28")]}, "container runtime", "FAIL", "no CDI"),
+        ({"nodes": [_node("gpu-1"), _node("gpu-2")]}, "driver pods", "FAIL", "gpu-2"),
+        (
+            {"namespaces": {"hami-system": {"metadata": {"labels": {"pod-security.kubernetes.io/enforce": "baseline"}}}}},
+            "pod security", "FAIL", "hami-system (baseline)",
+        ),
+        (
+            {"deployments": [{"metadata": {"name": "hami-scheduler", "namespace": "kube-system"}}]},
+            "legacy HAMi", "FAIL", "kube-system/hami-scheduler",
+        ),
+        (
+            {"device_classes": [{"metadata": {"name": "gpus"}, "spec": {"extendedResourceName": "nvidia.com/gpu"}}]},
+            "extended resources", "WARN", "gpus (nvidia.com/gpu)",
+        ),
+        (
+            {"quotas": [{"metadata": {"name": "q", "namespace": "a"}, "spec": {"hard": {"limits.nvidia.com/gpumem": "1"}}}]},
+            "quotas", "WARN", "a/q (limits.nvidia.com/gpumem)",
+        ),
+        ({"tls_secret": {"data": {}}}, "webhook certificate", "FAIL", "no tls.crt"),
+        ({"endpoint_slices": []}, "webhook service", "FAIL", "no ready endpoint"),
+        ({"webhook_configuration": MISSING}, "webhook", "FAIL", "does not exist"),
+        ({"webhook_url": UrlAnswer("https://127.0.0.1:1/mutate", status=503)}, "webhook url", "FAIL", "503"),
+        ({"webhook_url": UrlAnswer("https://x/mutate", unreachable="refused")}, "webhook url", "WARN", "refused"),
+        ({"quotas": Failed("403 forbidden")}, "quotas", "FAIL", "the API failed: 403 forbidden"),
+        (
+            {"driver_pods": [{"metadata": {"namespace": "hami-system"}, "spec": {"nodeName": "gpu-1"}, "status": {"phase": "Pending"}}]},
+            "driver pods", "WARN", "not running: gpu-1 (Pending)",
+        ),
+        (
+            {"driver_slices": [{"spec": {"driver": DRIVER, "nodeName": "gpu-1", "devices": [{"name": "gpu-0", "capacity": {"memory": {"value": "1Gi"}, "cores": {"value": "100"}}, "allowMultipleAllocations": True}]}}]},
+            "devices", "FAIL", "no hami-gpu-N devices published by",
+        ),
+        (
+            {"device_class": {"spec": {"selectors": [{"cel": {"expression": "true"}}]}}},
+            "DeviceClass", "FAIL", "does not select",
+        ),
+        (
+            {"driver_slices": [{"spec": {"driver": DRIVER, "nodeName": "gpu-1", "devices": [{"name": "hami-gpu-0", "capacity": {"memory": {"value": "1Gi"}, "cores": {"value": "100"}}}]}}]},
+            "driver", "FAIL", "not multi-allocatable on gpu-1",
+        ),
+        (
+            {"driver_slices": [{"spec": {"driver": DRIVER, "nodeName": "gpu-1", "devices": [{"name": "hami-gpu-0", "capacity": {"memory": {"value": "1Gi"}}, "allowMultipleAllocations": True}]}}]},
+            "driver", "FAIL", "without memory/cores capacity on gpu-1",
+        ),
+        (
+            {"daemonsets": [{"metadata": {"name": "ds", "namespace": "n"}, "spec": {"template": {"spec": {"containers": [{"image": "projecthami/hami:v2.10.0"}]}}}}]},
+            "legacy HAMi", "FAIL", "device plugin DaemonSet n/ds",
+        ),
+        (
+            {"webhook_configurations": [{"metadata": {"name": "old"}, "webhooks": [{"name": "vgpu.hami.io"}]}]},
+            "legacy HAMi", "FAIL", "webhook old",
+        ),
+        (
+            {"webhook_configuration": {"webhooks": [{"clientConfig": {}}]}},
+            "webhook certificate", "FAIL", "no caBundle yet",
+        ),
+        (
+            {"webhook_configuration": {"webhooks": [{"clientConfig": {"caBundle": issue(["x"]).ca_bundle}}]}},
+            "webhook certificate", "FAIL", "does not verify",
+        ),
+        (
+            {"driver_pods": [{"metadata": {"namespace": "hami-system"}, "spec": {"nodeName": "gpu-1", "containers": [{"image": "r/k8s-dra-driver:v0.1.0"}]}, "status": {"phase": "Running"}}]},
+            "driver version", "WARN", "k8s-dra-driver#45",
+        ),
+        (
+            {"driver_pods": [{"metadata": {"namespace": "hami-system"}, "spec": {"nodeName": "gpu-1", "containers": [{"image": "r/k8s-dra-driver:v0.2.0"}]}, "status": {"phase": "Running"}}]},
+            "driver image", "WARN", "not pinned by a digest",
+        ),
+    ],
+)  # fmt: skip
+def test_one_thing_untrue_makes_its_line(
+    changes: dict[str, Any], check: str, level: str, fragment: str
+) -> None:
+    found_level, detail = _lines(_with(**changes))[check]
+    assert (found_level, fragment in detail) == (level, True), detail
+
+
+def test_an_expiring_certificate_is_named() -> None:
+    bundle = issue(
+        service_names("hami-dra-webhook", "hami-system"),
+        days=10,
+    )
+    b64 = base64.b64encode
+    snapshot = _with(
+        webhook_configuration={"webhooks": [{"clientConfig": {"caBundle": bundle.ca_bundle}}]},
+        tls_secret={"data": {"tls.crt": b64(bundle.cert_pem).decode()}},
+    )
+    level, detail = _lines(snapshot)["webhook certificate"]
+    assert level == "FAIL" and "expires in" in detail
+
+
+VENDORS = policy_from_yaml(
+    "hamiDraWebhook: {vendors: {hygon: {convert: true}, ascend: {convert: true}}}"
+).policy
+
+
+def test_each_vendor_present_or_converted_gets_a_line() -> None:
+    hygon_node = {"metadata": {"name": "h1", "labels": {"hcu": "on"}}, "status": {}}
+    cambricon_node = {
+        "metadata": {"name": "m1", "labels": {}},
+        "status": {"allocatable": {"cambricon.com/vmlu": "4"}},
+    }
+    slices = [
+        {"spec": {"driver": "dra.hygon.com", "nodeName": "h1", "devices": [{"name": "hcu-1"}]}}
+    ]
+    snapshot = _with(
+        nodes=[_node("gpu-1"), hygon_node, cambricon_node],
+        vendor_slices={"dra.hygon.com": slices, "ascend.project-hami.io": []},
+        vendor_classes={"dra.hygon.com": {"spec": {}}},
+    )
+    lines = _lines(snapshot, VENDORS)
+    assert lines["Hygon DCU/HCU"] == ("PASS", "dra.hygon.com publishes 1 devices on 1 nodes")
+    assert (
+        lines["Huawei Ascend NPU"][0] == "FAIL"
+        and "no ResourceSlices" in lines["Huawei Ascend NPU"][1]
+    )
+    assert lines["Cambricon MLU"][0] == "WARN" and "no DRA driver" in lines["Cambricon MLU"][1]
+    # Hygon's class missing: named
+    missing_class = dataclasses.replace(snapshot, vendor_classes={"dra.hygon.com": MISSING})
+    assert _lines(missing_class, VENDORS)["Hygon DCU/HCU"][0] == "FAIL"
+    # not converted by the default policy: present, a warning that says how
+    plain = _lines(snapshot)
+    assert plain["Hygon DCU/HCU"][0] == "WARN"
+    assert "not converted by this policy" in plain["Hygon DCU/HCU"][1]
+    assert "Huawei Ascend NPU" not in plain
