@@ -2,8 +2,8 @@
 `amd:`, `awsneuron:`, and the names of every other family), read unchanged, plus this webhook's
 `hamiDraWebhook.vendors` and `hamiDraWebhook.otherVendors` settings.
 
-Facts from ../shared/VENDORS.md (legacy HAMi v2.10 and the vendors' DRA drivers); where it says
-"unverified" the safe reading is taken and said beside the setting.
+The facts relied on are in docs/vendor-facts.md; where they are unverified the safe reading is
+taken and said beside the setting.
 """
 
 from __future__ import annotations
@@ -153,7 +153,7 @@ DEFAULT_NEURON = WholeDeviceNames.model_validate(
     {"resourceCountName": "aws.amazon.com/neuron", "resourceCoreName": "aws.amazon.com/neuroncore"}
 )
 
-# The families without a DRA driver (VENDORS.md sections 5-12): HAMi's section key, the name the
+# The families without a DRA driver (docs/vendor-facts.md): HAMi's section key, the name the
 # user knows, HAMi v2.10's default resource names, and the domains their resources live in.
 OTHER_FAMILIES: tuple[tuple[str, str, tuple[str, ...], tuple[str, ...]], ...] = (
     (

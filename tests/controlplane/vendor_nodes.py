@@ -1,5 +1,5 @@
 """Nodes without a kubelet whose ResourceSlices are shaped exactly as the vendors' DRA drivers
-publish them (../shared/VENDORS.md): Hygon's `dra.hygon.com` (HYGON-AI/k8s-hcu-dra-driver
+publish them (docs/vendor-facts.md): Hygon's `dra.hygon.com` (HYGON-AI/k8s-hcu-dra-driver
 `GetDevice`) and the HAMi Ascend driver's `ascend.project-hami.io` (`enumerateDevices`,
 `buildLibvNPUDeviceCapacities`). A stand-in: neither driver nor its hardware can run here, so
 the slices are what they would publish, and kube-scheduler allocates against them as it would

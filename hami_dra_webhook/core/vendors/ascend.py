@@ -1,4 +1,4 @@
-"""Huawei Ascend (VENDORS.md section 2): legacy `huawei.com/<chip>` to the HAMi Ascend DRA driver's
+"""Huawei Ascend (docs/vendor-facts.md: Ascend): legacy `huawei.com/<chip>` to the HAMi Ascend DRA driver's
 `hami-vnpu-core.project-hami.io` class (soft split, libvnpu), pinned to the chip by `productName`.
 
 `huawei.com/vnpu-mode: hami-core` pods are exact: memory as asked, cores as asked (absent: 0, as

@@ -1,4 +1,4 @@
-"""Hygon DCU/HCU (VENDORS.md section 1): legacy `hygon.com/dcu*|hcu*` to the vendor's driver
+"""Hygon DCU/HCU (docs/vendor-facts.md: Hygon): legacy `hygon.com/dcu*|hcu*` to the vendor's driver
 `dra.hygon.com`, exactly.
 
 - count only: no capacity at all (the driver's whole-card pass-through; legacy exclusive).

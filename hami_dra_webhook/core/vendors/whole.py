@@ -1,4 +1,4 @@
-"""AMD GPUs and AWS Neuron devices (VENDORS.md sections 3-4): their DRA drivers (`gpu.amd.com`,
+"""AMD GPUs and AWS Neuron devices (docs/vendor-facts.md): their DRA drivers (`gpu.amd.com`,
 `neuron.aws.com`) hand out whole devices only, so a count becomes that many whole devices and a
 share is refused with the reason (unless it asks for a whole device's worth)."""
 

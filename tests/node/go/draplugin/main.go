@@ -2,7 +2,7 @@
 // (docker.io/projecthami/k8s-dra-driver:v0.1.0), for the real node of tests/node. The real
 // driver needs NVIDIA hardware (NVML) and its image cannot be pulled here.
 //
-// What it copies from v0.1.0 (../shared/REFERENCE.md section 2, the driver's HAMiGpuInfo.GetDevice
+// What it copies from v0.1.0 (docs/kubernetes-facts.md: the driver; its HAMiGpuInfo.GetDevice
 // and HAMiCoreManager.GetCDIContainerEdits):
 //   - the ResourceSlice: driver hami-core-gpu.project-hami.io, one pool named after the node,
 //     devices hami-gpu-<minor> with every attribute v0.1.0 publishes (type, uuid, minor,
