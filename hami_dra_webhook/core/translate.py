@@ -35,7 +35,7 @@ from hami_dra_webhook.core.policy import DEFAULT_POLICY, Policy
 from hami_dra_webhook.core.selectors import device_filter
 from hami_dra_webhook.core.types import Attention, ContainerRef, JsonObject, NotConvertible
 from hami_dra_webhook.core.vendors import nvidia
-from hami_dra_webhook.core.vendors.families import NVIDIA, container_families
+from hami_dra_webhook.core.vendors.families import NVIDIA, container_families, names_a_family
 from hami_dra_webhook.core.vendors.resolve import VendorContainer, resolve_vendor
 
 OPT_OUT_LABEL = "hami.io/webhook"
@@ -115,16 +115,20 @@ class _Translation:
         policy, warnings = self.policy, self.warnings
         names = policy.legacy_resource_names
         every = containers(spec)
+        if len(every) > MAX_CONTAINERS_PER_POD:
+            # Decided before each container's families are read: the first legacy container
+            # found is enough (a direct caller's 40,000 containers cost no more than that).
+            if policy.nvidia.overwrite_env or any(names_a_family(c, policy) for _, c in every):
+                raise NotConvertible(
+                    f"the pod has {len(every)} containers; at most {MAX_CONTAINERS_PER_POD} are"
+                    " converted in one pod",
+                    code=422,
+                )
+            return Unchanged(warnings=[])
         known = policy.families
         found = [(ref, c, f) for ref, c in every if (f := container_families(c, known))]
         if not found and not policy.nvidia.overwrite_env:
             return Unchanged(warnings=[])
-        if len(every) > MAX_CONTAINERS_PER_POD:
-            raise NotConvertible(
-                f"the pod has {len(every)} containers; at most {MAX_CONTAINERS_PER_POD} are"
-                " converted in one pod",
-                code=422,
-            )
         metadata = pod.get("metadata")
         if metadata is not None and not isinstance(metadata, dict):
             raise NotConvertible("pod metadata is not a map", code=400)

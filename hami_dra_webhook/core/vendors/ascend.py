@@ -1,5 +1,6 @@
-"""Huawei Ascend (docs/vendor-facts.md: Ascend): legacy `huawei.com/<chip>` to the HAMi Ascend DRA driver's
-`hami-vnpu-core.project-hami.io` class (soft split, libvnpu), pinned to the chip by `productName`.
+"""Huawei Ascend (docs/vendor-facts.md: Ascend): legacy `huawei.com/<chip>` to the HAMi Ascend
+DRA driver's `hami-vnpu-core.project-hami.io` class (soft split, libvnpu), pinned to the chip
+by `productName`.
 
 `huawei.com/vnpu-mode: hami-core` pods are exact: memory as asked, cores as asked (absent: 0, as
 legacy; the driver's default of 100 would make the card exclusive), n devices distinct by `uuid`

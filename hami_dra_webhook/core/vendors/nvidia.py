@@ -1,7 +1,8 @@
-"""NVIDIA (docs/kubernetes-facts.md, the README's translation table): a resolved legacy share (`GpuShare`, core/legacy.py) as a device ask
-to the HAMi DRA driver, like every other family's. One request of one device per GPU, distinct
-by `uuid`; cores always explicit (the driver's default, 100, would make a share exclusive);
-gpumem-percentage as one `firstAvailable` alternative per card memory size."""
+"""NVIDIA (docs/kubernetes-facts.md; the README's translation table): a resolved legacy share
+(`GpuShare`, core/legacy.py) as a device ask to the HAMi DRA driver, like every other family's.
+One request of one device per GPU, distinct by `uuid`; cores always explicit (the driver's
+default, 100, would make a share exclusive); gpumem-percentage as one `firstAvailable`
+alternative per card memory size."""
 
 from __future__ import annotations
 
