@@ -28,6 +28,8 @@ from tests.support.attack import (
     Established,
     assert_held,
     ensure_open_files,
+    latency_bound,
+    machine_slowdown,
     open_connections,
     settle,
     warmed_baseline,
@@ -279,7 +281,12 @@ def test_a_large_review_does_not_hold_the_event_loop(webhook: Webhook) -> None:
     worst = max(prober.latencies) * 1000
     print(f"40,000 containers: {refused}; p99 {prober.p99_ms():.1f} ms, worst {worst:.1f} ms")
     assert refused[0][0] > 4_200_000 and [code for _, code, _ in refused] == [422, 422]
-    assert prober.failures == [] and prober.p99_ms() < DECODE_HOLD_MS and worst < DECODE_HOLD_MS
+    bound = latency_bound(DECODE_HOLD_MS)
+    assert prober.failures == [], prober.failures[:5]
+    assert prober.p99_ms() < bound and worst < bound, (
+        f"p99 {prober.p99_ms():.1f} ms, worst {worst:.1f} ms, bound {bound:.0f} ms"
+        f" ({DECODE_HOLD_MS} ms x this machine's slowdown {machine_slowdown():.2f})"
+    )
     assert prober.peak_rss - baseline <= DECODED_MIB, (baseline, prober.peak_rss)
     left = settle(webhook.process.pid, baseline + RETURNED_WITHIN_MIB) - baseline
     print(f"40,000 containers: peak +{prober.peak_rss - baseline:.1f} MiB, left +{left:.1f} MiB")

@@ -3,10 +3,12 @@ and the latency an established connection (kube-apiserver's keep-alive pool) see
 
 from __future__ import annotations
 
+import functools
 import http.client
 import json
 import resource
 import ssl
+import statistics
 import subprocess
 import sys
 import threading
@@ -26,6 +28,37 @@ from tests.support.webhook_process import Webhook
 RSS_GROWTH_MIB = 64
 RETURNED_WITHIN_MIB = 24  # measured: +18-21 MiB after the large bodies, a few MiB after the rest
 P99_MS = 50
+# The latency bounds hold on the machine they were measured on, where benchmarks.bench's
+# one-GPU pod took translate_pod a median 31.0 us (README: Benchmarks, 2026-12-01). A slower
+# machine (another runner, a busy host) gets them scaled by how much slower it runs that same
+# work, at most MAX_SLOWDOWN times; memory bounds are never scaled.
+REFERENCE_TRANSLATE_US = 31.0
+MAX_SLOWDOWN = 3.0
+
+
+@functools.cache
+def machine_slowdown() -> float:
+    """This machine against the reference one: the best of five medians of 500 translations of
+    the benchmark's one-GPU pod, over REFERENCE_TRANSLATE_US; 1 when it is as fast or faster."""
+    from benchmarks.bench import pods
+    from hami_dra_webhook.core.policy import DEFAULT_POLICY
+    from hami_dra_webhook.core.translate import translate_pod
+
+    pod = pods()["one-gpu"]
+    medians = []
+    for _ in range(5):
+        samples = []
+        for _ in range(500):
+            started = time.perf_counter_ns()
+            translate_pod(pod, DEFAULT_POLICY, "ml")
+            samples.append((time.perf_counter_ns() - started) / 1000)
+        medians.append(statistics.median(samples))
+    return min(MAX_SLOWDOWN, max(1.0, min(medians) / REFERENCE_TRANSLATE_US))
+
+
+def latency_bound(reference_ms: float) -> float:
+    """A latency bound measured on the reference machine, as it holds on this one."""
+    return reference_ms * machine_slowdown()
 
 
 def open_connections(webhook: Webhook) -> float:
@@ -37,7 +70,11 @@ def open_connections(webhook: Webhook) -> float:
 def assert_held(prober: Established, baseline: float, p99_ms: float = P99_MS) -> None:
     assert prober.failures == [], prober.failures[:5]
     assert len(prober.latencies) >= 20
-    assert prober.p99_ms() < p99_ms, f"p99 {prober.p99_ms():.1f} ms"
+    bound = latency_bound(p99_ms)
+    assert prober.p99_ms() < bound, (
+        f"p99 {prober.p99_ms():.1f} ms, bound {bound:.0f} ms ({p99_ms} ms on the reference"
+        f" machine x this machine's slowdown {machine_slowdown():.2f})"
+    )
     assert prober.peak_rss - baseline <= RSS_GROWTH_MIB, (baseline, prober.peak_rss)
 
 
