@@ -66,7 +66,7 @@ def resolve_vendor(
         _requests_only(request, ref, warnings)
         ask = whole.device_ask(profile, names, request, ref, annotations, settings, warnings)
     else:  # families() converts only these; a new one must be added here
-        raise NotConvertible(f"{ref.label}: no profile converts {family}", code=500)
+        raise ValueError(f"no profile converts the family {family!r}")  # a programming error
     plan = ContainerPlan(ref, request, None, family=family, ask=ask)
     return VendorContainer(plan, _record(container, request), runtime_class if ask else "")
 
