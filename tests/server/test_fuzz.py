@@ -194,7 +194,7 @@ def endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Webhook]:
     yield process
     log = process.log()
     process.stop()
-    assert "failed unexpectedly" not in log and "Traceback" not in log, log
+    assert "failed unexpectedly" not in log and "Traceback" not in log, log[-4000:]
 
 
 def _config(folder: Path) -> Path:

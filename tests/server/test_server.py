@@ -221,7 +221,7 @@ def test_offline_embedded_default(tmp_path: Path) -> None:
     process = Webhook(tmp_path, own_certs=False)  # ready once /readyz answers
     try:
         logged = [json.loads(line) for line in process.log().splitlines() if '"ca_file"' in line]
-        assert logged, process.log()
+        assert logged, process.log_tail()
         ca_file = Path(logged[0]["ca_file"])
         connection = process.connection(process.context([ca_file]))
         status, body = process.post(review(gpu_pod()), connection)

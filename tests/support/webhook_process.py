@@ -84,7 +84,7 @@ class Webhook:
         end = time.monotonic() + timeout
         while time.monotonic() < end:
             if self.process.poll() is not None:
-                raise RuntimeError(f"the webhook exited: {self.log()}")
+                raise RuntimeError(f"the webhook exited: {self.log_tail()}")
             try:  # the operations port: it answers whatever the HTTPS port asks of callers
                 status, _ = self.get_ops("/readyz")
                 if status == 200:
@@ -92,7 +92,7 @@ class Webhook:
             except OSError:
                 pass
             time.sleep(0.1)
-        raise RuntimeError(f"the webhook did not get ready: {self.log()}")
+        raise RuntimeError(f"the webhook did not get ready: {self.log_tail()}")
 
     def get(self, path: str, context: ssl.SSLContext | None = None) -> tuple[int, bytes]:
         connection = self.connection(context, timeout=2)
@@ -134,9 +134,15 @@ class Webhook:
                 connection.close()
 
     def log(self) -> str:
+        """Everything the process has logged (a search of a tail misses lines that later
+        requests' lines pushed out: a SIGHUP line on a slow machine did)."""
         if not self._log.closed:
             self._log.flush()
-        return self.log_path.read_text(errors="replace")[-4000:]
+        return self.log_path.read_text(errors="replace")
+
+    def log_tail(self, chars: int = 4000) -> str:
+        """The end of the log, for error messages."""
+        return self.log()[-chars:]
 
     def stop(self, sig: int = signal.SIGTERM) -> int:
         if self.process.poll() is None:
