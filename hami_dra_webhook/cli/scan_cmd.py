@@ -125,6 +125,7 @@ def _cluster_workloads(
         hygon_compute_units,
         with_cluster_facts,
     )
+    from hami_dra_webhook.migrate.report import uses_legacy
     from hami_dra_webhook.migrate.sources import from_cluster
 
     namespace = None if args.all_namespaces else (args.namespace or "default")
@@ -141,7 +142,9 @@ def _cluster_workloads(
             if hygon.convert:
                 hygon_slices = await api.list_resource_slices(hygon.driver_name, timeout=30)
                 units = hygon_compute_units(hygon_slices, policy)
-            workloads = await from_cluster(api, namespace, step)
+            workloads = await from_cluster(
+                api, namespace, step, lambda pod: uses_legacy(pod, policy)
+            )
             return workloads, device_memory_sizes(slices, policy), units
 
         workloads, sizes, units = on_cluster(args, collect)

@@ -88,7 +88,9 @@ async def collect_garbage(
         namespace = (template.get("metadata") or {}).get("namespace", "")
         by_namespace.setdefault(namespace, []).append(template)
     for namespace, templates in sorted(by_namespace.items()):
-        used = referenced_templates(await api.list_pods(namespace, timeout=timeout))
+        used: set[str] = set()
+        async for pods in api.pod_pages(namespace, timeout=timeout):  # never all at once
+            used |= referenced_templates(pods)
         for template in templates:
             metadata = template["metadata"]
             name, where = metadata["name"], f"{namespace}/{metadata['name']}"

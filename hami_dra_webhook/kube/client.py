@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -23,6 +24,10 @@ from kubernetes.aio.client.exceptions import ApiException
 
 from hami_dra_webhook.core.types import JsonObject
 from hami_dra_webhook.kube.port import ApiError, in_cluster, paths
+
+log = logging.getLogger(__name__)
+# Items a list asks for at a time (kubectl asks for 500 too).
+PAGE_SIZE = 500
 
 JSON_PATCH = "application/json-patch+json"
 FIELD_MANAGER = "hami-dra-webhook"
@@ -87,8 +92,9 @@ async def connect(kubeconfig: str | None, context: str | None = None) -> Kuberne
 class KubernetesApi:
     """`KubeApi` over HTTP with the `kubernetes` client's configuration, auth and TLS."""
 
-    def __init__(self, configuration: Configuration) -> None:
+    def __init__(self, configuration: Configuration, page_size: int = PAGE_SIZE) -> None:
         self._configuration = configuration
+        self.page_size = page_size
         self._client: Any = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -186,8 +192,8 @@ class KubernetesApi:
         finally:
             stream.release()
 
-    async def list_pods(self, namespace: str, *, timeout: float) -> list[JsonObject]:
-        return await self._list(paths.pods(namespace), [], timeout)
+    def pod_pages(self, namespace: str, *, timeout: float) -> AsyncIterator[list[JsonObject]]:
+        return self._pages(paths.pods(namespace), [], timeout)
 
     async def delete_template(
         self, namespace: str, name: str, resource_version: str, *, timeout: float
@@ -216,10 +222,10 @@ class KubernetesApi:
     ) -> list[JsonObject]:
         return await self._list(path, query, timeout)
 
-    async def list_workloads(
+    def workload_pages(
         self, kind: str, namespace: str | None, *, timeout: float
-    ) -> list[JsonObject]:
-        return await self._list(paths.workloads(kind, namespace), [], timeout)
+    ) -> AsyncIterator[list[JsonObject]]:
+        return self._pages(paths.workloads(kind, namespace), [], timeout)
 
     async def version(self, *, timeout: float) -> JsonObject:
         return await self._call("GET", paths.VERSION, [], None, timeout)
@@ -244,15 +250,33 @@ class KubernetesApi:
         return await self._call("PATCH", path, query, operations, timeout, content_type=JSON_PATCH)
 
     async def _list(self, path: str, query: list[tuple[str, str]], timeout: float) -> list[Any]:
-        items: list[Any] = []
+        return [item async for page in self._pages(path, query, timeout) for item in page]
+
+    async def _pages(
+        self, path: str, query: list[tuple[str, str]], timeout: float
+    ) -> AsyncIterator[list[Any]]:
+        """A collection `page_size` items at a time, following `continue`; when a token
+        expires mid-way (410), on with the token the server gives for that (the rest is read
+        from a newer snapshot: objects created or deleted meanwhile may be missed or doubled,
+        which a report can live with), else the 410 is raised."""
         token = ""
         while True:
-            page = query + [("limit", "500")] + ([("continue", token)] if token else [])
-            answer = await self._call("GET", path, page, None, timeout)
-            items += answer.get("items") or []
+            page = (
+                query + [("limit", str(self.page_size))] + ([("continue", token)] if token else [])
+            )
+            try:
+                answer = await self._call("GET", path, page, None, timeout)
+            except ApiError as error:
+                if error.status != 410 or not token or not error.continue_token:
+                    raise
+                log.warning("listing %s: the continue token expired; going on inconsistently", path)
+                token = error.continue_token
+                continue
+            items = answer.get("items")
+            yield items if isinstance(items, list) else []
             token = (answer.get("metadata") or {}).get("continue") or ""
             if not token:
-                return items
+                return
 
     async def _call(
         self,

@@ -89,20 +89,26 @@ class paths:  # noqa: N801 (a namespace of functions, read as paths.template(...
 class ApiError(Exception):
     """A failed API call: `status` is the HTTP status, 0 when no answer came (network, timeout)."""
 
-    def __init__(self, status: int, reason: str, message: str) -> None:
+    def __init__(self, status: int, reason: str, message: str, continue_token: str = "") -> None:
         super().__init__(f"{status} {reason}: {message}" if status else f"{reason}: {message}")
         self.status = status
         self.reason = reason
         self.message = message
+        # A 410 to a paged list whose `continue` expired may carry a token that goes on
+        # without a consistent snapshot (Kubernetes API concepts: "inconsistent continue").
+        self.continue_token = continue_token
 
     @classmethod
     def from_status(cls, status: int, body: Any) -> ApiError:
         """From a response and its `Status` body (kind: Status, reason, message) when it has one."""
-        reason, message = "", ""
+        reason, message, token = "", "", ""
         if isinstance(body, dict) and body.get("kind") == "Status":
             reason = str(body.get("reason") or "")
             message = str(body.get("message") or "")
-        return cls(status, reason or _REASONS.get(status, "Error"), message or "no message")
+            metadata = body.get("metadata")
+            if isinstance(metadata, dict):
+                token = str(metadata.get("continue") or "")
+        return cls(status, reason or _REASONS.get(status, "Error"), message or "no message", token)
 
 
 _REASONS = {
@@ -146,7 +152,9 @@ class KubeApi(Protocol):
         or raises ApiError when the watch breaks (410 when `resource_version` is too old)."""
         ...
 
-    async def list_pods(self, namespace: str, *, timeout: float) -> list[JsonObject]: ...
+    def pod_pages(self, namespace: str, *, timeout: float) -> AsyncIterator[list[JsonObject]]:
+        """The namespace's pods, a page at a time."""
+        ...
 
     async def delete_template(
         self, namespace: str, name: str, resource_version: str, *, timeout: float
@@ -166,10 +174,11 @@ class KubeApi(Protocol):
         """Every item of a collection path, following `continue` (read-only tooling)."""
         ...
 
-    async def list_workloads(
+    def workload_pages(
         self, kind: str, namespace: str | None, *, timeout: float
-    ) -> list[JsonObject]:
-        """Objects of a workload kind (WORKLOAD_PATHS), in one namespace or all of them."""
+    ) -> AsyncIterator[list[JsonObject]]:
+        """Objects of a workload kind (WORKLOAD_PATHS), in one namespace or all of them, a page
+        (`limit`) at a time: a cluster of 50,000 pods is never held at once."""
         ...
 
     async def version(self, *, timeout: float) -> JsonObject: ...

@@ -96,22 +96,38 @@ def _signature(pod: JsonObject) -> str:
 
 
 async def from_cluster(
-    api: KubeApi, namespace: str | None, progress: Callable[[str], None], timeout: float = 30.0
+    api: KubeApi,
+    namespace: str | None,
+    progress: Callable[[str], None],
+    keep: Callable[[JsonObject], bool] = lambda pod: True,
+    timeout: float = 30.0,
 ) -> list[Workload]:
+    """The cluster's workloads whose pod template `keep` wants (scan keeps the ones that ask
+    for legacy devices), read a page at a time: only what is kept outlives its page, so a
+    cluster of 50,000 pods is never held at once."""
     found = []
     seen: set[tuple[str, str]] = set()  # (controller uid, pod signature)
     for kind in WORKLOAD_PATHS:
         progress(kind)
-        for item in await api.list_workloads(kind, namespace, timeout=timeout):
-            if _owned(item, kind):
-                continue
-            controller = _controller(item) if kind == "Pod" else None
-            if controller is not None:
-                key = (str(controller.get("uid")), _signature(item))
-                if key not in seen:
-                    seen.add(key)
-                    found.append(_pod_of_other_controller(item, controller))
-                continue
-            version = WORKLOAD_PATHS[kind][0].removeprefix("/apis/").removeprefix("/api/")
-            found += _workloads({**item, "kind": kind, "apiVersion": version}, "", "cluster")
+        version = WORKLOAD_PATHS[kind][0].removeprefix("/apis/").removeprefix("/api/")
+        async for page in api.workload_pages(kind, namespace, timeout=timeout):
+            for item in page:
+                if _owned(item, kind):
+                    continue
+                controller = _controller(item) if kind == "Pod" else None
+                if controller is not None:
+                    if not keep(item):
+                        continue
+                    key = (str(controller.get("uid")), _signature(item))
+                    if key not in seen:
+                        seen.add(key)
+                        found.append(_pod_of_other_controller(_lean(item), controller))
+                    continue
+                document = {**_lean(item), "kind": kind, "apiVersion": version}
+                found += [w for w in _workloads(document, "", "cluster") if keep(w.pod)]
     return found
+
+
+def _lean(pod: JsonObject) -> JsonObject:
+    """An object as a report reads it: its status (often most of a pod's bytes) left out."""
+    return {key: value for key, value in pod.items() if key != "status"}

@@ -10,7 +10,7 @@ import ssl
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Awaitable
+from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass, field
 from typing import TypeAlias, TypeVar, Union
 
@@ -74,6 +74,10 @@ class Snapshot:
     vendor_classes: dict[str, Read[JsonObject]] = field(default_factory=dict)
 
 
+async def _every(pages: AsyncIterator[list[JsonObject]]) -> list[JsonObject]:
+    return [item async for page in pages for item in page]
+
+
 async def _read(call: Awaitable[T]) -> Read[T]:
     try:
         return await call
@@ -100,8 +104,12 @@ async def gather(api: KubeApi, policy: Policy, target: Target, timeout: float) -
     selector = [("labelSelector", DRIVER_PODS)]
     snapshot.driver_pods = await _read(api.list_path(paths.ALL_PODS, selector, timeout=timeout))
     snapshot.namespaces = await _namespaces(api, snapshot.driver_pods, target, timeout)
-    snapshot.daemonsets = await _read(api.list_workloads("DaemonSet", None, timeout=timeout))
-    snapshot.deployments = await _read(api.list_workloads("Deployment", None, timeout=timeout))
+    snapshot.daemonsets = await _read(
+        _every(api.workload_pages("DaemonSet", None, timeout=timeout))
+    )
+    snapshot.deployments = await _read(
+        _every(api.workload_pages("Deployment", None, timeout=timeout))
+    )
     snapshot.webhook_configurations = await _read(
         api.list_path(paths.WEBHOOKS, [], timeout=timeout)
     )

@@ -18,7 +18,7 @@ from hami_dra_webhook.cluster.template_store import DELETING_ANNOTATION, ApiTemp
 from hami_dra_webhook.kube.client import KubernetesApi
 from hami_dra_webhook.server.settings import Settings
 from tests.support.api_calls import CallsThrough
-from tests.support.cluster import Cluster
+from tests.support.cluster import Cluster, api_for
 from tests.support.loop import run
 from tests.support.templates import templates
 
@@ -33,12 +33,12 @@ def make(api: KubernetesApi, namespace: str, memory: str, at: float) -> str:
     return str(items[0]["metadata"]["name"])
 
 
-def use(kube: Cluster, namespace: str, template: str) -> None:
+def use(kube: Cluster, namespace: str, template: str, name: str = "") -> None:
     """A pod that references the template (no kubelet runs it: it only has to exist)."""
     pod = {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": f"uses-{template}"},
+        "metadata": {"name": name or f"uses-{template}"},
         "spec": {
             "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}],
             "resourceClaims": [{"name": "c-gpu", "resourceClaimTemplateName": template}],
@@ -142,3 +142,41 @@ def test_cached_templates_are_never_old_enough_to_collect(
 def test_settings_refuse_a_cache_ttl_close_to_the_grace_period() -> None:
     with pytest.raises(ValidationError, match="well below the GC grace period"):
         Settings(cache_ttl=1800, gc_grace=3600)
+
+
+def test_gc_reads_pods_a_page_at_a_time(kube: Cluster) -> None:
+    """A template referenced only by a pod on the last page of the namespace's pods (2 a page)
+    is in use; the unreferenced one is collected."""
+    namespace = kube.create_namespace("gc-pages")
+    api = api_for(kube.plane.admin_kubeconfig, page_size=2)
+    try:
+        now = time.time()
+        unused = make(api, namespace, "1000", now)
+        used = make(api, namespace, "2000", now)
+        plain = {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]}
+        kube.apply(
+            {
+                "apiVersion": "v1",
+                "kind": "List",
+                "items": [
+                    {
+                        "apiVersion": "v1",
+                        "kind": "Pod",
+                        "metadata": {"name": f"a-{i}"},
+                        "spec": plain,
+                    }
+                    for i in range(5)
+                ],
+            },
+            namespace=namespace,
+        )
+        use(kube, namespace, used, name="z-last")  # listed in name order: the last page
+        report = run(collect_garbage(api, now=now + 2 * HOUR, grace=HOUR, dry_run=True))
+    finally:
+        run(api.close())
+    assert only(report, namespace) == {
+        "deleted": [f"{namespace}/{unused}"],
+        "in_use": [f"{namespace}/{used}"],
+        "recent": [],
+        "raced": [],
+    }

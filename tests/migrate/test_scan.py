@@ -325,3 +325,56 @@ def test_an_unparsable_file_is_reported_and_the_rest_scanned(tmp_path: Path) -> 
     )
     assert code == 3 and f"unreadable: {broken}" in convert_err.getvalue()
     assert (tmp_path / "out" / "pod.yaml").is_file()
+
+
+def test_cluster_scan_reads_a_page_at_a_time(kube: Cluster) -> None:
+    """Lists go page by page (`limit`, `continue`) and only what a report needs outlives its
+    page: here 2 items a page over 7 GPU pods, 5 pods without GPUs and 3 pods of one foreign
+    controller (one row), against the real kube-apiserver."""
+    from hami_dra_webhook.core.policy import DEFAULT_POLICY
+    from hami_dra_webhook.migrate.report import uses_legacy
+    from hami_dra_webhook.migrate.sources import from_cluster
+    from tests.support.cluster import api_for
+    from tests.support.loop import run
+
+    namespace = kube.create_namespace("pages")
+    gpu = {"nvidia.com/gpu": "1"}
+    owner = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "owner"}}
+    kube.apply(owner, namespace=namespace)
+    owner_uid = kube.get("configmap", "owner", "-n", namespace)["metadata"]["uid"]
+    pods = [_workload("Pod", f"gpu-{index}", gpu) for index in range(7)]
+    pods += [_workload("Pod", f"plain-{index}", {"cpu": "1"}) for index in range(5)]
+    for index in range(3):
+        owned = _workload("Pod", f"owned-{index}", gpu)
+        owned["metadata"]["ownerReferences"] = [
+            {"apiVersion": "v1", "kind": "ConfigMap", "name": "owner", "uid": owner_uid,
+             "controller": True}
+        ]  # fmt: skip
+        pods.append(owned)
+    kube.apply({"apiVersion": "v1", "kind": "List", "items": pods}, namespace=namespace)
+
+    api = api_for(kube.plane.admin_kubeconfig, page_size=2)
+    pages: list[int] = []
+    paged = api.workload_pages
+
+    def counted(kind: str, where: str | None, *, timeout: float) -> Any:
+        async def pages_of() -> Any:
+            async for page in paged(kind, where, timeout=timeout):
+                if kind == "Pod":
+                    pages.append(len(page))
+                yield page
+
+        return pages_of()
+
+    api.workload_pages = counted  # type: ignore[method-assign,assignment]
+    try:
+        found = run(
+            from_cluster(
+                api, namespace, lambda _: None, lambda pod: uses_legacy(pod, DEFAULT_POLICY)
+            )
+        )
+    finally:
+        run(api.close())
+    assert pages and max(pages) <= 2 and sum(pages) == 15, pages
+    assert sorted(w.name for w in found) == [*(f"gpu-{index}" for index in range(7)), "owner"]
+    assert all("status" not in w.pod for w in found)

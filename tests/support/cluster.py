@@ -327,11 +327,16 @@ class Release:
         return sample_sum(body.decode(), name, **labels)
 
 
-def api_for(kubeconfig: Path) -> KubernetesApi:
-    """The project's own API adapter, logged in as the kubeconfig says."""
+def api_for(kubeconfig: Path, page_size: int | None = None) -> KubernetesApi:
+    """The project's own API adapter, logged in as the kubeconfig says (lists `page_size`
+    items at a time when given)."""
     configuration = run(load_configuration(str(kubeconfig)))
     assert configuration is not None
-    return KubernetesApi(configuration)
+    return (
+        KubernetesApi(configuration)
+        if page_size is None
+        else KubernetesApi(configuration, page_size)
+    )
 
 
 def ca_bundle_of(configuration: dict[str, Any]) -> bytes:
