@@ -24,6 +24,7 @@ from hami_dra_webhook.core.decision import Converted, Decision, Refusal, Unchang
 from hami_dra_webhook.core.ephemeral import privileged_ephemeral
 from hami_dra_webhook.core.policy import Policy
 from hami_dra_webhook.core.reapply import strip_reapplied
+from hami_dra_webhook.core.review_fast import FastPod
 from hami_dra_webhook.core.translate import translate_pod
 from hami_dra_webhook.core.types import JsonObject
 
@@ -58,7 +59,7 @@ class MutationRecord:
     resources: list[str] = field(default_factory=list)
 
 
-def internal_error(request: review.AdmissionRequest) -> MutationRecord:
+def internal_error(request: review.Request) -> MutationRecord:
     """The answer when the use case itself failed (the shell logs the traceback)."""
     refusal = Refusal(code=500, message=INTERNAL_ERROR, warnings=[])
     return MutationRecord(
@@ -91,11 +92,13 @@ class PodMutator:
         default_factory=dict, repr=False
     )
 
-    def many_containers(self, request: review.AdmissionRequest) -> bool:
+    def many_containers(self, request: review.Request, fast: FastPod | None = None) -> bool:
         """Whether the pod (or the old one) has enough containers that translating it takes
         milliseconds: work for the `off_loop` thread, when there is one."""
         if self.off_loop is None:
             return False
+        if fast is not None:
+            return fast.container_count > 256
         for pod in (request.object, request.old_object):
             spec = pod.get("spec") if isinstance(pod, dict) else None
             if isinstance(spec, dict):
@@ -105,16 +108,27 @@ class PodMutator:
         return False
 
     async def mutate(
-        self, request: review.AdmissionRequest, *, off_loop: bool = False
+        self,
+        request: review.Request,
+        *,
+        off_loop: bool = False,
+        fast: FastPod | None = None,
     ) -> MutationRecord:
         """The answer to `request`; `off_loop`: a large one, whose pod-sized work runs on the
-        `off_loop` executor."""
+        `off_loop` executor; `fast`: the pod of a CREATE read by `review_fast` (the request's
+        `object` is then None)."""
         pod = request.object or {}
-        metadata = pod.get("metadata")
-        metadata = metadata if isinstance(metadata, dict) else {}
-        namespace = _namespace(request, metadata)
+        if fast is not None:
+            declared, generate_name = fast.namespace, fast.generate_name
+        else:
+            metadata = pod.get("metadata")
+            metadata = metadata if isinstance(metadata, dict) else {}
+            declared, generate_name = metadata.get("namespace"), metadata.get("generateName")
+        namespace = (
+            request.namespace or (declared if isinstance(declared, str) else "") or "default"
+        )
         off = self.off_loop if off_loop else None
-        decision, warnings = await self._decide(request, pod, namespace, off)
+        decision, warnings = await self._decide(request, fast or pod, namespace, off)
         converted = decision if isinstance(decision, Converted) else None
         templates = [t["metadata"]["name"] for t in converted.templates] if converted else []
         audit = _audit(request, decision, templates)
@@ -124,7 +138,7 @@ class PodMutator:
             operation=request.operation,
             outcome=decision.outcome,
             namespace=namespace,
-            name=request.name or str(metadata.get("generateName") or ""),
+            name=request.name or str(generate_name or ""),
             uid=request.uid,
             user=request.user,
             resource=request.resource_name,
@@ -135,8 +149,8 @@ class PodMutator:
 
     async def _decide(
         self,
-        request: review.AdmissionRequest,
-        pod: JsonObject,
+        request: review.Request,
+        pod: JsonObject | FastPod,
         namespace: str,
         off: Executor | None,
     ) -> tuple[Decision, list[str]]:
@@ -171,13 +185,13 @@ class PodMutator:
         if off is None:
             decision = self.cache.decide(pod, self._effective_policy(), namespace)
         else:  # not kept: the cache is the loop's, and pods this large do not repeat
-            decision = await _run(off, translate_pod, pod, self._effective_policy(), namespace)
+            decision = await _run(off, _translate, pod, self._effective_policy(), namespace)
         if not isinstance(decision, Converted):
             return decision, []
         return await self._cluster_side(request, namespace, decision)
 
     async def _cluster_side(
-        self, request: review.AdmissionRequest, namespace: str, decision: Converted
+        self, request: review.Request, namespace: str, decision: Converted
     ) -> tuple[Decision, list[str]]:
         """What the cluster adds to a conversion: warnings, or a refusal when capacity is
         dropped or a template cannot be confirmed."""
@@ -238,6 +252,11 @@ class PodMutator:
         ]
 
 
+def _translate(pod: JsonObject | FastPod, policy: Policy, namespace: str) -> Decision:
+    """`translate_pod`, a fast-read pod decoded first (on the executor, with the rest)."""
+    return translate_pod(pod.view() if isinstance(pod, FastPod) else pod, policy, namespace)
+
+
 async def _run(executor: Executor | None, work: Callable[..., T], *args: Any) -> T:
     if executor is None:
         return work(*args)
@@ -245,7 +264,7 @@ async def _run(executor: Executor | None, work: Callable[..., T], *args: Any) ->
 
 
 def _audit(
-    request: review.AdmissionRequest, decision: Decision, templates: list[str]
+    request: review.Request, decision: Decision, templates: list[str]
 ) -> dict[str, str] | None:
     """The audit annotations of an answer, from the final decision: every refusal (with its
     reason when it has one), and a pod created converted with its templates."""
@@ -254,9 +273,3 @@ def _audit(
     if isinstance(decision, Converted) and request.operation == "CREATE":
         return {"outcome": "converted", "templates": ",".join(templates) or "none"}
     return None
-
-
-def _namespace(request: review.AdmissionRequest, metadata: JsonObject) -> str:
-    """The pod's namespace, resolved once: the request's, else the object's, else default."""
-    declared = metadata.get("namespace")
-    return request.namespace or (declared if isinstance(declared, str) else "") or "default"

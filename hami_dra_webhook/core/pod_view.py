@@ -17,6 +17,12 @@ from hami_dra_webhook.core.vendors.annotations import VENDOR_ANNOTATIONS, is_asc
 
 _READ_ANNOTATIONS = frozenset((*SELECTOR_ANNOTATIONS, *VENDOR_ANNOTATIONS))
 
+
+def reads_annotation(key: str) -> bool:
+    """Whether the translation reads the annotation `key` (the others are left out of views)."""
+    return key in _READ_ANNOTATIONS or is_ascend_uuid_key(key)
+
+
 SPEC_FIELDS = ("nodeName", "schedulerName", "runtimeClassName", "resourceClaims")
 CONTAINER_FIELDS = ("name", "resources", "env", "securityContext")
 
@@ -43,11 +49,7 @@ def _metadata(metadata: Any) -> Any:
     if "annotations" in metadata:
         annotations = metadata["annotations"]
         view["annotations"] = (
-            {
-                key: value
-                for key, value in annotations.items()
-                if key in _READ_ANNOTATIONS or is_ascend_uuid_key(key)
-            }
+            {key: value for key, value in annotations.items() if reads_annotation(key)}
             if isinstance(annotations, dict)
             else annotations
         )

@@ -4,7 +4,7 @@ object as a raw dict) and one encoder from a `Decision` to the typed answer."""
 from __future__ import annotations
 
 import base64
-from typing import Any, Final, Literal, NotRequired, TypedDict
+from typing import Any, Final, Literal, NotRequired, Protocol, TypedDict
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -35,7 +35,9 @@ class GroupVersionResource(BaseModel):
 
 
 class AdmissionRequest(BaseModel):
-    model_config = ConfigDict(extra="allow", populate_by_name=True)
+    # Fields by their wire names only (`oldObject`, never `old_object`), as kube-apiserver
+    # writes them and the fast reader (`review_fast`) reads them.
+    model_config = ConfigDict(extra="allow")
 
     uid: str = Field(min_length=1)
     kind: GroupVersionKind
@@ -78,8 +80,36 @@ class AdmissionRequest(BaseModel):
         )
 
 
+class Request(Protocol):
+    """What the use case reads of an admission request: `AdmissionRequest` (the full parse) and
+    `review_fast.FastRequest` (a pod CREATE read fast) both are one."""
+
+    @property
+    def uid(self) -> str: ...
+    @property
+    def operation(self) -> str: ...
+    @property
+    def name(self) -> str | None: ...
+    @property
+    def namespace(self) -> str | None: ...
+    @property
+    def object(self) -> dict[str, Any] | None: ...
+    @property
+    def old_object(self) -> dict[str, Any] | None: ...
+    @property
+    def dry_run(self) -> bool: ...
+    @property
+    def user(self) -> str: ...
+    @property
+    def resource_name(self) -> str: ...
+    @property
+    def is_pod(self) -> bool: ...
+    @property
+    def adds_ephemeral_containers(self) -> bool: ...
+
+
 class AdmissionReview(BaseModel):
-    model_config = ConfigDict(extra="allow", populate_by_name=True)
+    model_config = ConfigDict(extra="allow")
 
     api_version: Literal["admission.k8s.io/v1"] = Field(alias="apiVersion")
     kind: Literal["AdmissionReview"]
@@ -87,6 +117,8 @@ class AdmissionReview(BaseModel):
 
 
 def parse_review(body: bytes) -> AdmissionReview:
+    """The whole body decoded and validated: the full parse (`review_fast.read_review` reads
+    most pod CREATEs without it, and falls back to it wherever it cannot tell)."""
     try:
         document = orjson.loads(body)
     except orjson.JSONDecodeError as error:

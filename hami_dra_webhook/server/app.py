@@ -27,6 +27,7 @@ from hami_dra_webhook.cluster.gc import collect_garbage
 from hami_dra_webhook.cluster.state import ClusterState
 from hami_dra_webhook.cluster.template_store import ApiTemplateStore
 from hami_dra_webhook.core import review
+from hami_dra_webhook.core.review_fast import read_review
 from hami_dra_webhook.kube.port import KubeApi
 from hami_dra_webhook.server import memory
 from hami_dra_webhook.server.endpoint import BodyBudget, BodyEndpoint, message
@@ -98,19 +99,18 @@ def create_app(parts: Parts) -> Dispatch:
         off_loop = parts.mutator.off_loop
         try:
             if off_loop is not None and len(body) > OFF_LOOP_BYTES:
-                parsed = await asyncio.get_running_loop().run_in_executor(
-                    off_loop, review.parse_review, body
+                request, fast = await asyncio.get_running_loop().run_in_executor(
+                    off_loop, read_review, body
                 )
             else:
-                parsed = review.parse_review(body)
-            request = parsed.request
+                request, fast = read_review(body)
         except review.MalformedReview as error:
             metrics.rejected("malformed")
             return message(400, str(error))
-        large = parts.mutator.many_containers(request)
+        large = parts.mutator.many_containers(request, fast)
         metrics.in_flight.inc()
         try:
-            result = await parts.mutator.mutate(request, off_loop=large)
+            result = await parts.mutator.mutate(request, off_loop=large, fast=fast)
         except Exception:
             log.exception("admission %s failed unexpectedly", request.uid)
             result = internal_error(request)

@@ -1,0 +1,297 @@
+"""The fast way to read the review of a pod CREATE: find what is read, decode it only when the
+translation needs it.
+
+A review of a pod is 8-20 KB, and the webhook reads a few hundred bytes of it (the envelope; of
+the pod its namespace, generateName, labels, the annotations it knows, four spec fields and of
+each container its name, resources, env and securityContext: `pod_view`). msgspec reads the
+body into the structs below, skipping everything else (still checking that it is JSON) and
+keeping each value read as its exact text (`Raw`). Pods of one ReplicaSet repeat that text, so
+it is the translation cache's key, and a repeated pod is answered without decoding any of it;
+the first of its kind decodes each value with orjson, the decoder of the full parse, so the
+view translated is exactly `pod_view` of what the full parse reads.
+
+Same answers, always: `decode_fast` returns None, and the caller parses the whole body as it
+always did (`review.parse_review`), for every review that is not a pod CREATE of this shape and
+wherever it cannot tell that the full parse would accept the body and read the same:
+- the body is not valid UTF-8 (msgspec does not check what it skips; orjson refuses it);
+- a number could overflow a double (orjson refuses `1e400` anywhere; msgspec skips it
+  unchecked): a run of 309 digits, or an exponent in a number;
+- it could nest deeper than orjson's 1,024 levels: more than 1,000 `[` and `{` in all (msgspec's
+  own limit follows the interpreter's recursion limit, which a program may raise; a typical pod
+  has a few hundred);
+- msgspec refuses it: anything not of the shape below (a map where a map is read, a list of maps
+  for containers, the envelope's fields of their exact types), nesting deeper than its limit.
+Duplicate keys: both decoders keep the last value, as Go's encoding/json does (kube-apiserver
+serializes the object it sends itself, so only a direct caller sends duplicates); the value
+translated is the one the answer is about. `tests/core/test_decode_differential.py` checks that
+both paths give the same answers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Annotated, Any, Final, Literal
+
+import msgspec
+import orjson
+from msgspec import UNSET, Meta, Raw, Struct, UnsetType
+
+from hami_dra_webhook.core.pod_view import reads_annotation
+from hami_dra_webhook.core.review import Request, parse_review
+
+Text = Raw | UnsetType  # a value read, as its JSON text; UNSET when the field is absent
+
+
+class _Container(Struct, rename="camel"):
+    name: Text = UNSET
+    resources: Text = UNSET
+    env: Text = UNSET
+    security_context: Text = UNSET
+
+
+class _Metadata(Struct, rename="camel"):
+    namespace: Text = UNSET
+    generate_name: Text = UNSET
+    labels: Text = UNSET
+    annotations: dict[str, Raw] | UnsetType = UNSET
+
+
+class _Spec(Struct, rename="camel"):
+    node_name: Text = UNSET
+    scheduler_name: Text = UNSET
+    runtime_class_name: Text = UNSET
+    resource_claims: Text = UNSET
+    init_containers: list[_Container] | UnsetType = UNSET
+    containers: list[_Container] | UnsetType = UNSET
+
+
+class _Pod(Struct):
+    metadata: _Metadata | UnsetType = UNSET
+    spec: _Spec | UnsetType = UNSET
+
+
+class _Kind(Struct):
+    group: str = ""
+    version: str = ""
+    kind: str = ""
+
+
+class _Resource(Struct):
+    group: str = ""
+    version: str = ""
+    resource: str = ""
+
+
+class _UserInfo(Struct):
+    username: Text = UNSET
+
+
+class _Request(Struct, rename="camel"):
+    uid: Annotated[str, Meta(min_length=1)]
+    kind: _Kind
+    operation: str
+    object: _Pod
+    resource: _Resource | None = None
+    sub_resource: str | None = None
+    name: str | None = None
+    namespace: str | None = None
+    old_object: None = None
+    dry_run: bool = False
+    user_info: _UserInfo | None = None
+
+
+class _Review(Struct, rename="camel"):
+    api_version: Literal["admission.k8s.io/v1"]
+    kind: Literal["AdmissionReview"]
+    request: _Request
+
+
+class FastPod:
+    """The pod of a fast-read review: what the use case reads of it, its cache key, and its
+    view (decoded on first use)."""
+
+    __slots__ = ("_found", "_view", "container_count", "generate_name", "key", "namespace")
+
+    def __init__(self, found: _Pod) -> None:
+        self._found = found
+        self._view: dict[str, Any] | None = None
+        metadata = found.metadata
+        if metadata is not UNSET and metadata.annotations is not UNSET:
+            read = {k: v for k, v in metadata.annotations.items() if reads_annotation(k)}
+            metadata.annotations = read  # the others are never read: not in the key either
+        # The exact text of everything read, under the names read: equal keys, equal views.
+        self.key = b"\0fast" + _ENCODER.encode(found)
+        self.namespace = _decoded(metadata.namespace) if metadata is not UNSET else None
+        self.generate_name = _decoded(metadata.generate_name) if metadata is not UNSET else None
+        spec = found.spec
+        self.container_count = 0
+        if spec is not UNSET:
+            for items in (spec.init_containers, spec.containers):
+                self.container_count += 0 if items is UNSET else len(items)
+
+    def view(self) -> dict[str, Any]:
+        """`pod_view` of the pod, as the full parse would have read it."""
+        if self._view is None:
+            self._view = _view(self._found)
+        return self._view
+
+
+_DECODER: Final = msgspec.json.Decoder(_Review)
+_ENCODER: Final = msgspec.json.Encoder()
+# Digits read as '0', 'e' and 'E' as 'e', every other byte as '.': one pass in C finds where
+# a number could overflow.
+_NUMBER_SHAPES: Final = bytes(
+    ord("0") if b in b"0123456789" else ord("e") if b in b"eE" else ord(".") for b in range(256)
+)
+_OVERFLOWING_DIGITS: Final = b"0" * 309  # 1e308 has 309 digits
+_MOST_OPENINGS: Final = 1000  # under orjson's depth limit (1,024), whatever the nesting
+_NUMBER_START: Final = frozenset(b":,[")
+_IN_NUMBER: Final = frozenset(b"0123456789.-")
+_WHITESPACE: Final = frozenset(b" \t\n\r")
+# Past this many digit-then-e places (in uids and digests: a few), the full parse decides
+# rather than a loop in Python over each.
+_MOST_PLACES: Final = 32
+
+
+@dataclass(slots=True, frozen=True)
+class FastRequest:
+    """A pod CREATE's request as the fast reader reads it (`review.Request`); its pod is the
+    `FastPod` beside it, so `object` is None."""
+
+    uid: str
+    name: str | None
+    namespace: str | None
+    dry_run: bool
+    user: str
+    resource_name: str
+    operation: str = "CREATE"
+    object: None = None
+    old_object: None = None
+    is_pod: bool = True
+    adds_ephemeral_containers: bool = False
+
+
+def read_review(body: bytes) -> tuple[Request, FastPod | None]:
+    """The request of an AdmissionReview body, with its pod read fast where that reads the same
+    as the full parse (then the request's `object` is None); raises `MalformedReview` as the
+    full parse does."""
+    fast = decode_fast(body)
+    if fast is not None:
+        return fast
+    return parse_review(body).request, None
+
+
+def decode_fast(body: bytes) -> tuple[FastRequest, FastPod] | None:
+    """A pod CREATE's request (its `object` left None) and its pod, read fast; None where only
+    the full parse can tell (see above)."""
+    if not body.isascii():
+        try:
+            body.decode()
+        except UnicodeDecodeError:
+            return None
+    if _may_overflow(body) or body.count(b"[") + body.count(b"{") > _MOST_OPENINGS:
+        return None
+    try:
+        found = _DECODER.decode(body).request
+        kind = found.kind
+        if kind.group or kind.kind != "Pod" or found.sub_resource or found.operation != "CREATE":
+            return None
+        pod = FastPod(found.object)
+        request = FastRequest(
+            uid=found.uid,
+            name=found.name,
+            namespace=found.namespace,
+            dry_run=found.dry_run,
+            user=_user(found.user_info),
+            resource_name=_resource_name(found.resource),
+        )
+    except (msgspec.DecodeError, orjson.JSONDecodeError, RecursionError):
+        return None
+    return request, pod
+
+
+def _may_overflow(body: bytes) -> bool:
+    """Whether a number in `body` could overflow a double (or there are too many places to
+    look at)."""
+    shapes = body.translate(_NUMBER_SHAPES)
+    if _OVERFLOWING_DIGITS in shapes:
+        return True
+    place = shapes.find(b"0e")
+    for _ in range(_MOST_PLACES):
+        if place < 0:
+            return False
+        if _ends_a_mantissa(body, place):
+            return True
+        place = shapes.find(b"0e", place + 2)
+    return place >= 0
+
+
+def _ends_a_mantissa(body: bytes, digit: int) -> bool:
+    """Whether the digit at `digit` ends a JSON number's mantissa: before its digits, sign and
+    point, past whitespace, is `:`, `,`, `[` or the start. (In a string such as "a:1e5" it
+    looks like one: the full parse then reads the body, which is only slower.)"""
+    start = digit
+    while start > 0 and body[start - 1] in _IN_NUMBER:
+        start -= 1
+    while start > 0 and body[start - 1] in _WHITESPACE:
+        start -= 1
+    return start == 0 or body[start - 1] in _NUMBER_START
+
+
+def _decoded(text: Text) -> Any:
+    return None if text is UNSET else orjson.loads(memoryview(text))
+
+
+def _resource_name(found: _Resource | None) -> str:
+    """As `AdmissionRequest.resource_name` (no subresource here)."""
+    if found is None:
+        return ""
+    return "/".join(part for part in (found.group, found.version, found.resource) if part)
+
+
+def _user(found: _UserInfo | None) -> str:
+    """As `AdmissionRequest.user`."""
+    name = None if found is None else _decoded(found.username)
+    return name if isinstance(name, str) else ""
+
+
+def _view(pod: _Pod) -> dict[str, Any]:
+    """What `pod_view` makes of the pod the full parse reads (same fields, same order)."""
+    view: dict[str, Any] = {}
+    metadata, spec = pod.metadata, pod.spec
+    if metadata is not UNSET:
+        view["metadata"] = _present(
+            ("labels", metadata.labels, _decoded),
+            ("annotations", metadata.annotations, _decoded_map),
+        )
+    if spec is not UNSET:
+        view["spec"] = _present(
+            ("nodeName", spec.node_name, _decoded),
+            ("schedulerName", spec.scheduler_name, _decoded),
+            ("runtimeClassName", spec.runtime_class_name, _decoded),
+            ("resourceClaims", spec.resource_claims, _decoded),
+            ("initContainers", spec.init_containers, _containers),
+            ("containers", spec.containers, _containers),
+        )
+    return view
+
+
+def _present(*fields: tuple[str, Any, Callable[[Any], Any]]) -> dict[str, Any]:
+    return {name: read(value) for name, value, read in fields if value is not UNSET}
+
+
+def _decoded_map(values: dict[str, Raw]) -> dict[str, Any]:
+    return {key: _decoded(value) for key, value in values.items()}
+
+
+def _containers(items: list[_Container]) -> list[dict[str, Any]]:
+    return [
+        _present(
+            ("name", c.name, _decoded),
+            ("resources", c.resources, _decoded),
+            ("env", c.env, _decoded),
+            ("securityContext", c.security_context, _decoded),
+        )
+        for c in items
+    ]
