@@ -5,10 +5,10 @@ A review of a pod is 8-20 KB, and the webhook reads a few hundred bytes of it (t
 the pod its namespace, generateName, labels, the annotations it knows, four spec fields and of
 each container its name, resources, env and securityContext: `pod_view`). msgspec reads the
 body into the structs below, skipping everything else (still checking that it is JSON) and
-keeping each value read as its exact text (`Raw`). Pods of one ReplicaSet repeat that text, so
-it is the translation cache's key, and a repeated pod is answered without decoding any of it;
-the first of its kind decodes each value with orjson, the decoder of the full parse, so the
-view translated is exactly `pod_view` of what the full parse reads.
+keeping each value read as its exact text (`Raw`). Those fields, written back with their texts,
+are the translation cache's key: pods of one ReplicaSet repeat it, and a repeated pod is answered
+without decoding any of it; the first of its kind has the key decoded by orjson, the decoder of
+the full parse, so the view translated is exactly `pod_view` of what the full parse reads.
 
 Same answers, always: `decode_fast` returns None, and the caller parses the whole body as it
 always did (`review.parse_review`), for every review that is not a pod CREATE of this shape and
@@ -29,7 +29,6 @@ both paths give the same answers.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Any, Final, Literal
 
@@ -37,7 +36,7 @@ import msgspec
 import orjson
 from msgspec import UNSET, Meta, Raw, Struct, UnsetType
 
-from hami_dra_webhook.core.pod_view import reads_annotation
+from hami_dra_webhook.core.pod_view import pod_view, reads_annotation
 from hami_dra_webhook.core.review import Request, parse_review
 
 Text = Raw | UnsetType  # a value read, as its JSON text; UNSET when the field is absent
@@ -111,17 +110,16 @@ class FastPod:
     """The pod of a fast-read review: what the use case reads of it, its cache key, and its
     view (decoded on first use)."""
 
-    __slots__ = ("_found", "_view", "container_count", "generate_name", "key", "namespace")
+    __slots__ = ("_view", "container_count", "generate_name", "key", "namespace")
 
     def __init__(self, found: _Pod) -> None:
-        self._found = found
         self._view: dict[str, Any] | None = None
         metadata = found.metadata
         if metadata is not UNSET and metadata.annotations is not UNSET:
             read = {k: v for k, v in metadata.annotations.items() if reads_annotation(k)}
             metadata.annotations = read  # the others are never read: not in the key either
         # The exact text of everything read, under the names read: equal keys, equal views.
-        self.key = b"\0fast" + _ENCODER.encode(found)
+        self.key = _KEY_PREFIX + _ENCODER.encode(found)
         self.namespace = _decoded(metadata.namespace) if metadata is not UNSET else None
         self.generate_name = _decoded(metadata.generate_name) if metadata is not UNSET else None
         spec = found.spec
@@ -131,13 +129,16 @@ class FastPod:
                 self.container_count += 0 if items is UNSET else len(items)
 
     def view(self) -> dict[str, Any]:
-        """`pod_view` of the pod, as the full parse would have read it."""
+        """`pod_view` of the pod, as the full parse would have read it: the key is the JSON of
+        the fields read, each value its text from the body, so orjson decodes each as the full
+        parse does."""
         if self._view is None:
-            self._view = _view(self._found)
+            self._view = pod_view(orjson.loads(memoryview(self.key)[len(_KEY_PREFIX) :]))
         return self._view
 
 
 _DECODER: Final = msgspec.json.Decoder(_Review)
+_KEY_PREFIX: Final = b"\0fast"  # no key of the full parse's (a JSON text) starts so
 _ENCODER: Final = msgspec.json.Encoder()
 # Digits read as '0', 'e' and 'E' as 'e', every other byte as '.': one pass in C finds where
 # a number could overflow.
@@ -254,44 +255,3 @@ def _user(found: _UserInfo | None) -> str:
     """As `AdmissionRequest.user`."""
     name = None if found is None else _decoded(found.username)
     return name if isinstance(name, str) else ""
-
-
-def _view(pod: _Pod) -> dict[str, Any]:
-    """What `pod_view` makes of the pod the full parse reads (same fields, same order)."""
-    view: dict[str, Any] = {}
-    metadata, spec = pod.metadata, pod.spec
-    if metadata is not UNSET:
-        view["metadata"] = _present(
-            ("labels", metadata.labels, _decoded),
-            ("annotations", metadata.annotations, _decoded_map),
-        )
-    if spec is not UNSET:
-        view["spec"] = _present(
-            ("nodeName", spec.node_name, _decoded),
-            ("schedulerName", spec.scheduler_name, _decoded),
-            ("runtimeClassName", spec.runtime_class_name, _decoded),
-            ("resourceClaims", spec.resource_claims, _decoded),
-            ("initContainers", spec.init_containers, _containers),
-            ("containers", spec.containers, _containers),
-        )
-    return view
-
-
-def _present(*fields: tuple[str, Any, Callable[[Any], Any]]) -> dict[str, Any]:
-    return {name: read(value) for name, value, read in fields if value is not UNSET}
-
-
-def _decoded_map(values: dict[str, Raw]) -> dict[str, Any]:
-    return {key: _decoded(value) for key, value in values.items()}
-
-
-def _containers(items: list[_Container]) -> list[dict[str, Any]]:
-    return [
-        _present(
-            ("name", c.name, _decoded),
-            ("resources", c.resources, _decoded),
-            ("env", c.env, _decoded),
-            ("securityContext", c.security_context, _decoded),
-        )
-        for c in items
-    ]
