@@ -190,7 +190,7 @@ def _add_operations(app: Starlette, parts: Parts) -> None:
         return _json({"status": "ok"})
 
     async def readyz(_: Request) -> Response:
-        detail = _readiness(parts, time.time())
+        detail = readiness(parts, time.time())
         return _json(detail, 200 if detail["ready"] else 503)
 
     async def metrics_endpoint(_: Request) -> Response:
@@ -228,7 +228,8 @@ def _record(metrics: Metrics, log_: AdmissionLog, result: MutationRecord, elapse
         )
 
 
-def _readiness(parts: Parts, now: float) -> dict[str, Any]:
+def readiness(parts: Parts, now: float) -> dict[str, Any]:
+    """What /readyz answers: each part's state and `ready`."""
     detail: dict[str, Any] = {}
     ready = parts.tls is not None
     if parts.tls is None:
@@ -252,6 +253,9 @@ def _readiness(parts: Parts, now: float) -> dict[str, Any]:
     if parts.supervisor is not None:
         detail["background"] = parts.supervisor.detail()
         ready = ready and not parts.supervisor.down()
+    if not parts.lifecycle.listening:
+        detail["webhookPort"] = "not listening yet"
+        ready = False
     if parts.lifecycle.draining:
         detail["shutdown"] = "shutting down: draining before the listener closes"
         ready = False

@@ -37,6 +37,10 @@ log = logging.getLogger("hami_dra_webhook.server")
 class Lifecycle:
     """What readiness needs to know about the server's own state."""
 
+    # The HTTPS port accepts connections. The operations port can answer before it does (its
+    # socket is bound first); ready before then, a Service would send kube-apiserver to a port
+    # that refuses it.
+    listening: bool = False
     draining: bool = False
 
 
@@ -90,6 +94,7 @@ class WebhookServer(uvicorn.Server):
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets)
         if self.started:  # uvicorn logs why when it could not listen
+            self.lifecycle.listening = True
             log.info(
                 "listening on https://%s:%d: /mutate, /healthz, /livez, /readyz, /metrics"
                 " (process %d)",

@@ -7,11 +7,13 @@ import asyncio
 import http.client
 import json
 import ssl
+import time
 from pathlib import Path
 
 import pytest
 
 from hami_dra_webhook.core.policy import DEFAULT_POLICY
+from hami_dra_webhook.server.app import readiness
 from hami_dra_webhook.server.builder import StartupError, build_server
 from hami_dra_webhook.server.settings import Settings
 from tests.support.loop import run
@@ -57,6 +59,37 @@ def test_the_built_server_answers_and_stops(tmp_path: Path) -> None:
     response = answer["response"]
     assert status == 200 and started
     assert isinstance(response, dict) and response["allowed"] is True and "patch" in response
+
+
+def test_not_ready_until_the_webhook_port_listens(tmp_path: Path) -> None:
+    """The operations port is bound first and can answer /readyz before the HTTPS port
+    listens: a loaded machine showed a client told "ready" and then refused. Not ready until
+    the HTTPS server has started."""
+    settings = Settings(
+        host="127.0.0.1",
+        port=free_port(),
+        ops_host="127.0.0.1",
+        ops_port=free_port(),
+        self_signed_dir=tmp_path,
+        gc_interval=0,
+    )
+
+    async def scenario() -> tuple[dict[str, object], dict[str, object]]:
+        server = await build_server(settings, DEFAULT_POLICY, cleanup=[])
+        before = readiness(server.parts, time.time())
+        running = asyncio.create_task(server.run())
+        deadline = asyncio.get_running_loop().time() + 30
+        while not server.server.started:
+            assert not running.done() and asyncio.get_running_loop().time() < deadline
+            await asyncio.sleep(0.02)
+        after = readiness(server.parts, time.time())
+        server.server.should_exit = True
+        await asyncio.wait_for(running, timeout=30)
+        return before, after
+
+    before, after = run(scenario())
+    assert before["ready"] is False and before["webhookPort"] == "not listening yet", before
+    assert after["ready"] is True and "webhookPort" not in after, after
 
 
 def test_an_operations_port_in_use_is_a_start_up_error(tmp_path: Path) -> None:
