@@ -27,19 +27,17 @@ import json
 import os
 import ssl
 import statistics
-import tempfile
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks.plane import bare_control_plane
 from hami_dra_webhook.core.decision import Converted
 from hami_dra_webhook.core.policy import DEFAULT_POLICY
 from hami_dra_webhook.core.translate import translate_pod
-from tests.controlplane.build import build
 from tests.controlplane.cluster import ControlPlane, free_port
 from tests.controlplane.gpu_node import GpuNode
-from tests.controlplane.versions import release
 from tests.support.cluster import Cluster, Release
 
 
@@ -225,18 +223,10 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--version", default="1.36")
     args = parser.parse_args()
-    target = release(args.version)
-    with tempfile.TemporaryDirectory() as temp:
-        folder = Path(temp)
-        plane = ControlPlane(
-            target, build(target), folder / "plane", consumable_capacity=True, controllers=False
-        ).start()
-        try:
-            node = GpuNode.default()
-            cluster = Cluster(plane, node, node.register(plane), folder)
-            measure(cluster, args.pods, args.clients, folder)
-        finally:
-            plane.stop()
+    with bare_control_plane(args.version) as (plane, folder):
+        node = GpuNode.default()
+        cluster = Cluster(plane, node, node.register(plane), folder)
+        measure(cluster, args.pods, args.clients, folder)
 
 
 def measure(cluster: Cluster, count: int, clients: int, folder: Path) -> None:

@@ -21,15 +21,13 @@ import sys
 import tempfile
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
 from benchmarks.apiserver import Creator
+from benchmarks.plane import bare_control_plane
 from hami_dra_webhook.core.policy import DEFAULT_POLICY
 from hami_dra_webhook.core.translate import translate_pod
-from tests.controlplane.build import build
 from tests.controlplane.cluster import ControlPlane
-from tests.controlplane.versions import release
 
 NAMESPACES = [f"bench-{index}" for index in range(10)]
 
@@ -160,16 +158,8 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--version", default="1.36")
     args = parser.parse_args()
-    target = release(args.version)
-    with tempfile.TemporaryDirectory() as temp:
-        folder = Path(temp)
-        plane = ControlPlane(
-            target, build(target), folder / "plane", consumable_capacity=True, controllers=False
-        ).start()
-        try:
-            run_on(plane, args)
-        finally:
-            plane.stop()
+    with bare_control_plane(args.version) as (plane, _):
+        run_on(plane, args)
 
 
 def where(index: int) -> str:
