@@ -14,7 +14,7 @@ import pytest
 
 from hami_dra_webhook.core.policy import DEFAULT_POLICY
 from hami_dra_webhook.server.app import readiness
-from hami_dra_webhook.server.builder import StartupError, build_server
+from hami_dra_webhook.server.builder import StartupError, WebhookProcess, build_server
 from hami_dra_webhook.server.settings import Settings
 from tests.support.loop import run
 from tests.support.reviews import gpu_pod, review
@@ -32,23 +32,34 @@ def _post(port: int, ca: Path, body: bytes) -> tuple[int, dict[str, object]]:
         connection.close()
 
 
-def test_the_built_server_answers_and_stops(tmp_path: Path) -> None:
-    settings = Settings(
+def _local_settings(folder: Path) -> Settings:
+    """Both ports on loopback, a self-signed certificate in `folder`, no garbage collection."""
+    return Settings(
         host="127.0.0.1",
         port=free_port(),
         ops_host="127.0.0.1",
         ops_port=free_port(),
-        self_signed_dir=tmp_path,
+        self_signed_dir=folder,
         gc_interval=0,
     )
 
+
+async def _started(server: WebhookProcess) -> asyncio.Task[bool]:
+    """`server` running, once its HTTPS server has started (within 30 s)."""
+    running = asyncio.create_task(server.run())
+    deadline = asyncio.get_running_loop().time() + 30
+    while not server.server.started:
+        assert not running.done() and asyncio.get_running_loop().time() < deadline
+        await asyncio.sleep(0.02)
+    return running
+
+
+def test_the_built_server_answers_and_stops(tmp_path: Path) -> None:
+    settings = _local_settings(tmp_path)
+
     async def scenario() -> tuple[int, dict[str, object], bool]:
         server = await build_server(settings, DEFAULT_POLICY, cleanup=[])
-        running = asyncio.create_task(server.run())
-        deadline = asyncio.get_running_loop().time() + 30
-        while not server.server.started:
-            assert not running.done() and asyncio.get_running_loop().time() < deadline
-            await asyncio.sleep(0.02)
+        running = await _started(server)
         body = json.dumps(review(gpu_pod())).encode()
         status, answer = await asyncio.to_thread(_post, settings.port, tmp_path / "ca.crt", body)
         server.server.should_exit = True
@@ -65,23 +76,12 @@ def test_not_ready_until_the_webhook_port_listens(tmp_path: Path) -> None:
     """The operations port is bound first and can answer /readyz before the HTTPS port
     listens: a loaded machine showed a client told "ready" and then refused. Not ready until
     the HTTPS server has started."""
-    settings = Settings(
-        host="127.0.0.1",
-        port=free_port(),
-        ops_host="127.0.0.1",
-        ops_port=free_port(),
-        self_signed_dir=tmp_path,
-        gc_interval=0,
-    )
+    settings = _local_settings(tmp_path)
 
     async def scenario() -> tuple[dict[str, object], dict[str, object]]:
         server = await build_server(settings, DEFAULT_POLICY, cleanup=[])
         before = readiness(server.parts, time.time())
-        running = asyncio.create_task(server.run())
-        deadline = asyncio.get_running_loop().time() + 30
-        while not server.server.started:
-            assert not running.done() and asyncio.get_running_loop().time() < deadline
-            await asyncio.sleep(0.02)
+        running = await _started(server)
         after = readiness(server.parts, time.time())
         server.server.should_exit = True
         await asyncio.wait_for(running, timeout=30)
