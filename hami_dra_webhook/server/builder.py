@@ -93,6 +93,7 @@ async def build_server(
 ) -> WebhookProcess:
     """The webhook built from `settings` and `policy`; folders to remove at exit go to
     `cleanup` (a self-signed key in /tmp)."""
+    memory.one_heap()  # before any thread of the server starts (memory.py says why)
     metrics = metrics or Metrics()
     api, cluster, store = await _cluster_parts(settings, metrics)
     background: list[Job] = []

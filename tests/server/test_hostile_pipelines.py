@@ -254,7 +254,12 @@ def _send_reviews(webhook: Webhook, containers: int, times: int) -> list[tuple[i
 # decode only what the translation reads (the performance issue's partial decoder).
 DECODE_HOLD_MS = 150
 DECODED_MIB = 96
-DECODED_LEFT_MIB = 48  # what the process keeps after them (measured +33-42 MiB in 6 runs)
+# What the process keeps after them: measured +33-44 MiB before the server kept every thread on
+# one heap (memory.one_heap), +35-37 MiB after (3 runs): CPython's 1 MiB small-object arenas,
+# each held by any one small object that the probing connection's admissions allocated while
+# the large ones were decoded. PYTHONMALLOC=malloc leaves +1.2 MiB, but costs every admission
+# 7-9 % more instructions (memory.py): not taken.
+DECODED_LEFT_MIB = 48
 
 
 def test_a_large_review_does_not_hold_the_event_loop(webhook: Webhook) -> None:
