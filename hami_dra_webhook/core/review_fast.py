@@ -140,10 +140,18 @@ class FastPod:
 _DECODER: Final = msgspec.json.Decoder(_Review)
 _KEY_PREFIX: Final = b"\0fast"  # no key of the full parse's (a JSON text) starts so
 _ENCODER: Final = msgspec.json.Encoder()
-# Digits read as '0', 'e' and 'E' as 'e', every other byte as '.': one pass in C finds where
-# a number could overflow.
-_NUMBER_SHAPES: Final = bytes(
-    ord("0") if b in b"0123456789" else ord("e") if b in b"eE" else ord(".") for b in range(256)
+# Digits read as '0', 'e' and 'E' as 'e', '[' and '{' as '[', every other byte as '.': one
+# pass in C, then searches of its result find where a number could overflow and count the
+# openings.
+_SHAPES: Final = bytes(
+    ord("0")
+    if b in b"0123456789"
+    else ord("e")
+    if b in b"eE"
+    else ord("[")
+    if b in b"[{"
+    else ord(".")
+    for b in range(256)
 )
 _OVERFLOWING_DIGITS: Final = b"0" * 309  # 1e308 has 309 digits
 _MOST_OPENINGS: Final = 1000  # under orjson's depth limit (1,024), whatever the nesting
@@ -191,7 +199,8 @@ def decode_fast(body: bytes) -> tuple[FastRequest, FastPod] | None:
             body.decode()
         except UnicodeDecodeError:
             return None
-    if _may_overflow(body) or body.count(b"[") + body.count(b"{") > _MOST_OPENINGS:
+    shapes = body.translate(_SHAPES)
+    if _may_overflow(body, shapes) or shapes.count(b"[") > _MOST_OPENINGS:
         return None
     try:
         found = _DECODER.decode(body).request
@@ -212,10 +221,9 @@ def decode_fast(body: bytes) -> tuple[FastRequest, FastPod] | None:
     return request, pod
 
 
-def _may_overflow(body: bytes) -> bool:
-    """Whether a number in `body` could overflow a double (or there are too many places to
-    look at)."""
-    shapes = body.translate(_NUMBER_SHAPES)
+def _may_overflow(body: bytes, shapes: bytes) -> bool:
+    """Whether a number in `body` (whose `_SHAPES` are `shapes`) could overflow a double (or
+    there are too many places to look at)."""
     if _OVERFLOWING_DIGITS in shapes:
         return True
     place = shapes.find(b"0e")
