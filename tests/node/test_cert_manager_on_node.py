@@ -165,11 +165,19 @@ def test_cert_manager_issues_injects_and_renews_without_a_failed_admission(
             f"Certificate {name} Ready",
             timeout=60,
         )
-    ca = _secret_certificate(cluster, f"{RELEASE}-ca", "tls.crt")
-    assert ca.extensions.get_extension_for_class(x509.BasicConstraints).value.ca
-    # Injected by cainjector (the chart sets no caBundle in this mode): the release's own CA.
+
+    # Injected by cainjector (the chart sets no caBundle in this mode): the release's own CA,
+    # as the serving certificate's Secret names it (ca.crt). Waited for until it is the CA
+    # Secret's certificate: a loaded machine showed the CA issued twice at install (same key:
+    # rotationPolicy Never), the bundle then the first one until the serving certificate was
+    # next signed (every ~10 s here). Both versions verify the same certificates.
+    def injected_ca() -> tuple[bytes, x509.Certificate] | None:
+        bundle = _ca_bundle(cluster)
+        ca = _secret_certificate(cluster, f"{RELEASE}-ca", "tls.crt")
+        return (bundle, ca) if bundle and x509.load_pem_x509_certificate(bundle) == ca else None
+
     try:
-        bundle = wait_for(lambda: _ca_bundle(cluster) or None, "the injected caBundle", 60)
+        bundle, ca = wait_for(injected_ca, "the CA injected into the caBundle", 90)
     except AssertionError as error:
         logs = cluster.kubectl(
             "logs",
@@ -179,8 +187,11 @@ def test_cert_manager_issues_injects_and_renews_without_a_failed_admission(
             "--tail=40",
             check=False,
         )
-        raise AssertionError(f"{error}\ncainjector:\n{logs.stdout}{logs.stderr}") from error
-    assert x509.load_pem_x509_certificate(bundle) == ca
+        revisions = cluster.get("certificate", f"{RELEASE}-ca", "-n", NAMESPACE)["status"]
+        raise AssertionError(
+            f"{error}\nCA Certificate status: {revisions}\ncainjector:\n{logs.stdout}{logs.stderr}"
+        ) from error
+    assert ca.extensions.get_extension_for_class(x509.BasicConstraints).value.ca
     first = _secret_certificate(cluster, f"{RELEASE}-tls", "tls.crt")
     first.verify_directly_issued_by(ca)
     dns = first.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
