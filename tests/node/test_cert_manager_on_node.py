@@ -168,9 +168,10 @@ def test_cert_manager_issues_injects_and_renews_without_a_failed_admission(
 
     # Injected by cainjector (the chart sets no caBundle in this mode): the release's own CA,
     # as the serving certificate's Secret names it (ca.crt). Waited for until it is the CA
-    # Secret's certificate: a loaded machine showed the CA issued twice at install (same key:
-    # rotationPolicy Never), the bundle then the first one until the serving certificate was
-    # next signed (every ~10 s here). Both versions verify the same certificates.
+    # Secret's certificate, both re-read: a loaded run found the bundle holding another
+    # certificate of the CA's subject than the CA Secret read once before it (most likely the
+    # CA issued twice at install, with the same key: rotationPolicy Never; the bundle then
+    # follows once the serving certificate is next signed, every ~10 s here).
     def injected_ca() -> tuple[bytes, x509.Certificate] | None:
         bundle = _ca_bundle(cluster)
         ca = _secret_certificate(cluster, f"{RELEASE}-ca", "tls.crt")

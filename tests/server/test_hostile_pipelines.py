@@ -257,8 +257,8 @@ DECODED_MIB = 96
 # What the process keeps after them: measured +33-44 MiB before the server kept every thread on
 # one heap (memory.one_heap), +35-37 MiB after (3 runs): CPython's 1 MiB small-object arenas,
 # each held by any one small object that the probing connection's admissions allocated while
-# the large ones were decoded. PYTHONMALLOC=malloc leaves +1.2 MiB, but costs every admission
-# 7-9 % more instructions (memory.py): not taken.
+# the large ones were decoded. PYTHONMALLOC=malloc leaves +1.2 MiB, but costs 7-9 % more
+# instructions in the translation path (memory.py): not taken.
 DECODED_LEFT_MIB = 48
 
 
