@@ -130,7 +130,7 @@ async def build_server(
         settings.port,
         guard,
         tls=tls.context,
-        keep_alive=30,
+        keep_alive=settings.idle_timeout,
         graceful_shutdown=settings.graceful_shutdown,
         lifespan="on",
     )

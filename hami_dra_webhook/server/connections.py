@@ -92,6 +92,10 @@ class ConnectionGuard:
         self.write_paused: dict[Closable, float] = {}  # a full send buffer, since
         self.queued = 0  # pipelined requests waiting, on every connection (protocol.py)
         self.lingering = 0  # connections reading the rest of a refused body (protocol.py)
+        # The server is going away (its drain has begun): every answer closes its connection,
+        # so that the client retires each one itself after reading an answer, instead of the
+        # server closing it at the end while the client may be writing a request on it.
+        self.retiring = False
         self._sweeping: asyncio.TimerHandle | None = None
 
     @property

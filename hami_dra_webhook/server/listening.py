@@ -5,10 +5,16 @@ that a flood on one port cannot close the other's connections.
 
 Stopping: the first SIGTERM (or SIGINT) starts a drain of `drain_delay` seconds, during which
 everything is still answered and `/readyz` says "shutting down", while Kubernetes takes the
-pod out of the Service's endpoints (kube-apiserver keeps sending to an endpoint until then).
-Then the listener closes, idle connections are closed, and in-flight requests get
-`graceful_shutdown` seconds to finish. A second SIGTERM ends the drain at once. SIGHUP re-reads
-the certificate files and serves on: nothing is lost.
+pod out of the Service's endpoints (kube-apiserver keeps sending to an endpoint until then, and
+on its kept connections after then too). Every answer from the first SIGTERM on says
+`connection: close` and closes its connection: kube-apiserver retires each connection itself
+once it has read an answer on it. A connection the server closed while idle could be one
+kube-apiserver is writing a request on at that moment, and Go's client does not retry a POST:
+that admission fails with `EOF` (seen once in 200 creates during a rollout, when idle
+connections were closed at SIGTERM). Then the listener closes, the connections still idle (none
+used during the whole drain) are closed, and in-flight requests get `graceful_shutdown` seconds
+to finish. A second SIGTERM ends the drain at once. SIGHUP re-reads the certificate files and
+serves on: nothing is lost.
 """
 
 from __future__ import annotations
@@ -73,6 +79,7 @@ class WebhookServer(uvicorn.Server):
         self._hung_up = True  # acted on in the loop, not in the signal handler
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        self.guard.retiring = True  # a flag only: safe in a signal handler
         if self._drain_until is None and self.drain_delay > 0 and not self.should_exit:
             self._captured_signals.append(sig)
             self._drain_until = time.monotonic() + self.drain_delay
@@ -105,6 +112,7 @@ class WebhookServer(uvicorn.Server):
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         self.lifecycle.draining = True
+        self.guard.retiring = True
         self.guard.drop_unproven()
         await super().shutdown(sockets)
 

@@ -278,13 +278,17 @@ class GuardedHttpProtocol(HttpToolsProtocol):
             self.guard.head_done(self)
         if len(self.tasks) < self._max_requests:
             super().on_headers_complete()
-            return
-        self.guard.dropped("busy")
-        app, self.app = self.app, service_unavailable  # this one request only
-        try:
-            super().on_headers_complete()
-        finally:
-            self.app = app
+        else:
+            self.guard.dropped("busy")
+            app, self.app = self.app, service_unavailable  # this one request only
+            try:
+                super().on_headers_complete()
+            finally:
+                self.app = app
+        if self.guard.retiring:
+            # Draining: the answer says `connection: close` and the connection closes after it
+            # (uvicorn's cycle does both), so the client never reuses it.
+            self.cycle.keep_alive = False
 
     def on_response_complete(self) -> None:
         # Answered before its body was read to the end (a refusal, a GET with a body): the rest

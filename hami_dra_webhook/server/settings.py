@@ -162,6 +162,13 @@ class Settings(BaseSettings):
         default_factory=lambda: os.environ.get("POD_NAMESPACE", "default"),
         description="the webhook's own namespace (default: $POD_NAMESPACE, else default)",
     )
+    idle_timeout: int = Field(
+        120,
+        ge=1,
+        description="seconds a keep-alive connection may stay idle: over kube-apiserver's 90, so"
+        " that it closes idle connections, not the webhook (a close that crosses a request"
+        " fails that admission)",
+    )
     graceful_shutdown: float = Field(
         15.0, ge=0, description="seconds in-flight requests get to finish on shutdown"
     )

@@ -634,12 +634,14 @@ def test_ephemeral_containers_are_sent_for_converted_pods_only() -> None:
 
 
 def test_shutdown_exclusions_and_callers() -> None:
-    """Issue 11, finding 15 and the callers: preStop drain, grace period, the webhook's own
-    namespace exclusions, client certificates and the NetworkPolicy."""
+    """Issue 11, finding 15 and the callers: the drain (the webhook's own, not a preStop sleep:
+    issue 24), grace period, the webhook's own namespace exclusions, client certificates and
+    the NetworkPolicy."""
     documents = render(*MODES["callers-closed"], "webhook.shutdown.drainSeconds=7")
     pod = find(documents, "Deployment")["spec"]["template"]["spec"]
     (container,) = pod["containers"]
-    assert container["lifecycle"] == {"preStop": {"sleep": {"seconds": 7}}}
+    assert "lifecycle" not in container
+    assert "--drain-delay=7" in container["args"]
     assert pod["terminationGracePeriodSeconds"] == 7 + 15 + 5
     assert "--graceful-shutdown=15" in container["args"]
     config = find(documents, "MutatingWebhookConfiguration")

@@ -1,8 +1,10 @@
 """failurePolicy Fail with two webhook replicas: while a client creates GPU pods without a
-pause (bounded: at most 3,000 creates, at most 150 s), a `kubectl rollout restart` of the
-webhook makes no pod creation fail (the PodDisruptionBudget's maxUnavailable, the preStop
-drain, readiness before the old pod goes, and kube-apiserver's keep-alive connections to the
-ready replica). A SIGKILL of one webhook container is different: until the kubelet sees the
+pause (bounded: at most 3,000 creates, at most 240 s), two `kubectl rollout restart`s of the
+webhook make no pod creation fail (the PodDisruptionBudget's maxUnavailable, the webhook's own
+drain, in which every answer closes its connection, readiness before the old pod goes, and
+kube-apiserver's keep-alive connections to the ready replica). With a preStop sleep instead of
+the drain, one create in 200 failed with `EOF` in one run of three: the old replica closed
+kube-apiserver's idle connections at SIGTERM while it was writing a request on one. A SIGKILL of one webhook container is different: until the kubelet sees the
 container die and kube-proxy drops the endpoint, a new connection to its pod IP is refused, and
 kube-apiserver does not retry a refused connection, nor a request whose connection ended in EOF
 (k8s.io/apiserver pkg/util/webhook DefaultShouldRetry retries resets, timeouts, 429 and 500).
@@ -45,14 +47,15 @@ def test_no_pod_creation_fails_while_the_webhook_restarts_or_loses_a_replica(
     chart: NodeCluster, namespace: str
 ) -> None:
     killed_at = float("inf")
-    with creating_pods(chart, namespace) as creates:
+    with creating_pods(chart, namespace, max_seconds=240) as creates:
         time.sleep(3)
         creates.phase = "rollout restart"
-        chart.kubectl("rollout", "restart", f"deployment/{RELEASE}", "-n", NAMESPACE)
-        chart.kubectl(
-            "rollout", "status", f"deployment/{RELEASE}", "-n", NAMESPACE, "--timeout=120s"
-        )
-        wait_for(lambda: len(_webhook_pods(chart)) == 2, "the old pods gone", timeout=60)
+        for _ in range(2):
+            chart.kubectl("rollout", "restart", f"deployment/{RELEASE}", "-n", NAMESPACE)
+            chart.kubectl(
+                "rollout", "status", f"deployment/{RELEASE}", "-n", NAMESPACE, "--timeout=120s"
+            )
+            wait_for(lambda: len(_webhook_pods(chart)) == 2, "the old pods gone", timeout=60)
         creates.phase = "steady again"
         time.sleep(3)
         creates.phase = "SIGKILL"
@@ -77,7 +80,8 @@ def test_no_pod_creation_fails_while_the_webhook_restarts_or_loses_a_replica(
     }
     print(f"disruption: {json.dumps(numbers)}")
     (chart.folder / "node-disruption.json").write_text(json.dumps(numbers, indent=1))
-    assert creates.attempted > 50 and creates.by_phase["rollout restart"] > 50, numbers
+    assert creates.attempted > 50 and creates.by_phase["rollout restart"] > 100, numbers
+    assert creates.by_phase.get("after", 0) > 0, f"the client stopped early: {numbers}"
     assert all(phase == "SIGKILL" for phase, _ in creates.failure_times), numbers
     # A request in flight on the killed process ends in EOF; new connections to its pod IP are
     # refused until the endpoint is gone. Neither is retried by kube-apiserver.

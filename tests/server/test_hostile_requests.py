@@ -4,7 +4,10 @@ reaches the port, or may create pods, could make it write, and how it stops."""
 from __future__ import annotations
 
 import json
+import re
 import signal
+import socket
+import ssl
 import threading
 import time
 from collections.abc import Iterator
@@ -13,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from hami_dra_webhook.server.settings import Settings
 from tests.support.apiserver_standin import StandIn
 from tests.support.cluster import Cluster, wait_for
 from tests.support.reviews import gpu_pod, review
@@ -142,6 +146,93 @@ def test_sigterm_drains_before_the_listener_closes(tmp_path: Path) -> None:
         connection.close()
     finally:
         webhook.stop()
+
+
+def _tls(webhook: Webhook) -> ssl.SSLSocket:
+    raw = socket.create_connection((webhook.host, webhook.port), timeout=10)
+    return webhook.context().wrap_socket(raw, server_hostname=webhook.host)
+
+
+def _post_on(connection: ssl.SSLSocket, body: bytes) -> bytes:
+    """POST /mutate on a kept connection; the answer's head, lower-cased (the body is read)."""
+    connection.sendall(
+        b"POST /mutate HTTP/1.1\r\nhost: webhook\r\ncontent-type: application/json\r\n"
+        b"content-length: %d\r\n\r\n%s" % (len(body), body)
+    )
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = connection.recv(65536)
+        assert chunk, f"closed before an answer: {data!r}"
+        data += chunk
+    head, _, rest = data.partition(b"\r\n\r\n")
+    head = head.lower()
+    found = re.search(rb"content-length: (\d+)", head)
+    assert found is not None, head
+    while len(rest) < int(found.group(1)):
+        chunk = connection.recv(65536)
+        assert chunk, "closed inside an answer"
+        rest += chunk
+    return head
+
+
+def _closed_by_the_server(connection: ssl.SSLSocket) -> bool:
+    connection.settimeout(5)
+    try:
+        return connection.recv(1) == b""
+    except (ConnectionResetError, ssl.SSLEOFError):
+        return True
+    except TimeoutError:
+        return False
+
+
+def test_the_drain_closes_kept_connections_after_an_answer_never_under_a_request(
+    tmp_path: Path,
+) -> None:
+    """Issue 24: during a rollout one create in 200 failed with kube-apiserver's `EOF`: the
+    replica going away closed its idle kept connections at SIGTERM while kube-apiserver was
+    writing a request on one (Go's client does not retry a POST). During the drain every answer
+    says `connection: close` and the server closes that connection after it, so the client
+    retires each connection itself; a connection idle since before SIGTERM is still answered
+    in the drain (then closed the same way)."""
+    webhook = Webhook(tmp_path, "--gc-interval", "0", "--drain-delay", "3")
+    opened: list[ssl.SSLSocket] = []
+    try:
+        body = json.dumps(review(gpu_pod())).encode()
+        used, idle = _tls(webhook), _tls(webhook)
+        opened += (used, idle)
+        for connection in (used, idle):
+            head = _post_on(connection, body)
+            assert head.startswith(b"http/1.1 200") and b"connection: close" not in head, head
+        webhook.process.send_signal(signal.SIGTERM)
+        signalled = time.monotonic()
+        wait_for(lambda: webhook.get_ops("/readyz")[0] == 503, "readyz to say shutting down")
+        head = _post_on(used, body)
+        assert head.startswith(b"http/1.1 200") and b"connection: close" in head, head
+        assert _closed_by_the_server(used)
+        time.sleep(max(0.0, signalled + 1 - time.monotonic()))
+        head = _post_on(idle, body)  # kept open through the first second of the drain
+        assert head.startswith(b"http/1.1 200") and b"connection: close" in head, head
+        assert _closed_by_the_server(idle)
+        fresh = _tls(webhook)
+        opened.append(fresh)
+        head = _post_on(fresh, body)
+        assert head.startswith(b"http/1.1 200") and b"connection: close" in head, head
+        assert _closed_by_the_server(fresh)
+        assert time.monotonic() - signalled < 3, "the drain ended before the checks"
+        webhook.process.wait(timeout=15)  # by the signal, as uvicorn re-raises it
+    finally:
+        for connection in opened:
+            connection.close()
+        webhook.stop()
+
+
+def test_idle_connections_outlive_kube_apiservers_idle_timeout() -> None:
+    """Issue 24: the webhook closed a kept connection after 30 s idle, kube-apiserver only after
+    90 (k8s.io/apimachinery pkg/util/net SetOldTransportDefaults: net/http's DefaultTransport
+    IdleConnTimeout), so a request could cross the webhook's close and fail with `EOF`. The
+    client must be the one that closes an idle connection."""
+    assert Settings().idle_timeout > 90
+    assert Settings(idle_timeout=5).idle_timeout == 5
 
 
 def test_sighup_loses_nothing(tmp_path: Path) -> None:
