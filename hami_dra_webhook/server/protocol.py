@@ -95,6 +95,7 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         self._head_bytes = 0  # bytes read while a head is open (a head that never ends)
         self._tail = b""  # the last bytes of a head that came in pieces
         self._early = b""  # bytes decrypted before the TLS transport was handed over
+        self._early_paused = False  # the socket's reading paused while they wait
         self._lingering, self._linger_left = False, 0
         self._proven = self._head_tracked = False
         self._queued = 0  # this connection's requests in uvicorn's pipeline queue
@@ -144,6 +145,11 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         if transport is not self._raw:
             transport.set_write_buffer_limits(high=WRITE_HIGH_WATER)
         super().connection_made(transport)
+        if self._early_paused and self._raw is not None:
+            # Resumed first: the socket is read in a later callback, after the bytes below,
+            # and whatever they make pause it (a refusal, a full pipeline) stays paused.
+            self._early_paused = False
+            self._raw.resume_reading()
         if self._early:
             early, self._early = self._early, b""
             self.data_received(early)
@@ -201,10 +207,13 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         if not self._connected:
             # asyncio's own loop (without uvloop) hands over the first decrypted bytes as the
             # handshake completes, before start_tls has returned the TLS transport: kept
-            # until the connection is made (a request read then had no flow control).
+            # until the connection is made, when they are read as any other bytes are. Past a
+            # head's worth (a request and its body sent with the client's Finished), nothing
+            # more is read from the socket until then.
             self._early += data
             if len(self._early) > self._max_head and self._raw is not None:
-                self._raw.abort()  # more than a head before the connection is even made
+                self._raw.pause_reading()
+                self._early_paused = True
             return
         if self._finishing:
             return  # nothing more is parsed: what is queued is answered, then it closes

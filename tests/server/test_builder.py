@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import http.client
 import json
+import socket
 import ssl
 import time
 from pathlib import Path
@@ -105,3 +106,40 @@ def test_an_operations_port_in_use_is_a_start_up_error(tmp_path: Path) -> None:
         )
         with pytest.raises(StartupError, match="choose another port"):
             run(build_server(settings, DEFAULT_POLICY, cleanup=[]))
+
+
+def test_a_large_request_sent_with_the_handshake_is_answered_on_asyncios_loop(
+    tmp_path: Path,
+) -> None:
+    """asyncio's own loop (the server's when uvloop is not installed; these tests run on it)
+    hands the protocol the first decrypted bytes as the handshake completes, before start_tls
+    returns. A TLS 1.3 client sends its request right after its Finished, so a request over the
+    32 KiB head limit arrived there whole, and the connection was aborted: those bytes are a
+    body, not a head. Each of 20 fresh connections sends ~200 KiB at once after the handshake."""
+    settings = _local_settings(tmp_path)
+    pod = gpu_pod()
+    pod["metadata"]["annotations"] = {"filler": "x" * 200_000}
+    body = json.dumps(review(pod)).encode()
+    request = (
+        b"POST /mutate HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\n"
+        b"content-length: %d\r\n\r\n%s" % (len(body), body)
+    )
+
+    def exchange() -> bytes:
+        context = ssl.create_default_context(cafile=str(tmp_path / "ca.crt"))
+        raw = socket.create_connection(("127.0.0.1", settings.port), timeout=10)
+        with context.wrap_socket(raw, server_hostname="localhost") as connection:
+            connection.sendall(request)
+            return connection.recv(12)
+
+    async def scenario() -> list[bytes]:
+        server = await build_server(settings, DEFAULT_POLICY, cleanup=[])
+        running = await _started(server)
+        try:
+            return [await asyncio.to_thread(exchange) for _ in range(20)]
+        finally:
+            server.server.should_exit = True
+            await asyncio.wait_for(running, timeout=30)
+
+    answers = run(scenario())
+    assert answers == [b"HTTP/1.1 200"] * 20, answers
