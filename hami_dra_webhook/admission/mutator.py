@@ -25,7 +25,11 @@ from hami_dra_webhook.core.ephemeral import privileged_ephemeral
 from hami_dra_webhook.core.policy import Policy
 from hami_dra_webhook.core.reapply import strip_reapplied
 from hami_dra_webhook.core.review_fast import FastPod
-from hami_dra_webhook.core.translate import translate_pod
+from hami_dra_webhook.core.translate import (
+    MAX_CONTAINERS_PER_POD,
+    too_many_containers,
+    translate_pod,
+)
 from hami_dra_webhook.core.types import JsonObject
 
 T = TypeVar("T")
@@ -253,8 +257,14 @@ class PodMutator:
 
 
 def _translate(pod: JsonObject | FastPod, policy: Policy, namespace: str) -> Decision:
-    """`translate_pod`, a fast-read pod decoded first (on the executor, with the rest)."""
-    return translate_pod(pod.view() if isinstance(pod, FastPod) else pod, policy, namespace)
+    """`translate_pod`, a fast-read pod decoded first (on the executor, with the rest); one of
+    more containers than are converted decided from their resources alone, as translate_pod
+    decides it."""
+    if not isinstance(pod, FastPod):
+        return translate_pod(pod, policy, namespace)
+    if pod.container_count > MAX_CONTAINERS_PER_POD:
+        return too_many_containers(pod.container_count, pod.container_resources(), policy)
+    return translate_pod(pod.view(), policy, namespace)
 
 
 async def _run(executor: Executor | None, work: Callable[..., T], *args: Any) -> T:

@@ -16,9 +16,11 @@ wherever it cannot tell that the full parse would accept the body and read the s
 - the body is not valid UTF-8 (msgspec does not check what it skips; orjson refuses it);
 - a number could overflow a double (orjson refuses `1e400` anywhere; msgspec skips it
   unchecked): a run of 309 digits, or an exponent in a number;
-- it could nest deeper than orjson's 1,024 levels: more than 1,000 `[` and `{` in all (msgspec's
-  own limit follows the interpreter's recursion limit, which a program may raise; a typical pod
-  has a few hundred);
+- it could nest deeper than orjson's 1,024 levels, and msgspec might not refuse it: more than
+  1,000 `[` and `{` in all (a typical pod has a few hundred), unless msgspec refuses 1,025
+  levels right there (`_msgspec_refuses_deeper`: its limit follows the interpreter's recursion
+  limit and the stack's depth, which a program may change; as run here it refuses from ~1,000,
+  so that a pod of thousands of containers is read fast too);
 - msgspec refuses it: anything not of the shape below (a map where a map is read, a list of maps
   for containers, the envelope's fields of their exact types), nesting deeper than its limit.
 Duplicate keys: both decoders keep the last value, as Go's encoding/json does (kube-apiserver
@@ -29,6 +31,7 @@ both paths give the same answers.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Annotated, Any, Final, Literal
 
@@ -110,7 +113,7 @@ class FastPod:
     """The pod of a fast-read review: what the use case reads of it, its cache key, and its
     view (decoded on first use)."""
 
-    __slots__ = ("_view", "container_count", "generate_name", "key", "namespace")
+    __slots__ = ("_spec", "_view", "container_count", "generate_name", "key", "namespace")
 
     def __init__(self, found: _Pod) -> None:
         self._view: dict[str, Any] | None = None
@@ -122,11 +125,26 @@ class FastPod:
         self.key = _KEY_PREFIX + _ENCODER.encode(found)
         self.namespace = _decoded(metadata.namespace) if metadata is not UNSET else None
         self.generate_name = _decoded(metadata.generate_name) if metadata is not UNSET else None
-        spec = found.spec
+        spec = self._spec = found.spec
         self.container_count = 0
         if spec is not UNSET:
             for items in (spec.init_containers, spec.containers):
                 self.container_count += 0 if items is UNSET else len(items)
+
+    def container_resources(self) -> Iterator[dict[str, Any]]:
+        """Each container (init containers first) as far as the translation's count check reads
+        it, `{"resources": ...}` as `pod_view` has it, decoded one at a time as asked: a pod of
+        too many containers is decided from these (`translate.too_many_containers`) without
+        decoding the rest."""
+        spec = self._spec
+        if spec is UNSET:
+            return
+        for items in (spec.init_containers, spec.containers):
+            for container in () if items is UNSET else items:
+                resources = container.resources
+                yield (
+                    {} if resources is UNSET else {"resources": orjson.loads(memoryview(resources))}
+                )
 
     def view(self) -> dict[str, Any]:
         """`pod_view` of the pod, as the full parse would have read it: the key is the JSON of
@@ -155,6 +173,8 @@ _SHAPES: Final = bytes(
 )
 _OVERFLOWING_DIGITS: Final = b"0" * 309  # 1e308 has 309 digits
 _MOST_OPENINGS: Final = 1000  # under orjson's depth limit (1,024), whatever the nesting
+# 1,025 levels, the fewest orjson refuses, where the decoder skips a field.
+_DEEPEST_REFUSED: Final = b'{"x":' + b"[" * 1024 + b"]" * 1024 + b"}"
 _NUMBER_START: Final = frozenset(b":,[")
 _IN_NUMBER: Final = frozenset(b"0123456789.-")
 _WHITESPACE: Final = frozenset(b" \t\n\r")
@@ -200,7 +220,9 @@ def decode_fast(body: bytes) -> tuple[FastRequest, FastPod] | None:
         except UnicodeDecodeError:
             return None
     shapes = body.translate(_SHAPES)
-    if _may_overflow(body, shapes) or shapes.count(b"[") > _MOST_OPENINGS:
+    if _may_overflow(body, shapes):
+        return None
+    if shapes.count(b"[") > _MOST_OPENINGS and not _msgspec_refuses_deeper():
         return None
     try:
         found = _DECODER.decode(body).request
@@ -219,6 +241,18 @@ def decode_fast(body: bytes) -> tuple[FastRequest, FastPod] | None:
     except (msgspec.DecodeError, orjson.JSONDecodeError, RecursionError):
         return None
     return request, pod
+
+
+def _msgspec_refuses_deeper() -> bool:
+    """Whether msgspec, called from here, refuses every body that nests deeper than orjson
+    accepts (then it, not a count of openings, tells where the full parse must decide)."""
+    try:
+        _DECODER.decode(_DEEPEST_REFUSED)
+    except RecursionError:
+        return True
+    except msgspec.DecodeError:
+        return False  # past 1,025 levels: refused for its shape, not its depth
+    return False
 
 
 def _may_overflow(body: bytes, shapes: bytes) -> bool:

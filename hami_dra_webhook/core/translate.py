@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import orjson
@@ -99,6 +100,20 @@ def translate_pod(pod: Any, policy: Policy, namespace: str | None = None) -> Dec
         )
 
 
+def too_many_containers(count: int, every: Iterable[Any], policy: Policy) -> Decision:
+    """The decision for a pod of `count` containers, more than MAX_CONTAINERS_PER_POD, from
+    `every` container (read only as far as its resources, and only up to the first with a
+    legacy key: a direct caller's 40,000 containers cost no more than that)."""
+    if policy.nvidia.overwrite_env or any(names_a_family(c, policy) for c in every):
+        return Refusal(
+            code=422,
+            message=f"the pod has {count} containers; at most {MAX_CONTAINERS_PER_POD} are"
+            " converted in one pod",
+            warnings=[],
+        )
+    return Unchanged(warnings=[])
+
+
 class _Translation:
     """One pod's translation: what it has said (warnings) and understood (the GPU containers
     resolved so far, which a refusal reports) while it decides."""
@@ -116,15 +131,7 @@ class _Translation:
         names = policy.legacy_resource_names
         every = containers(spec)
         if len(every) > MAX_CONTAINERS_PER_POD:
-            # Decided before each container's families are read: the first legacy container
-            # found is enough (a direct caller's 40,000 containers cost no more than that).
-            if policy.nvidia.overwrite_env or any(names_a_family(c, policy) for _, c in every):
-                raise NotConvertible(
-                    f"the pod has {len(every)} containers; at most {MAX_CONTAINERS_PER_POD} are"
-                    " converted in one pod",
-                    code=422,
-                )
-            return Unchanged(warnings=[])
+            return too_many_containers(len(every), (c for _, c in every), policy)
         known = policy.families
         found = [(ref, c, f) for ref, c in every if (f := container_families(c, known))]
         if not found and not policy.nvidia.overwrite_env:

@@ -16,6 +16,7 @@ import asyncio
 import copy
 import json
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -242,3 +243,74 @@ def test_deep_nesting_is_refused_alike_whatever_the_recursion_limit() -> None:
                 same_answer(_with_text(_one_gpu(), path, text))
     finally:
         sys.setrecursionlimit(previous)
+
+
+def test_deep_nesting_is_refused_alike_at_the_usual_recursion_limit() -> None:
+    """At the interpreter's usual limit msgspec refuses from ~1,000 levels, so a body of more
+    than 1,000 openings is read fast (`_msgspec_refuses_deeper`); one nesting deeper than
+    orjson's 1,024 must still be refused alike, in a field skipped or read, with thousands of
+    containers beside it. (celpy raises the limit to 2,500 when it builds an environment: the
+    limit is set here, as the server's is.)"""
+    previous = sys.getrecursionlimit()
+    sys.setrecursionlimit(1000)
+    try:
+        many = _one_gpu()
+        many["request"]["object"]["spec"]["containers"] *= 1500  # 4,500+ openings
+        for path in (("request", "userInfo"), ("request", "object", "metadata", "labels")):
+            for depth in (990, 1000, 1023, 1024, 1025, 3000):
+                text = '{"a":' * depth + "1" + "}" * depth
+                same_answer(_with_text(many, path, text))
+        assert same_answer(_body(many))  # read fast: many openings, none deep
+    finally:
+        sys.setrecursionlimit(previous)
+
+
+def _large_pod_review(count: int, limits: dict[str, str]) -> Any:
+    pod = gpu_pod()
+    pod["spec"]["initContainers"] = [{"name": "init", "resources": {"requests": {"cpu": "1"}}}]
+    pod["spec"]["containers"] = [
+        {"name": f"c{index}", "image": "cuda", "resources": {"limits": limits}}
+        for index in range(count)
+    ]
+    return review(pod)
+
+
+@pytest.mark.parametrize(
+    ("count", "limits", "outcome"),
+    [
+        (3000, {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "1000"}, "converted"),
+        (10_000, {"cpu": "1"}, "unchanged"),
+        (10_001, {"cpu": "1"}, "unchanged"),
+        (10_001, {"nvidia.com/gpu": "1"}, "refused"),
+        (40_000, {"hygon.com/dcunum": "1"}, "refused"),
+    ],
+)
+def test_pods_of_thousands_of_containers_are_read_fast_and_answered_the_same(
+    count: int, limits: dict[str, str], outcome: str
+) -> None:
+    """Issue 23 finding 7: a review of 40,000 containers was parsed whole (more than 1,000
+    openings), holding the interpreter for the decode and keeping the memory of its objects.
+    Read fast now, translated off the loop as the server does (over 256 containers), and one
+    of more than 10,000 containers decided from its containers' resources alone: the same
+    answers as the full parse."""
+    previous = sys.getrecursionlimit()
+    sys.setrecursionlimit(1000)  # as the server's (see above)
+    try:
+        body = _body(_large_pod_review(count, limits))
+        fast = decode_fast(body)
+    finally:
+        sys.setrecursionlimit(previous)
+    assert fast is not None
+    request, pod = fast
+    full = parse_review(body).request
+    with ThreadPoolExecutor(max_workers=1) as executor:
+
+        def record(request: Any, pod: Any = None) -> MutationRecord:
+            mutator = PodMutator(
+                policy=DEFAULT_POLICY, store=OfflineTemplateStore(), off_loop=executor
+            )
+            assert mutator.many_containers(request, pod)
+            return asyncio.run(mutator.mutate(request, off_loop=True, fast=pod))
+
+        got, expected = record(request, pod), record(full)
+    assert got == expected and got.outcome == outcome, (got.outcome, got.answer)
