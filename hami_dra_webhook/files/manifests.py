@@ -11,10 +11,11 @@ from typing import Any, TextIO
 import yaml
 
 from hami_dra_webhook.core.types import JsonObject
+from hami_dra_webhook.files.fast_yaml import FastSafeDumper, FastSafeLoader
 
-# libyaml's parser and emitter are about ten times faster; PyYAML may be built without them.
-_Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-_Dumper: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+# libyaml's parser and emitter where PyYAML has them, and the Python half made faster
+# (files/fast_yaml.py).
+_Loader: Any = FastSafeLoader
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 
@@ -209,15 +210,10 @@ def _look_inside(
                 _look_inside(value, (*path, index), found, depth + 1)
 
 
-class _NoAliasDumper(_Dumper):  # type: ignore[misc]
-    def ignore_aliases(self, data: Any) -> bool:
-        return True
-
-
 def dump_yaml(documents: list[Any]) -> str:
     return yaml.dump_all(
         documents,
-        Dumper=_NoAliasDumper,
+        Dumper=FastSafeDumper,  # never aliases
         sort_keys=False,
         default_flow_style=False,
         allow_unicode=True,

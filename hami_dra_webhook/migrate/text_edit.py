@@ -17,8 +17,9 @@ from typing import Any
 import yaml
 
 from hami_dra_webhook.core import patch
+from hami_dra_webhook.files.fast_yaml import FastSafeLoader
 
-_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_LOADER: Any = FastSafeLoader
 _DUMPER: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 
