@@ -155,3 +155,123 @@ class FastSafeDumper(_RememberingResolver, _BaseDumper):  # type: ignore[misc]
 
 def _plain_scalar(node: Node) -> bool:
     return isinstance(node, ScalarNode) and not node.style
+
+
+# What `dump_block` writes: block style, keys in their order, `---` before each document.
+BLOCK_OPTIONS: Final[dict[str, Any]] = {
+    "sort_keys": False,
+    "default_flow_style": False,
+    "allow_unicode": True,
+    "explicit_start": True,
+    "width": 1 << 16,
+}
+# Characters of a string written without PyYAML's scalar analysis (libyaml's emitter writes
+# such a string plain, or single-quoted where it reads as another type); others leave the
+# document to PyYAML.
+# `:` only inside a word (in block context, where these are written, `: ` and a last `:` are
+# what make it an indicator).
+_SAFE_CHARACTERS: Final = frozenset(
+    "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./ :"
+)
+_SAFE_FIRST: Final = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/")
+_LONGEST_KEY: Final = 120  # libyaml writes a key over 128 characters as a complex key
+_LONGEST_VALUE: Final = 4096  # far under the line width
+
+
+class _NotSimple(Exception):
+    """The document holds a value `dump_block` leaves to PyYAML."""
+
+
+def dump_block(documents: list[Any]) -> str:
+    """`yaml.dump_all(documents, Dumper=FastSafeDumper, **BLOCK_OPTIONS)`, the same text: a
+    document of maps and lists (the root one of them, not empty) of strings, integers,
+    booleans and None written here, any other by PyYAML."""
+    dumper_tags = _Tags()
+    out: list[str] = []
+    for document in documents:
+        try:
+            if type(document) not in (dict, list) or not document:
+                raise _NotSimple
+            lines: list[str] = []
+            _collection(document, 0, lines, dumper_tags)
+            out.append("---\n")
+            out.append("\n".join(lines))
+            out.append("\n")
+        except _NotSimple:
+            out.append(yaml.dump(document, Dumper=FastSafeDumper, **BLOCK_OPTIONS))
+    return "".join(out)
+
+
+class _Tags:
+    """The implicit tag of a plain scalar, as the dumper resolves it (remembered)."""
+
+    def __init__(self) -> None:
+        self._resolver = yaml.resolver.Resolver()
+        self._tags: dict[str, str] = {}
+
+    def of(self, value: str) -> str:
+        tag = self._tags.get(value)
+        if tag is None:
+            tag = self._resolver.resolve(ScalarNode, value, (True, False))  # type: ignore[no-untyped-call]
+            if len(self._tags) >= _MOST_REMEMBERED:
+                self._tags.clear()
+            self._tags[value] = tag
+        return tag
+
+
+def _scalar(value: Any, tags: _Tags, longest: int) -> str:
+    kind = type(value)
+    if kind is str:
+        if (
+            not value
+            or len(value) > longest
+            or value[0] not in _SAFE_FIRST
+            or value[-1] in " :"
+            or not _SAFE_CHARACTERS.issuperset(value)
+            or (":" in value and ": " in value)
+        ):
+            if value == "":
+                return "''"
+            raise _NotSimple
+        return value if tags.of(value) == STR else f"'{value}'"
+    if kind is bool:
+        return "true" if value else "false"
+    if kind is int:
+        return str(value)
+    if value is None:
+        return "null"
+    raise _NotSimple
+
+
+def _collection(value: Any, indent: int, lines: list[str], tags: _Tags) -> None:
+    """The lines of a non-empty map or list at `indent` (a list inside a map is written at
+    the map's indent, as PyYAML writes it)."""
+    pad = " " * indent
+    if type(value) is dict:
+        for key, item in value.items():
+            if type(key) is not str:
+                raise _NotSimple
+            head = f"{pad}{_scalar(key, tags, _LONGEST_KEY)}:"
+            kind = type(item)
+            if kind is dict or kind is list:
+                if not item:
+                    lines.append(f"{head} {{}}" if kind is dict else f"{head} []")
+                else:
+                    lines.append(head)
+                    _collection(item, indent + 2 if kind is dict else indent, lines, tags)
+            else:
+                lines.append(f"{head} {_scalar(item, tags, _LONGEST_VALUE)}")
+        return
+    if type(value) is not list:
+        raise _NotSimple
+    for item in value:
+        kind = type(item)
+        if kind is dict or kind is list:
+            if not item:
+                lines.append(f"{pad}- {{}}" if kind is dict else f"{pad}- []")
+                continue
+            first = len(lines)
+            _collection(item, indent + 2, lines, tags)
+            lines[first] = f"{pad}- {lines[first][indent + 2 :]}"
+        else:
+            lines.append(f"{pad}- {_scalar(item, tags, _LONGEST_VALUE)}")

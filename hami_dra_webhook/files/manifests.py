@@ -11,7 +11,7 @@ from typing import Any, TextIO
 import yaml
 
 from hami_dra_webhook.core.types import JsonObject
-from hami_dra_webhook.files.fast_yaml import FastSafeDumper, FastSafeLoader
+from hami_dra_webhook.files.fast_yaml import FastSafeLoader, dump_block
 
 # libyaml's parser and emitter where PyYAML has them, and the Python half made faster
 # (files/fast_yaml.py).
@@ -211,12 +211,5 @@ def _look_inside(
 
 
 def dump_yaml(documents: list[Any]) -> str:
-    return yaml.dump_all(
-        documents,
-        Dumper=FastSafeDumper,  # never aliases
-        sort_keys=False,
-        default_flow_style=False,
-        allow_unicode=True,
-        explicit_start=True,
-        width=1 << 16,
-    )
+    """Block style, keys in their order, `---` before each document, never an alias."""
+    return dump_block(documents)

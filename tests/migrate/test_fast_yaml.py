@@ -12,7 +12,12 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hami_dra_webhook.files.fast_yaml import FastSafeDumper, FastSafeLoader
+from hami_dra_webhook.files.fast_yaml import (
+    BLOCK_OPTIONS,
+    FastSafeDumper,
+    FastSafeLoader,
+    dump_block,
+)
 from tests.support.shared import shared_path
 
 PyLoader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -187,3 +192,42 @@ def test_a_manifest_file_reads_the_same(tmp_path: Path) -> None:
         "      - name: c\n        resources: {limits: {nvidia.com/gpu: 1, cpu: 0.5}}\n"
     )
     assert_same_load(text)
+
+
+KEY_TEXT = st.one_of(
+    st.sampled_from(TRICKY_SCALARS),
+    st.text(alphabet="abz09-_./ :#'\"é", max_size=8),
+    st.from_regex(r"[a-z0-9][a-z0-9:/. -]{0,12}", fullmatch=True),
+    st.text(alphabet="ab", min_size=119, max_size=140),
+)
+BLOCK_PLAIN = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(), KEY_TEXT, st.floats(allow_nan=False)),
+    lambda children: st.one_of(
+        st.lists(children, max_size=4),
+        st.dictionaries(st.one_of(KEY_TEXT, st.integers()), children, max_size=4),
+    ),
+    max_leaves=24,
+)
+
+
+def assert_same_block_dump(documents: list[Any]) -> None:
+    expected = yaml.dump_all(documents, Dumper=NoAliasPyDumper, **BLOCK_OPTIONS)
+    assert dump_block(documents) == expected
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(BLOCK_PLAIN, min_size=1, max_size=4))
+def test_block_dumps_write_what_pyyaml_writes(documents: list[Any]) -> None:
+    assert_same_block_dump(documents)
+
+
+def test_the_real_world_corpus_dumps_the_same() -> None:
+    corpus = shared_path("realworld", what="the real-world corpus")
+    documents = [
+        document
+        for file in sorted(p for p in corpus.rglob("*") if p.suffix in (".yaml", ".yml"))
+        for document in yaml.load_all(file.read_text(encoding="utf-8"), Loader=PyLoader)
+        if document is not None
+    ]
+    assert len(documents) > 50
+    assert_same_block_dump(documents)
