@@ -12,6 +12,7 @@ thousands for small pods: far more distinct pod templates than a cluster creates
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -22,12 +23,18 @@ from hami_dra_webhook.core.policy import Policy
 from hami_dra_webhook.core.review_fast import FastPod
 from hami_dra_webhook.core.translate import translate_pod
 
-Key = tuple[str, bytes]
+Key = tuple[str | None, bytes]
 
 
 class TranslationCache:
-    def __init__(self, max_bytes: int = 8 << 20, max_entry_bytes: int = 256 << 10) -> None:
+    def __init__(
+        self, max_bytes: int = 8 << 20, max_entry_bytes: int = 256 << 10, from_yaml: bool = False
+    ) -> None:
+        """`from_yaml`: pods read from YAML, keyed by Python's text of their view, which tells
+        apart what YAML reads and JSON cannot write (a date and its text, an infinity and null,
+        -0.0 and 0.0); the webhook's come from JSON, keyed by its JSON."""
         self.max_bytes, self.max_entry_bytes = max_bytes, max_entry_bytes
+        self._text_of: Callable[[Any], bytes] = _python_text if from_yaml else orjson.dumps
         self._entries: OrderedDict[Key, tuple[Decision, int]] = OrderedDict()
         self._policy: Policy | None = None
         self.bytes = 0
@@ -36,7 +43,7 @@ class TranslationCache:
     def __len__(self) -> int:
         return len(self._entries)
 
-    def decide(self, pod: Any, policy: Policy, namespace: str) -> Decision:
+    def decide(self, pod: Any, policy: Policy, namespace: str | None) -> Decision:
         """What `translate_pod(pod, policy, namespace)` decides, from the cache when known.
         A `FastPod` brings its own key (the text of what is read) and is decoded only when it
         is not known."""
@@ -49,7 +56,7 @@ class TranslationCache:
         else:
             view = pod_view(pod)
             try:
-                key = (namespace, orjson.dumps(view))
+                key = (namespace, self._text_of(view))
             except orjson.JSONEncodeError:  # e.g. an integer beyond 64 bits: decide, not keep
                 return translate_pod(view, policy, namespace)
         found = self._entries.get(key)
@@ -59,7 +66,7 @@ class TranslationCache:
             return found[0]
         self.misses += 1
         decision = translate_pod(pod.view() if view is None else view, policy, namespace)
-        size = len(namespace) + len(key[1]) * PYTHON_OVER_JSON + _size(decision)
+        size = len(namespace or "") + len(key[1]) * PYTHON_OVER_JSON + _size(decision)
         if size <= self.max_entry_bytes:
             self._entries[key] = (decision, size)
             self.bytes += size
@@ -67,6 +74,10 @@ class TranslationCache:
                 _, (_, dropped) = self._entries.popitem(last=False)
                 self.bytes -= dropped
         return decision
+
+
+def _python_text(view: Any) -> bytes:
+    return repr(view).encode()
 
 
 # Python objects take about three times the bytes of their JSON (measured with tracemalloc:

@@ -7,6 +7,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
+from hami_dra_webhook.admission.translation_cache import TranslationCache
 from hami_dra_webhook.cli import exit_codes
 from hami_dra_webhook.cli.inputs import EXIT_CODES, add_inputs, inputs, load_policy
 from hami_dra_webhook.core import patch
@@ -135,7 +136,10 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
             stderr.write(
                 f"warning: {manifest.source}: skipped a document without apiVersion/kind\n"
             )
-    results = [convert(m, policy, args.namespace) for m in objects]
+    # The pods of a file repeat (one template per workload, copies of it): each kind is
+    # translated once.
+    cache = TranslationCache(from_yaml=True)
+    results = [convert(m, policy, args.namespace, cache) for m in objects]
     for result in results:
         for warning in result.warnings:
             stderr.write(f"warning: {result.title}: {warning}\n")
@@ -164,7 +168,12 @@ def _is_object(document: Any) -> bool:
     )
 
 
-def convert(manifest: Manifest, policy: Policy, default_namespace: str | None) -> DryRunResult:
+def convert(
+    manifest: Manifest,
+    policy: Policy,
+    default_namespace: str | None,
+    cache: TranslationCache | None = None,
+) -> DryRunResult:
     """Translate the pod template of one object; other kinds pass through unchanged.
 
     A workload without a namespace, and its templates, get `--namespace` when given; with
@@ -198,9 +207,12 @@ def convert(manifest: Manifest, policy: Policy, default_namespace: str | None) -
         return result
     path, pod = found
     namespace = metadata.get("namespace") or default_namespace
-    translation = translate_pod(pod, policy, str(namespace) if namespace else None)
+    namespace = str(namespace) if namespace else None
+    translation = (
+        cache.decide(pod, policy, namespace) if cache else translate_pod(pod, policy, namespace)
+    )
     result.outcome = translation.outcome
-    result.warnings = translation.warnings
+    result.warnings = list(translation.warnings)  # the decision may be another pod's too
     if isinstance(translation, Refusal):
         result.message = translation.message
     if isinstance(translation, Converted):
@@ -213,7 +225,7 @@ def convert(manifest: Manifest, policy: Policy, default_namespace: str | None) -
                 patch.add(patch.pointer("metadata", "namespace"), default_namespace),
             ]
         result.object = patch.apply(document, result.patch)
-        result.templates = translation.templates
+        result.templates = list(translation.templates)
     return result
 
 

@@ -19,7 +19,7 @@ constructing and representing objects one generator or method lookup at a time. 
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Any, ClassVar, Final
 
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
@@ -44,9 +44,10 @@ class _NotPlain(Exception):
 
 class _RememberingResolver:
     """`resolve` with its answers for scalars remembered (mixed into a loader or dumper whose
-    resolver has no path resolvers: then the answer depends only on the arguments)."""
+    resolver has no path resolvers: then the answer depends only on the arguments). The table
+    is the class's: PyYAML makes a loader for each document."""
 
-    _tags: dict[tuple[str, bool, bool], str]
+    _tags: ClassVar[dict[tuple[str, bool, bool], str]]
 
     def resolve(self, kind: type[Node], value: Any, implicit: tuple[bool, bool]) -> str:
         if kind is not ScalarNode:
@@ -63,9 +64,10 @@ class _RememberingResolver:
 
 
 class FastSafeLoader(_RememberingResolver, _BaseLoader):  # type: ignore[misc]
+    _tags: ClassVar[dict[tuple[str, bool, bool], str]] = {}
+
     def __init__(self, stream: Any) -> None:
         super().__init__(stream)
-        self._tags = {}
         if self.yaml_path_resolvers:  # pragma: no cover (the safe resolver has none)
             raise TypeError("FastSafeLoader needs a resolver without path resolvers")
 
@@ -115,9 +117,7 @@ _PLAIN_KEYS: Final = frozenset((STR, INT, FLOAT, BOOL, NULL))
 class FastSafeDumper(_RememberingResolver, _BaseDumper):  # type: ignore[misc]
     """A safe dumper that never writes aliases, with exact plain types represented fast."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._tags = {}
+    _tags: ClassVar[dict[tuple[str, bool, bool], str]] = {}
 
     def ignore_aliases(self, data: Any) -> bool:
         return True

@@ -20,6 +20,7 @@ import jsonpatch
 import yaml
 from ruamel.yaml import YAML
 
+from hami_dra_webhook.admission.translation_cache import TranslationCache
 from hami_dra_webhook.core import patch
 from hami_dra_webhook.core.decision import Converted, Refusal
 from hami_dra_webhook.core.policy import Policy
@@ -123,6 +124,9 @@ class _Changes:
     existing: set[tuple[str, str]]
     embedded: bool = False
     new_templates: list[JsonObject] = field(default_factory=list)
+    # Workloads of one kind repeat in a file: each is translated once. Its decisions are
+    # shared: never modified (patches are applied by copying, or to a deep copy of the ops).
+    cache: TranslationCache = field(default_factory=lambda: TranslationCache(from_yaml=True))
 
     def workload(
         self, document: Any, policy: Policy, default_namespace: str | None
@@ -173,7 +177,7 @@ class _Changes:
         policy: Policy,
         namespace: str | None,
     ) -> list[patch.PatchOp]:
-        translation = translate_pod(pod, policy, namespace)
+        translation = self.cache.decide(pod, policy, namespace)
         if isinstance(translation, Refusal):
             self.result.refused.append(f"{title}: {translation.message}")
         if not isinstance(translation, Converted):
@@ -274,7 +278,9 @@ def _convert_yaml(
         for document, per_workload in zip(loaded, edits[index], strict=True):
             for workload, ops in zip(_workloads(document), per_workload, strict=True):
                 # In place: the round-trip maps and lists keep their comments and order.
-                jsonpatch.apply_patch(workload, ops, in_place=True)
+                # The ops' values are copied: jsonpatch puts them in by reference, and a later
+                # op may add inside one (the ops may be a cached decision's).
+                jsonpatch.apply_patch(workload, copy.deepcopy(ops), in_place=True)
         dumped = io.StringIO()
         round_trip.explicit_start = segment.lstrip().startswith("---")
         round_trip.dump_all(loaded, dumped)

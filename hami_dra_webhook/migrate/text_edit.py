@@ -12,7 +12,7 @@ document, or it is not used: formatting is this module's business, correctness i
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 import yaml
 
@@ -176,8 +176,27 @@ def _append_item(
 
 
 def _scalar(value: Any) -> str:
+    kind = type(value)
+    if kind not in _REMEMBERED_TYPES:  # floats too: -0.0 and 0.0 are one key, two texts
+        return _dumped(value)
+    key = (kind, value)
+    text = _SCALARS.get(key)
+    if text is None:
+        if len(_SCALARS) >= _MOST_SCALARS:
+            _SCALARS.clear()
+        text = _SCALARS[key] = _dumped(value)
+    return text
+
+
+def _dumped(value: Any) -> str:
     dumped: str = yaml.dump(value, Dumper=_DUMPER, default_flow_style=True, width=1 << 30)
     return dumped.removesuffix("\n...\n").removesuffix("\n")
+
+
+# The text of keys and values written (the same few, document after document), remembered.
+_REMEMBERED_TYPES: Final = frozenset((str, int, bool, type(None)))
+_SCALARS: dict[tuple[type, Any], str] = {}
+_MOST_SCALARS: Final = 4096
 
 
 def _entry(name: str, value: Any, column: int, indent: tuple[int, int]) -> str:

@@ -4,6 +4,7 @@ answers repeated pods without translating and stays within its bounds."""
 from __future__ import annotations
 
 import copy
+import datetime
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
@@ -137,3 +138,38 @@ def test_unserializable_views_are_decided_not_kept() -> None:
     pod["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpumem"] = 2**70
     assert cache.decide(pod, DEFAULT_POLICY, "ns") == translate_pod(pod, DEFAULT_POLICY, "ns")
     assert len(cache) == 0
+
+
+def test_pods_read_from_yaml_get_their_own_decisions_where_json_would_mix_them_up() -> None:
+    """`dry-run` and `convert` cache decisions for pods read from YAML, whose values JSON cannot
+    always tell apart: a date and its text, an infinity and null, 1.0 and 1 (orjson writes
+    1.0, but the same for -0.0 and 0.0 is not true of every type), True and "true". Each pod
+    gets what translating it alone gives, however the pods before it were keyed."""
+
+    def gpu_pod(memory: Any, gpu_type: Any = "A100") -> dict[str, Any]:
+        limits = {"nvidia.com/gpu": 1, "nvidia.com/gpumem": memory}
+        return {
+            "metadata": {"annotations": {"nvidia.com/use-gputype": gpu_type}},
+            "spec": {"containers": [{"name": "c", "resources": {"limits": limits}}]},
+        }
+
+    variants = [
+        gpu_pod(1000),
+        gpu_pod(1000.0),
+        gpu_pod("1000"),
+        gpu_pod(True),
+        gpu_pod("true"),
+        gpu_pod(float("inf")),
+        gpu_pod(None),
+        gpu_pod(-0.0),
+        gpu_pod(0),
+        gpu_pod(1000, datetime.date(2024, 1, 1)),
+        gpu_pod(1000, "2024-01-01"),
+    ]
+    cache = TranslationCache(from_yaml=True)
+    for _ in range(2):
+        for pod in variants:
+            assert cache.decide(pod, DEFAULT_POLICY, None) == translate_pod(pod, DEFAULT_POLICY)
+    assert cache.hits == len(variants)
+    decisions = {repr(translate_pod(pod, DEFAULT_POLICY)) for pod in variants}
+    assert len(decisions) > 3  # the variants are not all decided alike
