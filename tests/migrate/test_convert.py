@@ -159,3 +159,35 @@ def test_what_cannot_be_edited_in_place_is_still_converted(pod: str) -> None:
     converted, template = list(yaml.safe_load_all(result.text))
     assert converted["spec"]["containers"][0]["resources"] == {"claims": [{"name": "c-gpu"}]}
     assert template["kind"] == "ResourceClaimTemplate"
+
+
+def test_alike_workloads_are_converted_alike_by_either_path(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Workloads of one kind share one cached decision: applying it to one document (in place,
+    or by the round trip, which puts the patch's values in by reference) must leave it as it
+    was for the next. Three alike Deployments of two GPU containers each, in block and flow
+    style, converted together, each read back as when converted alone."""
+    from hami_dra_webhook.core.policy import DEFAULT_POLICY
+    from hami_dra_webhook.migrate import convert
+
+    containers = "".join(
+        f"      - name: c{i}\n        image: i\n"
+        f"        resources: {{limits: {{nvidia.com/gpu: 1, nvidia.com/gpumem: 2000}}}}\n"
+        for i in range(2)
+    )
+    deployment = (
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: d{n}}}\nspec:\n"
+        "  selector: {{matchLabels: {{app: x}}}}\n  template:\n"
+        "    metadata: {{labels: {{app: x}}}}\n    spec:\n      containers:\n"
+    )
+    documents = [deployment.format(n=n) + containers for n in range(3)]
+    for edited in (True, False):
+        with monkeypatch.context() as patched:
+            if not edited:
+                patched.setattr(convert, "_edited_text", lambda *args: None)
+            together = convert.convert_text("---\n".join(documents), DEFAULT_POLICY, None, False)
+            alone = [convert.convert_text(d, DEFAULT_POLICY, None, False) for d in documents]
+        read = list(yaml.safe_load_all(together.text))
+        expected = [next(yaml.safe_load_all(result.text)) for result in alone]
+        assert read[:3] == expected and len(together.templates) == 1, together.text
