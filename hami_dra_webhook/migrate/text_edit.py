@@ -44,7 +44,8 @@ def edit_document(
     root = yaml.compose(text, Loader=_LOADER)
     if root is None:
         raise NotEditable("empty document")
-    _no_shared_nodes(root, set())
+    if "*" in text:  # an alias is written `*name`: without one no node is shared
+        _no_shared_nodes(root, set())
     edits = [_edit(text, root, op, order, indent) for order, op in enumerate(ops)]
     result = text
     for edit in sorted(edits, key=lambda e: (e.start, e.order), reverse=True):
