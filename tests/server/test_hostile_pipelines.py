@@ -35,7 +35,7 @@ from tests.support.attack import (
     warmed_baseline,
 )
 from tests.support.cluster import wait_for
-from tests.support.metrics import sample_sum
+from tests.support.metrics import sample_sum, samples_by
 from tests.support.reviews import gpu_pod, review
 from tests.support.webhook_process import Webhook
 
@@ -93,6 +93,11 @@ def _read_answers(sock: ssl.SSLSocket, within: float) -> tuple[list[int], bool]:
 def _rejections(webhook: Webhook, reason: str) -> float:
     metrics = webhook.get_ops("/metrics")[1].decode()
     return sample_sum(metrics, "hami_dra_http_rejections_total", reason=reason)
+
+
+def _all_rejections(webhook: Webhook) -> dict[str, float]:
+    metrics = webhook.get_ops("/metrics")[1].decode()
+    return samples_by(metrics, "hami_dra_http_rejections_total", "reason")
 
 
 def _flood(webhook: Webhook, connections: int, payload: bytes, answers: list[list[int]]) -> None:
@@ -159,7 +164,11 @@ def test_deep_pipelines_are_cut_and_a_fair_one_is_answered(webhook: Webhook) -> 
     assert len(answers) == 10
     assert all(len(a) <= 1 + MAX_PIPELINED and set(a) <= {200} for a in answers), answers
     assert sum(map(len, answers)) >= 1 + MAX_PIPELINED, answers
-    assert _rejections(webhook, "pipeline_full") == 10
+    # Counted when the server parses past the limit, which on a loaded machine may come after
+    # the client saw its connection end (a reset): waited for, and every reason shown if not.
+    with contextlib.suppress(AssertionError):
+        wait_for(lambda: _rejections(webhook, "pipeline_full") >= 10, "10 pipelines cut", 10)
+    assert _rejections(webhook, "pipeline_full") == 10, _all_rejections(webhook)
     with _connect(webhook) as fair:
         fair.sendall(request * (1 + MAX_PIPELINED))
         statuses, closed = _read_answers(fair, 3)

@@ -17,3 +17,14 @@ def sample_sum(text: str, name: str, **labels: str) -> float:
             if all(sample.labels.get(key) == value for key, value in labels.items()):
                 total += float(sample.value)
     return total
+
+
+def samples_by(text: str, name: str, label: str) -> dict[str, float]:
+    """The samples named `name`, summed by the value of their `label`."""
+    found: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == name and label in sample.labels:
+                value = sample.labels[label]
+                found[value] = found.get(value, 0.0) + float(sample.value)
+    return found
