@@ -257,14 +257,17 @@ def _send_reviews(webhook: Webhook, containers: int, times: int) -> list[tuple[i
     return answers
 
 
-# What the decode of a 4.2 MB review of 40,000 containers holds the interpreter for (orjson
-# decodes in one call, on whichever thread), measured here 45-90 ms, and the memory its objects
-# take while it is refused (measured +66-70 MiB over the baseline). The remedy for both is to
-# decode only what the translation reads (the performance issue's partial decoder).
+# What the decode of a 4.2 MB review of 40,000 containers holds the interpreter for, and the
+# memory its objects take while it is refused: parsed whole, 45-90 ms and +66-70 MiB over the
+# baseline; read fast (msgspec, only what is read; decided from the containers' resources)
+# since 2026-12-02: the established connection's p99 27-50 ms and +44-49 MiB (peak of the
+# process, the 10,000-container conversions before included), on a loaded machine.
 DECODE_HOLD_MS = 150
 DECODED_MIB = 96
 # What the process keeps after them: measured +33-44 MiB before the server kept every thread on
-# one heap (memory.one_heap), +35-37 MiB after (3 runs): CPython's 1 MiB small-object arenas,
+# one heap (memory.one_heap), +35-37 MiB after (3 runs), +27-31 MiB with the fast read, all of
+# it from the 10,000-container conversions (the refusals after them add nothing): CPython's
+# 1 MiB small-object arenas,
 # each held by any one small object that the probing connection's admissions allocated while
 # the large ones were decoded. PYTHONMALLOC=malloc leaves +1.2 MiB, but costs 7-9 % more
 # instructions in the translation path (memory.py): not taken.
