@@ -228,7 +228,7 @@ def _scalar(value: Any, tags: _Tags, longest: int) -> str:
             or value[0] not in _SAFE_FIRST
             or value[-1] in " :"
             or not _SAFE_CHARACTERS.issuperset(value)
-            or (":" in value and ": " in value)
+            or ": " in value
         ):
             if value == "":
                 return "''"
