@@ -172,7 +172,7 @@ def convert(
     manifest: Manifest,
     policy: Policy,
     default_namespace: str | None,
-    cache: TranslationCache | None = None,
+    cache: TranslationCache,
 ) -> DryRunResult:
     """Translate the pod template of one object; other kinds pass through unchanged.
 
@@ -208,9 +208,7 @@ def convert(
     path, pod = found
     namespace = metadata.get("namespace") or default_namespace
     namespace = str(namespace) if namespace else None
-    translation = (
-        cache.decide(pod, policy, namespace) if cache else translate_pod(pod, policy, namespace)
-    )
+    translation = cache.decide(pod, policy, namespace)
     result.outcome = translation.outcome
     result.warnings = list(translation.warnings)  # the decision may be another pod's too
     if isinstance(translation, Refusal):
