@@ -28,8 +28,6 @@ from tests.support.attack import (
     Established,
     assert_held,
     ensure_open_files,
-    latency_bound,
-    machine_slowdown,
     open_connections,
     settle,
     warmed_baseline,
@@ -257,54 +255,64 @@ def _send_reviews(webhook: Webhook, containers: int, times: int) -> list[tuple[i
     return answers
 
 
-# What the decode of a 4.2 MB review of 40,000 containers holds the interpreter for, and the
-# memory its objects take while it is refused: parsed whole, 45-90 ms and +66-70 MiB over the
-# baseline; read fast (msgspec, only what is read; decided from the containers' resources)
-# since 2026-12-02: the established connection's p99 27-50 ms and +44-49 MiB (peak of the
-# process, the 10,000-container conversions before included), on a loaded machine.
-DECODE_HOLD_MS = 150
-DECODED_MIB = 96
-# What the process keeps after them: measured +33-44 MiB before the server kept every thread on
-# one heap (memory.one_heap), +35-37 MiB after (3 runs), +27-31 MiB with the fast read, all of
-# it from the 10,000-container conversions (the refusals after them add nothing): CPython's
-# 1 MiB small-object arenas,
-# each held by any one small object that the probing connection's admissions allocated while
-# the large ones were decoded. PYTHONMALLOC=malloc leaves +1.2 MiB, but costs 7-9 % more
-# instructions in the translation path (memory.py): not taken.
-DECODED_LEFT_MIB = 48
-
-
 def test_a_large_review_does_not_hold_the_event_loop(webhook: Webhook) -> None:
-    """Finding 7: a 4.3 MB review of 40,000 containers was decoded and translated on the event
-    loop, holding it 0.6 s (the established connection waited 559 ms). Now a review over
-    256 KiB is decoded, and a pod of over 256 containers translated and encoded, on a thread
-    of its own (the loop gets the interpreter back every 5 ms), and a GPU pod of more than
-    10,000 containers (more than kube-apiserver stores) is refused after the decode.
-    What remains on the established connection is what runs in one piece holding the
-    interpreter: the decode of the body, the encode of the answer, the TLS encryption of a
-    5 MB answer. Measured here: converting the largest pod that is converted (10,000
-    containers, a 5 MB answer) p99 35-51 ms; the 4.2 MB refused reviews p99 45-72 ms, worst
-    90 ms, and their decoded objects +61-73 MiB while they are read, +33-42 MiB kept after.
-    Held here to DECODE_HOLD_MS, DECODED_MIB and DECODED_LEFT_MIB: the targets (50 ms, 64 MiB,
-    24 MiB) are not met in every run; what would meet them is decoding only what is read."""
+    """Finding 7 as the issue played it: a 4.3 MB review of 40,000 containers was decoded and
+    translated on the event loop, holding it 0.6 s (the established connection waited 559 ms).
+    Now a review over 256 KiB is read on a thread of its own (the loop gets the interpreter back
+    every 5 ms), only what the translation reads is decoded, and a GPU pod of more than 10,000
+    containers (more than kube-apiserver stores) is decided from its containers' `resources`
+    alone. Held to the issue's bounds: no failure on the established connection, p99 under
+    50 ms (scaled by this machine's slowdown), RSS within 64 MiB of the warmed baseline and back
+    within 24 MiB. Measured (2026-12-03, a fresh process, two refusals): peak +19-22 MiB, kept
+    +1.4-2.1 MiB; the established connection's p99 27-50 ms on a loaded machine (2026-12-02)."""
     baseline = warmed_baseline(webhook)
-    with Established(webhook) as prober:
-        converted = _send_reviews(webhook, 10_000, 3)
-    print(f"10,000 containers (bytes, code, s): {converted}; p99 {prober.p99_ms():.1f} ms")
-    assert [code for _, code, _ in converted] == [200, 200, 200]
-    assert_held(prober, baseline, p99_ms=DECODE_HOLD_MS)
     with Established(webhook) as prober:
         refused = _send_reviews(webhook, 40_000, 2)
     worst = max(prober.latencies) * 1000
     print(f"40,000 containers: {refused}; p99 {prober.p99_ms():.1f} ms, worst {worst:.1f} ms")
     assert refused[0][0] > 4_200_000 and [code for _, code, _ in refused] == [422, 422]
-    bound = latency_bound(DECODE_HOLD_MS)
-    assert prober.failures == [], prober.failures[:5]
-    assert prober.p99_ms() < bound and worst < bound, (
-        f"p99 {prober.p99_ms():.1f} ms, worst {worst:.1f} ms, bound {bound:.0f} ms"
-        f" ({DECODE_HOLD_MS} ms x this machine's slowdown {machine_slowdown():.2f})"
-    )
-    assert prober.peak_rss - baseline <= DECODED_MIB, (baseline, prober.peak_rss)
+    assert_held(prober, baseline)
     left = settle(webhook.process.pid, baseline + RETURNED_WITHIN_MIB) - baseline
     print(f"40,000 containers: peak +{prober.peak_rss - baseline:.1f} MiB, left +{left:.1f} MiB")
-    assert left <= DECODED_LEFT_MIB
+    assert left <= RETURNED_WITHIN_MIB
+
+
+# The largest pod that is converted (10,000 containers: a 1 MB review, a 5 MB answer) is
+# decoded, translated and encoded on the large-review thread; what still holds the loop is what
+# runs in one piece under the interpreter lock (the encode of the answer, the TLS encryption of
+# 5 MB). Measured on a loaded machine: p99 35-51 ms, peak +44-49 MiB.
+CONVERT_HOLD_MS = 150
+# What the process keeps after three such conversions: +27-31 MiB over the warmed baseline,
+# more than the 24 MiB the issue asks after its attacks. It is CPython's small-object
+# allocator: measured with sys._debugmallocstats (2026-12-03), the bytes in allocated blocks are
+# the same before and after (24.97 / 24.98 MB), but spread over 56 one-MiB arenas instead of 25:
+# each arena the first conversion's objects filled stays while any one object that outlived it
+# lies there, and keeps its free pools for the next large request. So it is a reserve taken
+# once, not a leak: +30.2 / 31.2 / 31.3 / 31.3 MiB after 3 / 6 / 9 / 12 conversions, and 5,000
+# ordinary admissions after them change nothing (+31.1 -> +31.3). Dropping the translation's
+# caches after it frees nothing measurable (29.3 -> 29.3 MiB). What would meet 24 MiB:
+# translating such pods in a child process (not built); PYTHONMALLOC=malloc leaves +1.2 MiB but
+# costs 7-9 % more instructions on every admission (server/memory.py): not taken.
+CONVERTED_LEFT_MIB = 48
+REUSED_WITHIN_MIB = 6  # what three more conversions may add to it (measured +0.0-1.0)
+
+
+def test_the_largest_converted_pod_does_not_hold_the_event_loop(webhook: Webhook) -> None:
+    """Three conversions of a 10,000-container GPU pod beside the established connection: no
+    failure, p99 under CONVERT_HOLD_MS (scaled), RSS within 64 MiB of the warmed baseline and
+    back within CONVERTED_LEFT_MIB (see above for why not 24); three more conversions reuse
+    what the first kept instead of adding to it."""
+    baseline = warmed_baseline(webhook)
+    with Established(webhook) as prober:
+        converted = _send_reviews(webhook, 10_000, 3)
+    print(f"10,000 containers (bytes, code, s): {converted}; p99 {prober.p99_ms():.1f} ms")
+    assert [code for _, code, _ in converted] == [200, 200, 200]
+    assert_held(prober, baseline, p99_ms=CONVERT_HOLD_MS)
+    left = settle(webhook.process.pid, baseline + RETURNED_WITHIN_MIB) - baseline
+    print(f"10,000 containers: peak +{prober.peak_rss - baseline:.1f} MiB, left +{left:.1f} MiB")
+    assert left <= CONVERTED_LEFT_MIB
+    again = _send_reviews(webhook, 10_000, 3)
+    assert [code for _, code, _ in again] == [200, 200, 200]
+    after = settle(webhook.process.pid, baseline + left) - baseline
+    print(f"10,000 containers, three more: left +{after:.1f} MiB")
+    assert after <= left + REUSED_WITHIN_MIB, "what the first conversions kept was not reused"
