@@ -272,6 +272,7 @@ def test_a_large_review_does_not_hold_the_event_loop(webhook: Webhook) -> None:
     print(f"40,000 containers: {refused}; p99 {prober.p99_ms():.1f} ms, worst {worst:.1f} ms")
     assert refused[0][0] > 4_200_000 and [code for _, code, _ in refused] == [422, 422]
     assert_held(prober, baseline)
+    wait_for(lambda: open_connections(webhook) == 0, "every connection accounted closed")
     left = settle(webhook.process.pid, baseline + RETURNED_WITHIN_MIB) - baseline
     print(f"40,000 containers: peak +{prober.peak_rss - baseline:.1f} MiB, left +{left:.1f} MiB")
     assert left <= RETURNED_WITHIN_MIB
@@ -308,6 +309,7 @@ def test_the_largest_converted_pod_does_not_hold_the_event_loop(webhook: Webhook
     print(f"10,000 containers (bytes, code, s): {converted}; p99 {prober.p99_ms():.1f} ms")
     assert [code for _, code, _ in converted] == [200, 200, 200]
     assert_held(prober, baseline, p99_ms=CONVERT_HOLD_MS)
+    wait_for(lambda: open_connections(webhook) == 0, "every connection accounted closed")
     left = settle(webhook.process.pid, baseline + RETURNED_WITHIN_MIB) - baseline
     print(f"10,000 containers: peak +{prober.peak_rss - baseline:.1f} MiB, left +{left:.1f} MiB")
     assert left <= CONVERTED_LEFT_MIB
