@@ -263,9 +263,10 @@ def test_a_large_review_does_not_hold_the_event_loop(webhook: Webhook) -> None:
     containers (more than kube-apiserver stores) is decided from its containers' `resources`
     alone. Held to the issue's bounds: no failure on the established connection, p99 under
     50 ms (scaled by this machine's slowdown), RSS within 64 MiB of the warmed baseline and back
-    within 24 MiB. Measured (2026-12-03, a fresh process, two refusals, 7 runs): peak
-    +19-22 MiB, kept +1.4-4.4 MiB, the established connection's p99 27.9-53.5 ms (53.5 on a
-    machine at slowdown 3.0, 109 beside the whole suite and a CPU hog)."""
+    within 24 MiB. Measured (2026-12-03, a fresh process, two refusals, 5 runs): peak
+    +19-22 MiB, kept +1.4-4.4 MiB; the established connection's p99 in the 3 runs at normal
+    priority 27.9-109 ms (53.5 on the idle machine at slowdown 3.0, 109 beside the whole suite
+    and a CPU hog)."""
     baseline = warmed_baseline(webhook)
     with Established(webhook) as prober:
         refused = _send_reviews(webhook, 40_000, 2)
