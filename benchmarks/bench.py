@@ -3,10 +3,14 @@
     .venv/bin/python -m benchmarks.bench [--duration 10] [--quick]
 
 - the webhook (`serve`: TLS, one process, offline store so every template counts as cached,
-  default log level), POST /mutate with a mix of four 9-13 KB AdmissionReviews;
+  default log level), POST /mutate with a mix of four 9-13 KB AdmissionReviews, in three loads
+  (benchmarks/mix.lua): `repeating` (the four in turn, as a ReplicaSet's pods repeat),
+  `label-unique` (every pod a label of its own, as a StatefulSet's pods), `new-template` (the
+  three GPU pods with a gpumem, every request's a value of its own: the translation cache never
+  answers and every pod needs a template of its own);
 - POST /bare of the same process (reads the body, answers a fixed JSON): this stack's limit;
 - the minimal stdlib Go webhook of ../shared/anchors/go-webhook (built here with Debian's
-  golang-go), POST /mutate with the same reviews;
+  golang-go), POST /mutate with the same three loads;
 each at concurrency 1, 8 and 64 over keep-alive TLS, servers pinned to core 0 and the load
 generator to core 1. The load generator is wrk (Debian's package) with benchmarks/mix.lua: a C
 event loop that does far less work per request than the servers, so it is not the bottleneck.
@@ -38,6 +42,7 @@ ROOT = Path(__file__).parents[1]
 GO_PEER = ROOT.parent / "shared" / "anchors" / "go-webhook"
 LUA = Path(__file__).parent / "mix.lua"
 CONCURRENCY = (1, 8, 64)
+LOADS = {"repeating": [], "label-unique": ["--unique"], "new-template": ["--new-template"]}
 
 
 def need_tools() -> None:
@@ -140,7 +145,7 @@ def go_peer(folder: Path, port: int) -> Iterator[subprocess.Popen[bytes]]:
 
 
 def wrk(
-    url: str, concurrency: int, duration: float, bodies: list[Path], unique: bool = False
+    url: str, concurrency: int, duration: float, bodies: list[Path], load: str = "repeating"
 ) -> dict[str, float]:
     command = [
         "taskset",
@@ -155,7 +160,7 @@ def wrk(
         str(LUA),
         url,
         "--",
-        *(["--unique"] if unique else []),
+        *LOADS[load],
         *map(str, bodies),
     ]
     output = subprocess.run(command, capture_output=True, text=True, check=True).stdout
@@ -244,27 +249,13 @@ def main() -> None:
             for _ in range(2):
                 wrk("https://127.0.0.1:18443/mutate", 8, 1, bodies)  # warm-up
             for concurrency in CONCURRENCY:
-                rows.append(
-                    (
-                        "webhook /mutate",
-                        concurrency,
-                        wrk("https://127.0.0.1:18443/mutate", concurrency, duration, bodies),
+                for load in LOADS:
+                    result = wrk(
+                        "https://127.0.0.1:18443/mutate", concurrency, duration, bodies, load
                     )
-                )
-                rows.append(
-                    (
-                        "webhook, unique pods",
-                        concurrency,
-                        wrk("https://127.0.0.1:18443/mutate", concurrency, duration, bodies, True),
-                    )
-                )
-                rows.append(
-                    (
-                        "same process /bare",
-                        concurrency,
-                        wrk("https://127.0.0.1:18443/bare", concurrency, duration, bodies),
-                    )
-                )
+                    rows.append((f"webhook {load}", concurrency, result))
+                result = wrk("https://127.0.0.1:18443/bare", concurrency, duration, bodies)
+                rows.append(("same process /bare", concurrency, result))
             steady = paced(18443, folder / "ca.crt", 100, 5 if args.quick else 20, bodies)
             rss_before = rss_mib(server.pid)
             target = 20_000 if args.quick else 100_000
@@ -275,29 +266,28 @@ def main() -> None:
         with go_peer(folder, 18444):
             wrk("https://127.0.0.1:18444/mutate", 8, 1, bodies)
             for concurrency in CONCURRENCY:
-                rows.append(
-                    (
-                        "Go peer /mutate",
-                        concurrency,
-                        wrk("https://127.0.0.1:18444/mutate", concurrency, duration, bodies),
+                for load in LOADS:
+                    result = wrk(
+                        "https://127.0.0.1:18444/mutate", concurrency, duration, bodies, load
                     )
-                )
+                    rows.append((f"Go peer {load}", concurrency, result))
     print(
-        f"machine: {os.cpu_count()} cores, {time.strftime('%Y-%m-%d')}, servers on core 0, wrk on core 1, TLS ECDSA P-256, keep-alive"
+        f"machine: {os.cpu_count()} cores, {time.strftime('%Y-%m-%d %H:%M')}, servers on core 0,"
+        f" wrk on core 1, TLS ECDSA P-256, keep-alive, {duration:g} s a run"
     )
-    print(f"{'server':<22}{'conns':>6}{'req/s':>10}{'p50 ms':>9}{'p99 ms':>9}{'errors':>8}")
+    print(f"{'server':<26}{'conns':>6}{'req/s':>10}{'p50 ms':>9}{'p99 ms':>9}{'errors':>8}")
     for name, concurrency, result in rows:
         print(
-            f"{name:<22}{concurrency:>6}{result['rps']:>10.0f}{result['p50_us'] / 1000:>9.2f}{result['p99_us'] / 1000:>9.2f}{result['errors'] + result['non2xx']:>8.0f}"
+            f"{name:<26}{concurrency:>6}{result['rps']:>10.0f}{result['p50_us'] / 1000:>9.2f}{result['p99_us'] / 1000:>9.2f}{result['errors'] + result['non2xx']:>8.0f}"
         )
-    by = {(name, c): r for name, c, r in rows}
+    by = {(name, c): r["rps"] for name, c, r in rows}
     for concurrency in CONCURRENCY:
-        ours = by[("webhook /mutate", concurrency)]["rps"]
-        unique = by[("webhook, unique pods", concurrency)]["rps"]
-        go = by[("Go peer /mutate", concurrency)]["rps"]
-        print(
-            f"c={concurrency}: webhook/bare {ours / by[('same process /bare', concurrency)]['rps']:.2f}, webhook/Go peer {ours / go:.2f} (repeating pods), {unique / go:.2f} (unique pods)"
+        ratios = ", ".join(
+            f"{load} {by[(f'webhook {load}', concurrency)] / by[(f'Go peer {load}', concurrency)]:.2f}"
+            for load in LOADS
         )
+        bare = by[("webhook repeating", concurrency)] / by[("same process /bare", concurrency)]
+        print(f"c={concurrency}: webhook/Go peer {ratios}; webhook repeating/bare {bare:.2f}")
     print(
         f"webhook at a steady 100 req/s ({steady['requests']:.0f} requests, Python client):"
         f" p50 {steady['p50_ms']:.2f} ms, p99 {steady['p99_ms']:.2f} ms"

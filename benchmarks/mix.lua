@@ -1,24 +1,32 @@
 -- wrk: POST the AdmissionReview files given after `--`, in turn, on every connection.
--- usage: wrk -t1 -c8 -d10s -s benchmarks/mix.lua URL -- [--unique] a.json b.json ...
--- --unique: every request's pod gets a label of its own (a field the translation reads), so
--- no two pods are alike and the webhook's translation cache never answers.
+-- usage: wrk -t1 -c8 -d10s -s benchmarks/mix.lua URL -- [--unique|--new-template] a.json ...
+-- --unique: every request's pod gets a label of its own (as a StatefulSet's pods have), a label
+--   the translation does not read: the translation cache answers as for repeating pods.
+-- --new-template: only the GPU pods with a gpumem, each request's first gpumem a value of its
+--   own, so every pod is new to the translation cache and needs a template of its own.
 local bodies = {}
 local counter = 0
-local unique = false
+local mode = nil
 
 function init(args)
   local first = 1
-  if args[1] == "--unique" then unique = true; first = 2 end
+  if args[1] == "--unique" or args[1] == "--new-template" then mode = args[1]; first = 2 end
   for i = first, #args do
-    local f = assert(io.open(args[i], "rb")); bodies[#bodies + 1] = f:read("*a"); f:close()
+    local f = assert(io.open(args[i], "rb")); local body = f:read("*a"); f:close()
+    if mode ~= "--new-template" or string.find(body, '"nvidia.com/gpumem":"', 1, true) then
+      bodies[#bodies + 1] = body
+    end
   end
 end
 
 function request()
   counter = counter + 1
   local body = bodies[(counter % #bodies) + 1]
-  if unique then
+  if mode == "--unique" then
     body = string.gsub(body, '"labels":{', '"labels":{"bench-seq":"' .. counter .. '",', 1)
+  elseif mode == "--new-template" then
+    body = string.gsub(body, '"nvidia.com/gpumem":"%d+"',
+      '"nvidia.com/gpumem":"' .. (1000 + counter % 60000) .. '"', 1)
   end
   return wrk.format("POST", nil, {["Content-Type"] = "application/json"}, body)
 end

@@ -11,11 +11,23 @@ from __future__ import annotations
 
 from typing import Any
 
+from hami_dra_webhook.core.claims import DRA_LABEL
 from hami_dra_webhook.core.containers import CONTAINER_LISTS
 from hami_dra_webhook.core.selectors import SELECTOR_ANNOTATIONS
 from hami_dra_webhook.core.vendors.annotations import VENDOR_ANNOTATIONS, is_ascend_uuid_key
 
 _READ_ANNOTATIONS = frozenset((*SELECTOR_ANNOTATIONS, *VENDOR_ANNOTATIONS))
+# The labels the translation reads: the opt-out (translate._left_alone) and its own mark
+# (translate._pod_ops: added unless already "true"). Any other label (a StatefulSet's pod name,
+# an indexed Job's completion index, an operator's replica index) changes nothing, so pods that
+# differ only in those share a view.
+OPT_OUT_LABEL = "hami.io/webhook"
+_READ_LABELS = frozenset((OPT_OUT_LABEL, DRA_LABEL))
+
+
+def reads_label(key: str) -> bool:
+    """Whether the translation reads the label `key` (the others are left out of views)."""
+    return key in _READ_LABELS
 
 
 def reads_annotation(key: str) -> bool:
@@ -45,7 +57,12 @@ def _metadata(metadata: Any) -> Any:
         return metadata
     view: dict[str, Any] = {}
     if "labels" in metadata:
-        view["labels"] = metadata["labels"]
+        labels = metadata["labels"]
+        view["labels"] = (
+            {key: value for key, value in labels.items() if key in _READ_LABELS}
+            if isinstance(labels, dict)
+            else labels
+        )
     if "annotations" in metadata:
         annotations = metadata["annotations"]
         view["annotations"] = (

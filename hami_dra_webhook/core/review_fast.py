@@ -2,7 +2,7 @@
 translation needs it.
 
 A review of a pod is 8-20 KB, and the webhook reads a few hundred bytes of it (the envelope; of
-the pod its namespace, generateName, labels, the annotations it knows, four spec fields and of
+the pod its namespace, generateName, the labels and annotations it knows, four spec fields and of
 each container its name, resources, env and securityContext: `pod_view`). msgspec reads the
 body into the structs below, skipping everything else (still checking that it is JSON) and
 keeping each value read as its exact text (`Raw`). Those fields, written back with their texts,
@@ -39,7 +39,7 @@ import msgspec
 import orjson
 from msgspec import UNSET, Meta, Raw, Struct, UnsetType
 
-from hami_dra_webhook.core.pod_view import pod_view, reads_annotation
+from hami_dra_webhook.core.pod_view import pod_view, reads_annotation, reads_label
 from hami_dra_webhook.core.review import Request, parse_review
 
 Text = Raw | UnsetType  # a value read, as its JSON text; UNSET when the field is absent
@@ -55,7 +55,7 @@ class _Container(Struct, rename="camel"):
 class _Metadata(Struct, rename="camel"):
     namespace: Text = UNSET
     generate_name: Text = UNSET
-    labels: Text = UNSET
+    labels: dict[str, Raw] | UnsetType | None = UNSET
     annotations: dict[str, Raw] | UnsetType = UNSET
 
 
@@ -118,9 +118,13 @@ class FastPod:
     def __init__(self, found: _Pod) -> None:
         self._view: dict[str, Any] | None = None
         metadata = found.metadata
-        if metadata is not UNSET and metadata.annotations is not UNSET:
-            read = {k: v for k, v in metadata.annotations.items() if reads_annotation(k)}
-            metadata.annotations = read  # the others are never read: not in the key either
+        if metadata is not UNSET:
+            # The labels and annotations not read are not in the key either.
+            if metadata.labels:
+                metadata.labels = {k: v for k, v in metadata.labels.items() if reads_label(k)}
+            if metadata.annotations is not UNSET:
+                read = {k: v for k, v in metadata.annotations.items() if reads_annotation(k)}
+                metadata.annotations = read
         # The exact text of everything read, under the names read: equal keys, equal views.
         self.key = _KEY_PREFIX + _ENCODER.encode(found)
         self.namespace = _decoded(metadata.namespace) if metadata is not UNSET else None

@@ -32,6 +32,7 @@ from hami_dra_webhook.core.legacy import (
     resolve_share,
     resource_maps,
 )
+from hami_dra_webhook.core.pod_view import OPT_OUT_LABEL
 from hami_dra_webhook.core.policy import DEFAULT_POLICY, Policy
 from hami_dra_webhook.core.selectors import device_filter
 from hami_dra_webhook.core.types import Attention, ContainerRef, JsonObject, NotConvertible
@@ -39,7 +40,6 @@ from hami_dra_webhook.core.vendors import nvidia
 from hami_dra_webhook.core.vendors.families import NVIDIA, container_families, names_a_family
 from hami_dra_webhook.core.vendors.resolve import VendorContainer, resolve_vendor
 
-OPT_OUT_LABEL = "hami.io/webhook"
 # What one admission may write: a pod with more distinct GPU requests than this is not a
 # legacy manifest, and each template is created before the answer.
 MAX_TEMPLATES_PER_POD = 16

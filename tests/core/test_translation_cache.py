@@ -76,6 +76,9 @@ def test_every_field_the_translation_reads_is_in_the_key() -> None:
         lambda p: p["spec"].update(resourceClaims=[{"name": "x", "resourceClaimName": "y"}]),
         lambda p: p["spec"].update(initContainers=[{"name": "i"}]),
         lambda p: p["metadata"]["labels"].update({"hami.io/webhook": "ignore"}),
+        lambda p: p["metadata"]["labels"].update({"hami.io/dra": "true"}),
+        lambda p: p["metadata"].update(labels=None),
+        lambda p: p["metadata"].pop("labels"),
         lambda p: p["metadata"]["annotations"].update({"nvidia.com/use-gputype": "A100"}),
         lambda p: p["metadata"]["annotations"].update({"hami.io/gpu-scheduler-policy": "spread"}),
     ):
@@ -98,6 +101,25 @@ def test_what_the_translation_does_not_read_hits() -> None:
     other["spec"]["containers"][0].update(image="j", args=["--x"], ports=[{"containerPort": 1}])
     other["spec"].update(nodeSelector={"gpu": "true"}, tolerations=[])
     assert cache.decide(other, DEFAULT_POLICY, "ns") is first and cache.hits == 1
+
+
+def test_labels_the_translation_does_not_read_hit() -> None:
+    """A StatefulSet's or an indexed Job's pods differ in labels of their own: one entry."""
+    cache = TranslationCache()
+    pods = []
+    for index in range(3):
+        pod = gpu_pod(**{"nvidia.com/gpumem": "1000"})
+        pod["metadata"]["labels"].update(
+            {
+                "statefulset.kubernetes.io/pod-name": f"trainer-{index}",
+                "apps.kubernetes.io/pod-index": str(index),
+            }
+        )
+        pods.append(pod)
+    decisions = [cache.decide(pod, DEFAULT_POLICY, "ns") for pod in pods]
+    assert cache.hits == 2 and len(cache) == 1
+    for pod, decision in zip(pods, decisions, strict=True):
+        assert decision == translate_pod(pod, DEFAULT_POLICY, "ns")
 
 
 def test_a_new_policy_empties_the_cache() -> None:
