@@ -1,6 +1,6 @@
 """What the webhook adds to pod creation, measured through the real kube-apiserver.
 
-    .venv/bin/python -m benchmarks.apiserver [--pods 400] [--clients 8] [--version 1.36]
+    .venv/bin/python -m benchmarks.apiserver [--pods 400] [--rounds 3] [--clients 8] [--version 1.36]
 
 A real control plane (etcd and kube-apiserver of the chosen version, built by
 tests/controlplane; no scheduler or controller-manager, so nothing but the create calls loads
@@ -14,9 +14,17 @@ kube-controller-manager's ReplicaSet controller would:
 - without it (the webhook configuration deleted): the same pods, written already converted
   (the webhook's own patch applied beforehand; the template exists).
 
-It prints pods/s and the p50/p99 of the create call for both, and their ratio. Then a restart:
-the time from starting the webhook process until its /readyz answers 200, and the latency of
-the first pod created through it afterwards.
+- with the Go peer (../shared/anchors/go-webhook, its typed endpoint): the same pods as far as it
+  knows them (nvidia.com/gpu only), what a minimal webhook costs kube-apiserver.
+
+The three phases run in turn, `--rounds` times, each in a namespace of its own (namespace labels
+select the webhook), so that the machine's drift falls on all three. It prints, as medians over
+the rounds, pods/s, the p50/p99 of the create call, kube-apiserver's CPU a pod (from /proc) and
+what the webhook adds to each, each round's figures, and every request kube-apiserver served
+besides the pod creates (its own `apiserver_request_total`, by verb and resource: the webhook's
+template creates and reads, its watch, the benchmark's /metrics reads). Then a restart: the time
+from starting the webhook process until its /readyz answers 200, and the latency of the first
+pod created through it afterwards.
 """
 
 from __future__ import annotations
@@ -29,8 +37,12 @@ import ssl
 import statistics
 import threading
 import time
+from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from prometheus_client.parser import text_string_to_metric_families
 
 from benchmarks.plane import bare_control_plane
 from hami_dra_webhook.core.decision import Converted
@@ -147,89 +159,143 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def cpu_of(cluster: Cluster, webhook: Any) -> dict[str, float]:
-    found = {p.name: cpu_seconds(p.popen.pid) for p in cluster.plane.processes}
-    if webhook is not None:
-        found["webhook"] = cpu_seconds(webhook.process.pid)
+def api_requests(creator: Creator) -> Counter[str]:
+    """kube-apiserver's own count of the requests it served, by verb and resource
+    (`apiserver_request_total`), read from its /metrics."""
+    connection = creator.connection()
+    try:
+        connection.request("GET", "/metrics")
+        text = connection.getresponse().read().decode()
+    finally:
+        connection.close()
+    found: Counter[str] = Counter()
+    for family in text_string_to_metric_families(text):
+        if family.name != "apiserver_request":
+            continue
+        for sample in family.samples:
+            if sample.name != "apiserver_request_total":
+                continue
+            labels = sample.labels
+            resource = labels.get("resource", "") + (
+                f"/{labels['subresource']}" if labels.get("subresource") else ""
+            )
+            found[f"{labels.get('verb', '?')} {resource or labels.get('component', '?')}"] += int(
+                sample.value
+            )
     return found
 
 
-def go_peer_phase(
-    cluster: Cluster, creator: Creator, folder: Path, count: int, clients: int
-) -> tuple[dict[str, float], dict[str, float]] | None:
-    """The same legacy pods through the minimal Go peer webhook of ../shared (when present):
-    what any webhook costs kube-apiserver, for comparison. None without ../shared."""
-    from benchmarks.bench import GO_PEER, go_peer
+@dataclass
+class Phase:
+    """One way of creating the pods (with this webhook, with none, with the Go peer), measured
+    over rounds interleaved with the other phases, so that the machine's drift falls on all."""
+
+    name: str
+    results: list[dict[str, float]] = field(default_factory=list)
+    cpu: list[dict[str, float]] = field(default_factory=list)  # ms a pod, by process
+    other_requests: Counter[str] = field(default_factory=Counter)  # besides the pod creates
+    pods: int = 0
+
+    def measure(
+        self,
+        cluster: Cluster,
+        creator: Creator,
+        pods: list[dict[str, Any]],
+        clients: int,
+        target: str,
+        processes: dict[str, int],
+    ) -> None:
+        def cpu() -> dict[str, float]:
+            found = {p.name: cpu_seconds(p.popen.pid) for p in cluster.plane.processes}
+            return found | {name: cpu_seconds(pid) for name, pid in processes.items()}
+
+        requests_before, before = api_requests(creator), cpu()
+        self.results.append(creator.run(pods, clients, target))
+        after, requests_after = cpu(), api_requests(creator)
+        self.cpu.append({name: (after[name] - before[name]) / len(pods) * 1000 for name in after})
+        requests_after.subtract(requests_before)
+        requests_after["POST pods"] -= len(pods)
+        self.other_requests.update(+requests_after)
+        self.pods += len(pods)
+
+    def median(self, key: str) -> float:
+        return statistics.median(r[key] for r in self.results)
+
+    def cpu_median(self, process: str) -> float:
+        return statistics.median(c[process] for c in self.cpu)
+
+
+GO_PEER_LABEL = "bench.example.com/go-peer"
+
+
+def register_go_peer(cluster: Cluster, folder: Path, port: int) -> None:
+    """The Go peer's MutatingWebhookConfiguration: pod CREATEs in namespaces labelled for it."""
     from hami_dra_webhook.certs.pki import issue, write
 
-    if not GO_PEER.is_dir():
-        return None
-    peer_folder = folder / "go-peer"
     bundle = issue(["127.0.0.1", "localhost"])
-    write(bundle, peer_folder)
-    port = free_port()
-    with go_peer(peer_folder, port) as process:
-        cluster.apply(
-            {
-                "apiVersion": "admissionregistration.k8s.io/v1",
-                "kind": "MutatingWebhookConfiguration",
-                "metadata": {"name": "go-peer"},
-                "webhooks": [
-                    {
-                        "name": "go-peer.bench.example.com",
-                        "clientConfig": {
-                            "url": f"https://127.0.0.1:{port}/mutate_typed",
-                            "caBundle": bundle.ca_bundle,
-                        },
-                        "rules": [
-                            {
-                                "apiGroups": [""],
-                                "apiVersions": ["v1"],
-                                "operations": ["CREATE"],
-                                "resources": ["pods"],
-                            }
-                        ],
-                        "namespaceSelector": {
-                            "matchLabels": {"kubernetes.io/metadata.name": "bench-go"}
-                        },
-                        "admissionReviewVersions": ["v1"],
-                        "sideEffects": "None",
-                        "failurePolicy": "Fail",
-                    }
-                ],
-            },
-            namespace="default",
-        )
-        target = namespace(cluster, "bench-go")
-        creator.run([peer_pod(900_000 + i) for i in range(clients * 4)], clients, target)
-        before = cpu_of(cluster, None) | {"webhook": cpu_seconds(process.pid)}
-        result = creator.run([peer_pod(i) for i in range(count)], clients, target)
-        after = cpu_of(cluster, None) | {"webhook": cpu_seconds(process.pid)}
-        cluster.kubectl("delete", "mutatingwebhookconfiguration", "go-peer")
-    return result, {name: (after[name] - before[name]) / count * 1000 for name in after}
+    write(bundle, folder)
+    cluster.apply(
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "MutatingWebhookConfiguration",
+            "metadata": {"name": "go-peer"},
+            "webhooks": [
+                {
+                    "name": "go-peer.bench.example.com",
+                    "clientConfig": {
+                        "url": f"https://127.0.0.1:{port}/mutate_typed",
+                        "caBundle": bundle.ca_bundle,
+                    },
+                    "rules": [
+                        {
+                            "apiGroups": [""],
+                            "apiVersions": ["v1"],
+                            "operations": ["CREATE"],
+                            "resources": ["pods"],
+                        }
+                    ],
+                    "namespaceSelector": {"matchLabels": {GO_PEER_LABEL: "true"}},
+                    "admissionReviewVersions": ["v1"],
+                    "sideEffects": "None",
+                    "failurePolicy": "Fail",
+                }
+            ],
+        },
+        namespace="default",
+    )
 
 
-def namespace(cluster: Cluster, name: str) -> str:
-    """A namespace of its own per phase (deleting thousands of pods takes longer than making
-    them). No controller-manager runs: the ServiceAccount admission plugin needs `default`."""
+def namespace(cluster: Cluster, name: str, **labels: str) -> str:
+    """A namespace of its own per phase and round (deleting thousands of pods takes longer than
+    making them). No controller-manager runs: the ServiceAccount admission plugin needs
+    `default`."""
     cluster.kubectl("create", "namespace", name)
+    if labels:
+        cluster.kubectl("label", "namespace", name, *(f"{k}={v}" for k, v in labels.items()))
     cluster.kubectl("create", "serviceaccount", "default", "-n", name)
     return name
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--pods", type=int, default=400)
+    parser.add_argument("--pods", type=int, default=400, help="pods a phase and round (400)")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of the three phases (3)")
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--version", default="1.36")
     args = parser.parse_args()
+    from benchmarks.bench import GO_PEER
+
+    if not GO_PEER.is_dir():
+        raise SystemExit(f"the Go peer is not at {GO_PEER} (../shared beside the repository)")
     with bare_control_plane(args.version) as (plane, folder):
         node = GpuNode.default()
         cluster = Cluster(plane, node, node.register(plane), folder)
-        measure(cluster, args.pods, args.clients, folder)
+        measure(cluster, args.pods, args.rounds, args.clients, folder)
 
 
-def measure(cluster: Cluster, count: int, clients: int, folder: Path) -> None:
+def measure(cluster: Cluster, count: int, rounds: int, clients: int, folder: Path) -> None:
+    from benchmarks.bench import go_peer
+
     namespace(cluster, "hami-system")
     hami = Release(cluster, "hami-dra-webhook", "hami-system", sets=["driver.enabled=false"])
     hami.install()
@@ -237,14 +303,54 @@ def measure(cluster: Cluster, count: int, clients: int, folder: Path) -> None:
     hami.start(folder / "webhook")
     first_ready = time.perf_counter() - started
     creator = Creator(cluster.plane)
-    warm = [legacy_pod(900_000 + i) for i in range(clients * 4)]
-    # Warm-up (not counted): the template is created by the first admission, then cached.
-    target = namespace(cluster, "bench-webhook")
-    creator.run(warm, clients, target)
-    before = cpu_of(cluster, hami.webhook)
-    with_webhook = creator.run([legacy_pod(i) for i in range(count)], clients, target)
-    after = cpu_of(cluster, hami.webhook)
-    cpu_with = {name: (after[name] - before[name]) / count * 1000 for name in after}
+    ours, none, peer = (
+        Phase("legacy pods, this webhook"),
+        Phase("converted pods, no webhook"),
+        Phase("legacy pods, Go peer webhook"),
+    )
+    port = free_port()
+    register_go_peer(cluster, folder / "go-peer", port)
+    with go_peer(folder / "go-peer", port) as go_process:
+        for round_ in range(rounds):
+            # This webhook: legacy pods; the first admissions in the namespace (not counted)
+            # create the template, the rest find it cached.
+            target = namespace(cluster, f"bench-webhook-{round_}")
+            creator.run([legacy_pod(900_000 + i) for i in range(clients * 4)], clients, target)
+            webhook_pid = {"webhook": hami.webhook.process.pid, "go-peer": go_process.pid}
+            ours.measure(
+                cluster,
+                creator,
+                [legacy_pod(i) for i in range(count)],
+                clients,
+                target,
+                webhook_pid,
+            )
+            # No webhook (this one skips namespaces labelled so): the same pods, already
+            # converted; their template exists.
+            plain = namespace(cluster, f"bench-none-{round_}", **{"hami.io/webhook": "ignore"})
+            pods, templates = [], []
+            for index in [*range(count), *range(900_000, 900_000 + clients * 4)]:
+                pod, templates = converted_pod(index, plain)
+                pods.append(pod)
+            for template in templates:
+                cluster.apply(template, namespace=plain)
+            creator.run(pods[count:], clients, plain)
+            none.measure(cluster, creator, pods[:count], clients, plain, webhook_pid)
+            # The Go peer, with the pods it knows.
+            target_go = namespace(
+                cluster,
+                f"bench-go-{round_}",
+                **{"hami.io/webhook": "ignore", GO_PEER_LABEL: "true"},
+            )
+            creator.run([peer_pod(900_000 + i) for i in range(clients * 4)], clients, target_go)
+            peer.measure(
+                cluster,
+                creator,
+                [peer_pod(i) for i in range(count)],
+                clients,
+                target_go,
+                webhook_pid,
+            )
 
     # Restart: process start until /readyz answers, then the first admission.
     hami.stop()
@@ -256,64 +362,60 @@ def measure(cluster: Cluster, count: int, clients: int, folder: Path) -> None:
     first_after = creator.create(connection, path, legacy_pod(800_000))
     second_after = creator.create(connection, path, legacy_pod(800_001))
     connection.close()
-
-    # Without the webhook: the same pods, already converted; their template exists.
     hami.stop()
-    cluster.kubectl("delete", "mutatingwebhookconfiguration", hami.fullname)
-    plain = namespace(cluster, "bench-none")
-    pods, templates = [], []
-    for index in [*range(count), *range(900_000, 900_000 + clients * 4)]:
-        pod, templates = converted_pod(index, plain)
-        pods.append(pod)
-    for template in templates:
-        cluster.apply(template, namespace=plain)
-    creator.run(pods[count:], clients, plain)
-    before = cpu_of(cluster, None)
-    without = creator.run(pods[:count], clients, plain)
-    after = cpu_of(cluster, None)
-    cpu_without = {name: (after[name] - before[name]) / count * 1000 for name in after}
-
-    peer = go_peer_phase(cluster, creator, folder, count, clients)
-
-    version = cluster.plane.release.version
-    print(
-        f"kube-apiserver {version} (with etcd; no scheduler or controllers), {count} pods,"
-        f" {clients} parallel clients, keep-alive TLS, {time.strftime('%Y-%m-%d')}"
-    )
-    print(f"{'':<30}{'pods/s':>9}{'p50 ms':>9}{'p99 ms':>9}")
-    rows = [("legacy pods, webhook", with_webhook), ("converted pods, none", without)]
-    if peer is not None:
-        rows.append(("legacy pods, Go peer webhook", peer[0]))
-    for name, result in rows:
-        print(
-            f"{name:<30}{result['pods_per_s']:>9.0f}{result['p50_ms']:>9.2f}{result['p99_ms']:>9.2f}"
-        )
-    p50 = with_webhook["p50_ms"] / without["p50_ms"]
-    print(
-        f"webhook/none: pods/s {with_webhook['pods_per_s'] / without['pods_per_s']:.2f},"
-        f" p50 {p50:.2f} (+{(p50 - 1) * 100:.0f} %),"
-        f" p99 +{with_webhook['p99_ms'] - without['p99_ms']:.2f} ms"
-    )
-    if peer is not None:
-        go = peer[0]["p50_ms"] / without["p50_ms"]
-        print(
-            f"Go peer/none: pods/s {peer[0]['pods_per_s'] / without['pods_per_s']:.2f},"
-            f" p50 {go:.2f} (+{(go - 1) * 100:.0f} %), p99 +{peer[0]['p99_ms'] - without['p99_ms']:.2f} ms;"
-            f" CPU per pod (ms): kube-apiserver {peer[1]['kube-apiserver']:.2f}, Go peer {peer[1]['webhook']:.2f}"
-        )
-    print(
-        "CPU per pod (ms): "
-        + ", ".join(
-            f"{name} {cpu_with[name]:.2f} with the webhook"
-            + (f", {cpu_without[name]:.2f} without" if name in cpu_without else "")
-            for name in cpu_with
-        )
-    )
+    report(cluster, count, rounds, clients, (ours, none, peer))
     print(
         f"webhook start until /readyz 200: {first_ready:.2f} s (first start, certificates"
         f" issued), {restart_ready:.2f} s (restart); first pod after the restart"
         f" {first_after * 1000:.1f} ms, the next {second_after * 1000:.1f} ms"
     )
+
+
+def report(
+    cluster: Cluster, count: int, rounds: int, clients: int, phases: tuple[Phase, Phase, Phase]
+) -> None:
+    ours, none, peer = phases
+    version = cluster.plane.release.version
+    print(
+        f"kube-apiserver {version} (with etcd; no scheduler or controllers), {count} pods a"
+        f" phase, {rounds} rounds of the three phases interleaved, {clients} parallel clients,"
+        f" keep-alive TLS, {time.strftime('%Y-%m-%d %H:%M')}; medians over the rounds"
+    )
+    print(f"{'':<30}{'pods/s':>9}{'p50 ms':>9}{'p99 ms':>9}{'kube-apiserver CPU ms/pod':>27}")
+    for phase in phases:
+        print(
+            f"{phase.name:<30}{phase.median('pods_per_s'):>9.0f}{phase.median('p50_ms'):>9.2f}"
+            f"{phase.median('p99_ms'):>9.2f}{phase.cpu_median('kube-apiserver'):>27.2f}"
+        )
+    for phase in phases:
+        rounds_text = "; ".join(
+            f"p50 {r['p50_ms']:.2f} ms, kube-apiserver {c['kube-apiserver']:.2f} ms/pod"
+            for r, c in zip(phase.results, phase.cpu, strict=True)
+        )
+        print(f"  {phase.name}, each round: {rounds_text}")
+    base = none.median("p50_ms")
+    for phase in (ours, peer):
+        added = phase.median("p50_ms") - base
+        print(
+            f"{phase.name}: adds {added:+.2f} ms to the create p50 (+{added / base * 100:.0f} %),"
+            f" kube-apiserver CPU {phase.cpu_median('kube-apiserver') - none.cpu_median('kube-apiserver'):+.2f} ms/pod"
+        )
+    added_ours, added_peer = ours.median("p50_ms") - base, peer.median("p50_ms") - base
+    ratio = f"{added_ours / added_peer:.2f}x" if added_peer > 0 else "n/a (the Go peer added none)"
+    print(
+        f"this webhook/Go peer: p50 added {ratio}; kube-apiserver CPU a pod"
+        f" {ours.cpu_median('kube-apiserver') - peer.cpu_median('kube-apiserver'):+.2f} ms;"
+        f" webhook process CPU a pod {ours.cpu_median('webhook'):.2f} ms (Go peer"
+        f" {peer.cpu_median('go-peer'):.2f} ms)"
+    )
+    for phase in phases:
+        extra = ", ".join(
+            f"{name} {n}" for name, n in sorted(phase.other_requests.items(), key=lambda i: -i[1])
+        )
+        print(
+            f"  requests kube-apiserver served besides the {phase.pods} pod creates"
+            f" ({phase.name}): {extra or 'none'}"
+        )
 
 
 if __name__ == "__main__":
