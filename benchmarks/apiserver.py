@@ -185,6 +185,13 @@ def api_requests(creator: Creator) -> Counter[str]:
     return found
 
 
+def accepted_connections() -> int:
+    """TCP connections this machine has accepted so far (all ports; /proc/net/snmp)."""
+    lines = [line.split() for line in Path("/proc/net/snmp").read_text().splitlines()]
+    names, values = (line for line in lines if line[0] == "Tcp:")
+    return int(values[names.index("PassiveOpens")])
+
+
 @dataclass
 class Phase:
     """One way of creating the pods (with this webhook, with none, with the Go peer), measured
@@ -195,6 +202,7 @@ class Phase:
     cpu: list[dict[str, float]] = field(default_factory=list)  # ms a pod, by process
     other_requests: Counter[str] = field(default_factory=Counter)  # besides the pod creates
     pods: int = 0
+    accepted: int = 0  # TCP connections accepted on the machine meanwhile
 
     def measure(
         self,
@@ -210,7 +218,9 @@ class Phase:
             return found | {name: cpu_seconds(pid) for name, pid in processes.items()}
 
         requests_before, before = api_requests(creator), cpu()
+        opened = accepted_connections()
         self.results.append(creator.run(pods, clients, target))
+        self.accepted += accepted_connections() - opened
         after, requests_after = cpu(), api_requests(creator)
         self.cpu.append({name: (after[name] - before[name]) / len(pods) * 1000 for name in after})
         requests_after.subtract(requests_before)
@@ -414,7 +424,8 @@ def report(
         )
         print(
             f"  requests kube-apiserver served besides the {phase.pods} pod creates"
-            f" ({phase.name}): {extra or 'none'}"
+            f" ({phase.name}): {extra or 'none'}; TCP connections accepted meanwhile"
+            f" (the machine's, the clients' {clients} a round among them): {phase.accepted}"
         )
 
 
