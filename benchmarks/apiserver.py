@@ -14,10 +14,14 @@ kube-controller-manager's ReplicaSet controller would:
 - without it (the webhook configuration deleted): the same pods, written already converted
   (the webhook's own patch applied beforehand; the template exists).
 
-- with the Go peer (../shared/anchors/go-webhook, its typed endpoint): the same pods as far as it
-  knows them (nvidia.com/gpu only), what a minimal webhook costs kube-apiserver.
+- its conditions only: the converted pods again, in a namespace the webhook selects, so that
+  kube-apiserver evaluates the chart's matchConditions (no legacy resource: the webhook is not
+  called): what every pod of a selected namespace pays for them;
+- with the Go peer (../shared/anchors/go-webhook, its typed endpoint, no matchConditions): the
+  same pods as far as it knows them (nvidia.com/gpu only), what a minimal webhook costs
+  kube-apiserver.
 
-The three phases run in turn, `--rounds` times, each in a namespace of its own (namespace labels
+The four phases run in turn, `--rounds` times, each in a namespace of its own (namespace labels
 select the webhook), so that the machine's drift falls on all three. It prints, as medians over
 the rounds, pods/s, the p50/p99 of the create call, kube-apiserver's CPU a pod (from /proc) and
 what the webhook adds to each, each round's figures, and every request kube-apiserver served
@@ -289,7 +293,7 @@ def namespace(cluster: Cluster, name: str, **labels: str) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--pods", type=int, default=400, help="pods a phase and round (400)")
-    parser.add_argument("--rounds", type=int, default=3, help="rounds of the three phases (3)")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of the four phases (3)")
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--version", default="1.36")
     args = parser.parse_args()
@@ -313,9 +317,10 @@ def measure(cluster: Cluster, count: int, rounds: int, clients: int, folder: Pat
     hami.start(folder / "webhook")
     first_ready = time.perf_counter() - started
     creator = Creator(cluster.plane)
-    ours, none, peer = (
+    ours, none, conditions, peer = (
         Phase("legacy pods, this webhook"),
         Phase("converted pods, no webhook"),
+        Phase("converted pods, its conditions"),
         Phase("legacy pods, Go peer webhook"),
     )
     port = free_port()
@@ -346,6 +351,14 @@ def measure(cluster: Cluster, count: int, rounds: int, clients: int, folder: Pat
                 cluster.apply(template, namespace=plain)
             creator.run(pods[count:], clients, plain)
             none.measure(cluster, creator, pods[:count], clients, plain, webhook_pid)
+            # The same converted pods where this webhook is registered: kube-apiserver
+            # evaluates its matchConditions (no legacy resource: not called), the cost every
+            # pod of a selected namespace pays.
+            checked = namespace(cluster, f"bench-conditions-{round_}")
+            for template in converted_pod(0, checked)[1]:
+                cluster.apply(template, namespace=checked)
+            creator.run(pods[count:], clients, checked)
+            conditions.measure(cluster, creator, pods[:count], clients, checked, webhook_pid)
             # The Go peer, with the pods it knows.
             target_go = namespace(
                 cluster,
@@ -373,7 +386,7 @@ def measure(cluster: Cluster, count: int, rounds: int, clients: int, folder: Pat
     second_after = creator.create(connection, path, legacy_pod(800_001))
     connection.close()
     hami.stop()
-    report(cluster, count, rounds, clients, (ours, none, peer))
+    report(cluster, count, rounds, clients, (ours, none, conditions, peer))
     print(
         f"webhook start until /readyz 200: {first_ready:.2f} s (first start, certificates"
         f" issued), {restart_ready:.2f} s (restart); first pod after the restart"
@@ -382,13 +395,17 @@ def measure(cluster: Cluster, count: int, rounds: int, clients: int, folder: Pat
 
 
 def report(
-    cluster: Cluster, count: int, rounds: int, clients: int, phases: tuple[Phase, Phase, Phase]
+    cluster: Cluster,
+    count: int,
+    rounds: int,
+    clients: int,
+    phases: tuple[Phase, Phase, Phase, Phase],
 ) -> None:
-    ours, none, peer = phases
+    ours, none, conditions, peer = phases
     version = cluster.plane.release.version
     print(
         f"kube-apiserver {version} (with etcd; no scheduler or controllers), {count} pods a"
-        f" phase, {rounds} rounds of the three phases interleaved, {clients} parallel clients,"
+        f" phase, {rounds} rounds of the four phases interleaved, {clients} parallel clients,"
         f" keep-alive TLS, {time.strftime('%Y-%m-%d %H:%M')}; medians over the rounds"
     )
     print(f"{'':<30}{'pods/s':>9}{'p50 ms':>9}{'p99 ms':>9}{'kube-apiserver CPU ms/pod':>27}")
@@ -404,7 +421,7 @@ def report(
         )
         print(f"  {phase.name}, each round: {rounds_text}")
     base = none.median("p50_ms")
-    for phase in (ours, peer):
+    for phase in (ours, conditions, peer):
         added = phase.median("p50_ms") - base
         print(
             f"{phase.name}: adds {added:+.2f} ms to the create p50 (+{added / base * 100:.0f} %),"
@@ -417,6 +434,12 @@ def report(
         f" {ours.cpu_median('kube-apiserver') - peer.cpu_median('kube-apiserver'):+.2f} ms;"
         f" webhook process CPU a pod {ours.cpu_median('webhook'):.2f} ms (Go peer"
         f" {peer.cpu_median('go-peer'):.2f} ms)"
+    )
+    beyond = ours.cpu_median("kube-apiserver") - conditions.cpu_median("kube-apiserver")
+    call = peer.cpu_median("kube-apiserver") - none.cpu_median("kube-apiserver")
+    print(
+        f"kube-apiserver CPU a pod for calling this webhook, beyond evaluating its conditions:"
+        f" {beyond:+.2f} ms; for calling the Go peer (no conditions): {call:+.2f} ms"
     )
     for phase in phases:
         extra = ", ".join(
