@@ -265,6 +265,7 @@ def main() -> None:
             rss_after = rss_mib(server.pid)
         with go_peer(folder, 18444):
             wrk("https://127.0.0.1:18444/mutate", 8, 1, bodies)
+            steady_go = paced(18444, folder / "ca.crt", 100, 5 if args.quick else 20, bodies)
             for concurrency in CONCURRENCY:
                 for load in LOADS:
                     result = wrk(
@@ -289,8 +290,9 @@ def main() -> None:
         bare = by[("webhook repeating", concurrency)] / by[("same process /bare", concurrency)]
         print(f"c={concurrency}: webhook/Go peer {ratios}; webhook repeating/bare {bare:.2f}")
     print(
-        f"webhook at a steady 100 req/s ({steady['requests']:.0f} requests, Python client):"
-        f" p50 {steady['p50_ms']:.2f} ms, p99 {steady['p99_ms']:.2f} ms"
+        f"at a steady 100 req/s ({steady['requests']:.0f} requests, Python client, repeating):"
+        f" webhook p50 {steady['p50_ms']:.2f} ms, p99 {steady['p99_ms']:.2f} ms;"
+        f" Go peer p50 {steady_go['p50_ms']:.2f} ms, p99 {steady_go['p99_ms']:.2f} ms"
     )
     print(
         f"webhook RSS: {rss_before:.1f} MiB after the runs above, {rss_after:.1f} MiB after {sent} more requests"

@@ -53,7 +53,7 @@ def ask_template(ask: DeviceAsk, record: str, policy: Policy, namespace: str | N
     return {"apiVersion": API_VERSION, "kind": KIND, "metadata": metadata, "spec": body["spec"]}
 
 
-@functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=512)  # as vendors.nvidia._device_ask: one entry a GPU shape
 def _content(ask: DeviceAsk, record: str, policy: Policy) -> tuple[str, JsonObject]:
     body: JsonObject = {
         "metadata": {
