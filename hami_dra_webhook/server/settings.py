@@ -142,7 +142,8 @@ class Settings(BaseSettings):
     translation_cache_bytes: int = Field(
         8 << 20,
         ge=0,
-        description="memory for decisions already made (pods of one ReplicaSet are alike); 0: none",
+        description="memory for decisions already made (pods of one ReplicaSet, or of a"
+        " StatefulSet, are alike in what is read); 0: none",
     )
     excluded_namespaces: str = Field(
         "kube-system",
