@@ -159,6 +159,10 @@ class GuardedHttpProtocol(HttpToolsProtocol):
             self._stop_lingering()
         if self._connected:
             super().connection_lost(exc)
+            # uvicorn cancels the keep-alive timer only for a clean close: after a reset it
+            # held the connection (TLS objects, buffers: ~90 KiB) until the idle timeout, 120 s,
+            # so a caller resetting connections made it keep ~90 KiB each for two minutes.
+            self._unset_keepalive_if_required()
             self.pipeline.clear()  # never to be answered: their heads go now
         self._unqueue(self._queued)
         self._gone()
