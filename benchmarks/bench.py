@@ -10,7 +10,8 @@
   answers and every pod needs a template of its own);
 - POST /bare of the same process (reads the body, answers a fixed JSON): this stack's limit;
 - the minimal stdlib Go webhook of ../shared/anchors/go-webhook (built here with Debian's
-  golang-go), POST /mutate with the same three loads;
+  golang-go), POST /mutate with the same three loads, each of its runs right after the
+  webhook's same run (both servers up, the one not measured idle);
 each at concurrency 1, 8 and 64 over keep-alive TLS, servers pinned to core 0 and the load
 generator to core 1. The load generator is wrk (Debian's package) with benchmarks/mix.lua: a C
 event loop that does far less work per request than the servers, so it is not the bottleneck.
@@ -245,33 +246,29 @@ def main() -> None:
             path = folder / f"{name}.json"
             path.write_bytes(body)
             bodies.append(path)
-        with webhook(folder, 18443) as server:
-            for _ in range(2):
-                wrk("https://127.0.0.1:18443/mutate", 8, 1, bodies)  # warm-up
+        ours, go = "https://127.0.0.1:18443", "https://127.0.0.1:18444"
+        # Both servers up at once (one idles while the other is measured), each run of one
+        # followed by the same run of the other: the machine's drift falls on both alike.
+        with webhook(folder, 18443) as server, go_peer(folder, 18444):
+            for _ in range(2):  # warm-up
+                wrk(f"{ours}/mutate", 8, 1, bodies)
+                wrk(f"{go}/mutate", 8, 1, bodies)
             for concurrency in CONCURRENCY:
                 for load in LOADS:
-                    result = wrk(
-                        "https://127.0.0.1:18443/mutate", concurrency, duration, bodies, load
-                    )
-                    rows.append((f"webhook {load}", concurrency, result))
-                result = wrk("https://127.0.0.1:18443/bare", concurrency, duration, bodies)
+                    for name, url in (("webhook", ours), ("Go peer", go)):
+                        result = wrk(f"{url}/mutate", concurrency, duration, bodies, load)
+                        rows.append((f"{name} {load}", concurrency, result))
+                result = wrk(f"{ours}/bare", concurrency, duration, bodies)
                 rows.append(("same process /bare", concurrency, result))
-            steady = paced(18443, folder / "ca.crt", 100, 5 if args.quick else 20, bodies)
+            seconds = 5 if args.quick else 20
+            steady = paced(18443, folder / "ca.crt", 100, seconds, bodies)
+            steady_go = paced(18444, folder / "ca.crt", 100, seconds, bodies)
             rss_before = rss_mib(server.pid)
             target = 20_000 if args.quick else 100_000
             sent = 0
             while sent < target:
-                sent += int(wrk("https://127.0.0.1:18443/mutate", 8, 5, bodies)["requests"])
+                sent += int(wrk(f"{ours}/mutate", 8, 5, bodies)["requests"])
             rss_after = rss_mib(server.pid)
-        with go_peer(folder, 18444):
-            wrk("https://127.0.0.1:18444/mutate", 8, 1, bodies)
-            steady_go = paced(18444, folder / "ca.crt", 100, 5 if args.quick else 20, bodies)
-            for concurrency in CONCURRENCY:
-                for load in LOADS:
-                    result = wrk(
-                        "https://127.0.0.1:18444/mutate", concurrency, duration, bodies, load
-                    )
-                    rows.append((f"Go peer {load}", concurrency, result))
     print(
         f"machine: {os.cpu_count()} cores, {time.strftime('%Y-%m-%d %H:%M')}, servers on core 0,"
         f" wrk on core 1, TLS ECDSA P-256, keep-alive, {duration:g} s a run"
