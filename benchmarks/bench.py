@@ -64,6 +64,20 @@ def need_tools() -> None:
         )
 
 
+def ensure_free(*ports: int) -> None:
+    """Before a server starts: nothing may listen on its ports, or waiting for them would take
+    another server's port for this one's."""
+    import socket
+
+    for port in ports:
+        with socket.socket() as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                sys.exit(f"port {port} is taken by another process")
+
+
 def wait_port(port: int, process: subprocess.Popen[bytes]) -> None:
     import socket
 
@@ -112,6 +126,7 @@ def webhook(folder: Path, port: int) -> Iterator[subprocess.Popen[bytes]]:
         "--key-file",
         str(folder / "tls.key"),
     ]
+    ensure_free(port, port + 1)
     with (folder / "webhook.log").open("wb") as log:
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
     with serving(process, port):
@@ -134,6 +149,7 @@ def go_peer(folder: Path, port: int) -> Iterator[subprocess.Popen[bytes]]:
     subprocess.run(
         ["go", "build", "-o", "gowh", "."], cwd=build, check=True, env=env, capture_output=True
     )
+    ensure_free(port)
     process = subprocess.Popen(
         ["taskset", "-c", "0", str(build / "gowh"), f"127.0.0.1:{port}"],
         cwd=build,
@@ -246,10 +262,10 @@ def main() -> None:
             path = folder / f"{name}.json"
             path.write_bytes(body)
             bodies.append(path)
-        ours, go = "https://127.0.0.1:18443", "https://127.0.0.1:18444"
+        ours, go = "https://127.0.0.1:18443", "https://127.0.0.1:18453"
         # Both servers up at once (one idles while the other is measured), each run of one
         # followed by the same run of the other: the machine's drift falls on both alike.
-        with webhook(folder, 18443) as server, go_peer(folder, 18444):
+        with webhook(folder, 18443) as server, go_peer(folder, 18453):
             for _ in range(2):  # warm-up
                 wrk(f"{ours}/mutate", 8, 1, bodies)
                 wrk(f"{go}/mutate", 8, 1, bodies)
@@ -262,7 +278,7 @@ def main() -> None:
                 rows.append(("same process /bare", concurrency, result))
             seconds = 5 if args.quick else 20
             steady = paced(18443, folder / "ca.crt", 100, seconds, bodies)
-            steady_go = paced(18444, folder / "ca.crt", 100, seconds, bodies)
+            steady_go = paced(18453, folder / "ca.crt", 100, seconds, bodies)
             rss_before = rss_mib(server.pid)
             target = 20_000 if args.quick else 100_000
             sent = 0
