@@ -198,7 +198,7 @@ def accepted_connections() -> int:
 
 @dataclass
 class Phase:
-    """One way of creating the pods (with this webhook, with none, with the Go peer), measured
+    """One way of creating the pods (this webhook, none, its conditions only, the Go peer), measured
     over rounds interleaved with the other phases, so that the machine's drift falls on all."""
 
     name: str
