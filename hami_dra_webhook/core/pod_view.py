@@ -22,12 +22,7 @@ _READ_ANNOTATIONS = frozenset((*SELECTOR_ANNOTATIONS, *VENDOR_ANNOTATIONS))
 # an indexed Job's completion index, an operator's replica index) changes nothing, so pods that
 # differ only in those share a view.
 OPT_OUT_LABEL = "hami.io/webhook"
-_READ_LABELS = frozenset((OPT_OUT_LABEL, DRA_LABEL))
-
-
-def reads_label(key: str) -> bool:
-    """Whether the translation reads the label `key` (the others are left out of views)."""
-    return key in _READ_LABELS
+READ_LABELS = frozenset((OPT_OUT_LABEL, DRA_LABEL))
 
 
 def reads_annotation(key: str) -> bool:
@@ -59,7 +54,7 @@ def _metadata(metadata: Any) -> Any:
     if "labels" in metadata:
         labels = metadata["labels"]
         view["labels"] = (
-            {key: value for key, value in labels.items() if key in _READ_LABELS}
+            {key: value for key, value in labels.items() if key in READ_LABELS}
             if isinstance(labels, dict)
             else labels
         )

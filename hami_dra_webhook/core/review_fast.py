@@ -39,7 +39,7 @@ import msgspec
 import orjson
 from msgspec import UNSET, Meta, Raw, Struct, UnsetType
 
-from hami_dra_webhook.core.pod_view import pod_view, reads_annotation, reads_label
+from hami_dra_webhook.core.pod_view import READ_LABELS, pod_view, reads_annotation
 from hami_dra_webhook.core.review import Request, parse_review
 
 Text = Raw | UnsetType  # a value read, as its JSON text; UNSET when the field is absent
@@ -120,8 +120,10 @@ class FastPod:
         metadata = found.metadata
         if metadata is not UNSET:
             # The labels and annotations not read are not in the key either.
-            if metadata.labels:
-                metadata.labels = {k: v for k, v in metadata.labels.items() if reads_label(k)}
+            labels = metadata.labels
+            if labels:  # most pods have none of the labels read: one set operation in C
+                kept = READ_LABELS.intersection(labels)
+                metadata.labels = {k: labels[k] for k in sorted(kept)} if kept else {}
             if metadata.annotations is not UNSET:
                 read = {k: v for k, v in metadata.annotations.items() if reads_annotation(k)}
                 metadata.annotations = read
