@@ -17,6 +17,13 @@ writes a new stamp, which changes resourceVersion, so the precondition fails the
 equal to the one stored, within the same second, is a no-op for kube-apiserver and keeps the
 resourceVersion; but such a template was stamped a second ago and is far from old enough.)
 Several replicas may run this at once: each delete is conditional, a lost race is a 409 or 404.
+
+Memory stays bounded whatever tenants create under the webhook's labels (issue 34: 60 templates
+of 3.3 MB each, listed whole, took a replica from 85 to 566 MiB every pass): templates are read
+as metadata (PartialObjectMetadata) a page at a time, each answer within a byte bound (kube/
+client.py), and only a slim record of each candidate is kept; a candidate's whole object is read
+(within MAX_TEMPLATE_BYTES) only to verify it just before its delete. Pods are read a page at a
+time too; a namespace with a pod too large to read is left alone (what it uses is unknown).
 """
 
 from __future__ import annotations
@@ -25,14 +32,19 @@ import logging
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from hami_dra_webhook.cluster.template_store import DELETING_ANNOTATION, LAST_USED_ANNOTATION
-from hami_dra_webhook.core.claims import MANAGED_BY, MANAGED_BY_LABEL
-from hami_dra_webhook.core.template_identity import not_written_by_webhook, stamp_if_unchanged
+from hami_dra_webhook.cluster.template_store import MAX_TEMPLATE_BYTES
+from hami_dra_webhook.core.claims import MANAGED_BY, MANAGED_BY_LABEL, template_labels
+from hami_dra_webhook.core.template_identity import (
+    DELETING_ANNOTATION,
+    LAST_USED_ANNOTATION,
+    OWN_ANNOTATIONS,
+    not_written_by_webhook,
+    stamp_if_unchanged,
+)
 from hami_dra_webhook.core.types import JsonObject
-from hami_dra_webhook.kube.port import ApiError, KubeApi
+from hami_dra_webhook.kube.port import AnswerTooLarge, ApiError, KubeApi
 
 MANAGED_SELECTOR = f"{MANAGED_BY_LABEL}={MANAGED_BY}"
-DEFAULT_GRACE = 3600.0
 log = logging.getLogger("hami_dra_webhook.gc")
 
 
@@ -43,13 +55,44 @@ class GcReport:
     recent: list[str] = field(default_factory=list)
     raced: list[str] = field(default_factory=list)
     foreign: list[str] = field(default_factory=list)  # not the webhook's: never deleted
+    # In a namespace with a pod too large to read: what is used there is unknown, so kept.
+    unknown_use: list[str] = field(default_factory=list)
+    skipped: int = 0  # templates too large to read even as metadata (not the webhook's)
 
     def summary(self) -> str:
         return (
             f"deleted {len(self.deleted)}, in use {len(self.in_use)},"
             f" used within the grace period {len(self.recent)}, changed meanwhile"
             f" {len(self.raced)}, not written by the webhook (kept) {len(self.foreign)}"
+            + (
+                f", kept in namespaces with unreadable pods {len(self.unknown_use)}"
+                if self.unknown_use
+                else ""
+            )
+            + (f", too large to read (kept) {self.skipped}" if self.skipped else "")
         )
+
+
+@dataclass(frozen=True, slots=True)
+class _Candidate:
+    """What is kept of a template between the list and its delete (its metadata can be large)."""
+
+    namespace: str
+    name: str
+    last_used: float
+
+
+def _own_metadata(metadata: JsonObject) -> bool:
+    """Whether metadata alone can be the webhook's (the spec is checked before a delete)."""
+    labels = metadata.get("labels")
+    annotations = metadata.get("annotations")
+    return (
+        labels == template_labels()
+        and isinstance(annotations, dict)
+        and all(key in OWN_ANNOTATIONS for key in annotations)
+        and not metadata.get("finalizers")
+        and not metadata.get("ownerReferences")
+    )
 
 
 def referenced_templates(pods: list[JsonObject]) -> set[str]:
@@ -83,36 +126,75 @@ async def collect_garbage(
 ) -> GcReport:
     """One pass over every namespace; `now` is wall-clock seconds."""
     report = GcReport()
-    by_namespace: dict[str, list[JsonObject]] = {}
-    for template in await api.list_templates(MANAGED_SELECTOR, timeout=timeout):
-        namespace = (template.get("metadata") or {}).get("namespace", "")
-        by_namespace.setdefault(namespace, []).append(template)
-    for namespace, templates in sorted(by_namespace.items()):
+    by_namespace: dict[str, list[_Candidate]] = {}
+    skipped_before = api.skipped_items
+    async for page in api.template_metadata_pages(MANAGED_SELECTOR, timeout=timeout):
+        for item in page:
+            metadata = item.get("metadata") if isinstance(item, dict) else None
+            if not isinstance(metadata, dict):
+                continue
+            namespace, name = str(metadata.get("namespace", "")), str(metadata.get("name", ""))
+            if not _own_metadata(metadata):
+                report.foreign.append(f"{namespace}/{name}")
+                continue
+            candidate = _Candidate(namespace, name, last_used({"metadata": metadata}))
+            by_namespace.setdefault(namespace, []).append(candidate)
+        del page
+    report.skipped = api.skipped_items - skipped_before
+    for namespace, candidates in sorted(by_namespace.items()):
         used: set[str] = set()
+        skipped_before = api.skipped_items
         async for pods in api.pod_pages(namespace, timeout=timeout):  # never all at once
             used |= referenced_templates(pods)
-        for template in templates:
-            metadata = template["metadata"]
-            name, where = metadata["name"], f"{namespace}/{metadata['name']}"
+        pods_unread = api.skipped_items != skipped_before
+        for candidate in candidates:
+            name, where = candidate.name, f"{namespace}/{candidate.name}"
             if name in used:
                 report.in_use.append(where)
-            elif not_written_by_webhook(template) is not None:
-                report.foreign.append(where)
-            elif last_used(template) > now - grace:
+            elif pods_unread:
+                report.unknown_use.append(where)
+            elif candidate.last_used > now - grace:
                 report.recent.append(where)
-            elif dry_run:
-                report.deleted.append(where)
             else:
-                try:
-                    await _delete(api, namespace, template, timeout)
-                except ApiError as error:
-                    if error.status not in (404, 409, 422):
-                        raise
-                    report.raced.append(where)
-                else:
-                    report.deleted.append(where)
-                    log.info("deleted unused ResourceClaimTemplate %s", where)
+                await _collect(api, candidate, report, dry_run=dry_run, timeout=timeout)
     return report
+
+
+async def _collect(
+    api: KubeApi, candidate: _Candidate, report: GcReport, *, dry_run: bool, timeout: float
+) -> None:
+    """Read the whole candidate (within a bound), verify that it is the webhook's and still
+    unused for the grace period, and delete that very version."""
+    namespace, name = candidate.namespace, candidate.name
+    where = f"{namespace}/{name}"
+    try:
+        template = await api.get_template(
+            namespace, name, timeout=timeout, max_bytes=MAX_TEMPLATE_BYTES
+        )
+    except AnswerTooLarge:
+        report.foreign.append(where)
+        return
+    except ApiError as error:
+        if error.status != 404:
+            raise
+        report.raced.append(where)
+        return
+    if not_written_by_webhook(template) is not None:
+        report.foreign.append(where)
+    elif last_used(template) != candidate.last_used:
+        report.raced.append(where)  # stamped since it was listed: in use again
+    elif dry_run:
+        report.deleted.append(where)
+    else:
+        try:
+            await _delete(api, namespace, template, timeout)
+        except ApiError as error:
+            if error.status not in (404, 409, 422):
+                raise
+            report.raced.append(where)
+        else:
+            report.deleted.append(where)
+            log.info("deleted unused ResourceClaimTemplate %s", where)
 
 
 async def _delete(api: KubeApi, namespace: str, template: JsonObject, timeout: float) -> None:

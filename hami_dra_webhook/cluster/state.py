@@ -12,7 +12,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Literal
 
-from hami_dra_webhook.core.claims import API_VERSION, KIND
+from hami_dra_webhook.core.claims import API_VERSION, KIND, template_labels
 from hami_dra_webhook.core.policy import Policy
 from hami_dra_webhook.core.quantity import QuantityError, parse_byte_size
 from hami_dra_webhook.core.types import JsonObject
@@ -29,7 +29,9 @@ def probe_template(policy: Policy, namespace: str) -> JsonObject:
     return {
         "apiVersion": API_VERSION,
         "kind": KIND,
-        "metadata": {"name": PROBE_NAME, "namespace": namespace},
+        # The webhook's labels: its ServiceAccount may write no other template, dry runs too
+        # (the chart's webhook-identity ValidatingAdmissionPolicy).
+        "metadata": {"name": PROBE_NAME, "namespace": namespace, "labels": template_labels()},
         "spec": {
             "spec": {
                 "devices": {
@@ -138,9 +140,13 @@ class ClusterState:
     compute_units: tuple[int, ...] = ()
 
     async def refresh(self, api: KubeApi, policy: Policy, namespace: str, timeout: float) -> None:
+        """Check everything once. `api_answered` (which readiness waits for) turns true only
+        once the first whole check has run, so that no admission is answered before the
+        DeviceClasses that claim legacy resources are known (issue 34, finding 5)."""
+        answered = False
         try:
             await api.version(timeout=timeout)
-            self.api_answered = True
+            answered = True
             answer = await api.create_template(
                 namespace, probe_template(policy, namespace), dry_run=True, timeout=timeout
             )
@@ -170,3 +176,5 @@ class ClusterState:
             self.last_error = str(error)
             self.failed_checks.append(error.status)
             log.warning("cluster check failed: %s", error)
+        finally:
+            self.api_answered = self.api_answered or answered

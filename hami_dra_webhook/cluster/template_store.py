@@ -7,22 +7,31 @@ each confirmation also stamps `hami.io/last-used`, which the garbage collector r
 grace period must be far longer than the cache TTL: see gc.py).
 
 Only a template that is exactly what the webhook writes is ever used or stamped. An existing one
-(409) is read and compared: its labels, legacy-request annotation and spec must be what
-kube-apiserver stores for the webhook's template (learnt once per name from a server-side dry
-run, since the server may store a spec otherwise than written: a feature gate that drops
-capacity, say); then it is stamped by a JSON patch that holds only for the version read.
-Otherwise the pod is refused with what is wrong, and nothing is written
-(core/template_identity.py).
+(409) is read (at most MAX_TEMPLATE_BYTES of it: a larger one is not the webhook's) and
+compared: its metadata must be exactly the webhook's (labels, annotations, no finalizer or owner,
+not being deleted) and its spec what kube-apiserver stores for the webhook's template (learnt
+once per name from a server-side dry run, since the server may store a spec otherwise than
+written: a feature gate that drops capacity, say); then it is stamped by a JSON patch that holds
+only for the version read. Otherwise the pod is refused with what is wrong, and nothing is
+written (core/template_identity.py).
 
-The cache is kept true by a watch on the webhook's own templates (`keep_true`): one changed by
-anyone leaves the cache at once; one deleted while cached leaves it and, unless the garbage
-collector deleted it (it marks what it deletes, see gc.py), is created again at once (it was
-confirmed within the cache TTL, so pods admitted in the watch's lag may reference it). Each
-watch resumes where the last one ended (its resourceVersion, bookmarks included), so the cache
-lives across them; when the watch breaks, or its version is gone (410), the cache is emptied
-(nothing seen meanwhile can be trusted). It is bounded: expired
-entries are pruned, at most `max_entries` kept. API confirmations are rate-limited per
-namespace, so that no caller can make the webhook write templates without bound.
+The cache is kept true by a watch on the webhook's own templates (`keep_true`), of their
+metadata only (a template's spec is immutable: an object with the confirmed uid has the
+confirmed spec): one changed by anyone leaves the cache at once; one deleted while cached
+leaves it and, unless the garbage collector deleted it (it marks what it deletes, see gc.py), is
+created again at once (it was confirmed within the cache TTL, so pods admitted in the watch's
+lag may reference it). Each watch resumes where the last one ended (its resourceVersion,
+bookmarks included), so the cache lives across them; when the watch breaks, whatever broke it,
+or its version is gone (410), the cache is emptied (nothing seen meanwhile can be trusted) and
+the watch starts again. An event too large to read (a tenant's object under the webhook's label)
+is skipped and counted; the template it names leaves the cache.
+
+The cache is used only while the watch stands: without it every admission confirms its
+templates through the API (slower, as correct). So readiness does not depend on the watch, which
+objects that tenants write can disturb (issue 34: one 790 KB template, touched once a second,
+kept every replica unready). The cache is bounded: expired entries are pruned, at most
+`max_entries` kept. API confirmations are rate-limited per namespace, so that no caller can make
+the webhook write templates without bound.
 """
 
 from __future__ import annotations
@@ -37,12 +46,20 @@ from typing import Protocol
 
 from hami_dra_webhook.cluster.expiring import Expiring
 from hami_dra_webhook.cluster.rate import NamespaceRate
-from hami_dra_webhook.core.template_identity import stamp_if_unchanged, what_differs
+from hami_dra_webhook.core.template_identity import (
+    DELETING_ANNOTATION,
+    LAST_USED_ANNOTATION,
+    metadata_differs,
+    stamp_if_unchanged,
+    what_differs,
+)
 from hami_dra_webhook.core.types import JsonObject
-from hami_dra_webhook.kube.port import ApiError, KubeApi
+from hami_dra_webhook.kube.port import AnswerTooLarge, ApiError, KubeApi
 
-LAST_USED_ANNOTATION = "hami.io/last-used"
-DELETING_ANNOTATION = "hami.io/deleting"  # written by the garbage collector just before it deletes
+__all__ = ["DELETING_ANNOTATION", "LAST_USED_ANNOTATION"]  # where gc.py and tests find them
+# The webhook's largest template (32 requests, each with its type and UUID selectors at their
+# bounds) is far below this: a larger object under a template's name is someone else's.
+MAX_TEMPLATE_BYTES = 256 << 10
 MANAGED_SELECTOR = "app.kubernetes.io/managed-by=hami-dra-webhook"
 MAX_STORED_FORMS = 4096
 RECREATE_BUDGET = 5.0  # seconds one re-creation after an out-of-band delete may take
@@ -64,6 +81,7 @@ class StoreEvents(Protocol):
     def cache_miss(self) -> None: ...
     def template_created(self) -> None: ...
     def api_error(self, status: int) -> None: ...
+    def oversized_event(self) -> None: ...
 
 
 class NoEvents:
@@ -71,6 +89,7 @@ class NoEvents:
     def cache_miss(self) -> None: ...
     def template_created(self) -> None: ...
     def api_error(self, status: int) -> None: ...
+    def oversized_event(self) -> None: ...
 
 
 class TemplateStore(Protocol):
@@ -93,12 +112,14 @@ class Clocks:
 
 @dataclass(slots=True)
 class _Known:
-    """A confirmed template: until when it is trusted without asking, what it is, and the spec
-    kube-apiserver stores for it (what the watch compares changes with)."""
+    """A confirmed template: until when it is trusted without asking, what it is, the spec
+    kube-apiserver stores for it, and the uid of the object confirmed (another uid under its
+    name is another object, whatever the watch shows of it)."""
 
     expires: float
     template: JsonObject
     stored_spec: JsonObject
+    uid: str
 
 
 class ApiTemplateStore:
@@ -126,10 +147,12 @@ class ApiTemplateStore:
         # afresh (the first start, a 410) and resumed where it was.
         self.watching = False
         self.watch_state = "not started"
-        self.relists = self.resumes = 0
+        self.relists = self.resumes = self.oversized = 0
+        self._epoch = 0
 
     def forget(self) -> None:
         self._known.clear()
+        self._epoch += 1  # confirmations under way when the cache was emptied are not kept
 
     def __len__(self) -> int:
         return len(self._known)
@@ -153,10 +176,10 @@ class ApiTemplateStore:
                         version = self._watched(event, version)
                         if event.get("type") == "WATCHING":
                             wait = retry
-                except ApiError as error:
-                    if error.status == 410:
-                        version = ""  # gone from the server's history: list again
-                    self.watch_state = f"down: {error}; retrying in {wait:g}s"
+                except Exception as error:  # whatever broke it: list again, never a dead job
+                    if not isinstance(error, ApiError) or error.status == 410:
+                        version = ""  # gone from the server's history, or unknown: list again
+                    self.watch_state = f"down: {error}; retrying in {wait:g}s"[:300]
                     log.warning(
                         "watching ResourceClaimTemplates failed (%s); retrying in %gs", error, wait
                     )
@@ -184,20 +207,45 @@ class ApiTemplateStore:
             version = str(event.get("resourceVersion") or version)
             self.watch_state = f"watching from resourceVersion {version}"
             return version
-        stored = event.get("object") or {}
+        if kind == "OVERSIZED":
+            self._oversized(event)
+            return version
+        stored = event.get("object")
+        stored = stored if isinstance(stored, dict) else {}
         if kind in ("ADDED", "MODIFIED", "DELETED"):
             self._seen(str(kind), stored)
-        seen = (stored.get("metadata") or {}).get("resourceVersion")
+        metadata = stored.get("metadata")
+        seen = metadata.get("resourceVersion") if isinstance(metadata, dict) else None
         return str(seen) if seen else version
 
+    def _oversized(self, event: JsonObject) -> None:
+        """An event too large to read: the template it names is not the webhook's (any more)
+        and leaves the cache; when it names none, nothing cached can be trusted."""
+        self.oversized += 1
+        self._events.oversized_event()
+        namespace, name = str(event.get("namespace") or ""), str(event.get("name") or "")
+        log.warning(
+            "skipped a ResourceClaimTemplate watch event of %s bytes (%s): too large to be"
+            " the webhook's",
+            event.get("size"),
+            f"{namespace}/{name}" if name else "unnamed",
+        )
+        if name:
+            self._known.pop((namespace, name))
+        else:
+            self.forget()
+
     def _seen(self, kind: str, stored: JsonObject) -> None:
-        metadata = stored.get("metadata") or {}
+        metadata = stored.get("metadata")
+        metadata = metadata if isinstance(metadata, dict) else {}
         key = (str(metadata.get("namespace")), str(metadata.get("name")))
         known = self._known.get(key)
         if known is None:
             return
         if kind != "DELETED":
-            wrong = what_differs(stored, known.template, known.stored_spec)
+            wrong = metadata_differs(metadata, known.template)
+            if str(metadata.get("uid") or "") != known.uid:
+                wrong = "it is another object under the same name (another uid)"
             if wrong:
                 self._known.pop(key)
                 log.warning(
@@ -208,7 +256,10 @@ class ApiTemplateStore:
                 )
             return
         self._known.pop(key)
-        annotations = metadata.get("annotations") or {}
+        if str(metadata.get("uid") or "") != known.uid:
+            return  # another object than the one confirmed: it was never used
+        annotations = metadata.get("annotations")
+        annotations = annotations if isinstance(annotations, dict) else {}
         if known.expires > self._clocks.monotonic() and DELETING_ANNOTATION not in annotations:
             task = asyncio.get_running_loop().create_task(self._recreate(*key, known.template))
             self._recreating.add(task)
@@ -238,7 +289,11 @@ class ApiTemplateStore:
         now = self._clocks.monotonic()
         missing = []
         for template in templates:
-            known = self._known.get((namespace, template["metadata"]["name"]))
+            known = (
+                self._known.get((namespace, template["metadata"]["name"]))
+                if self.watching
+                else None
+            )
             if known is not None and known.expires > now:
                 self._events.cache_hit()
             else:
@@ -321,18 +376,28 @@ class ApiTemplateStore:
                 "annotations": {**template["metadata"].get("annotations", {}), **stamp},
             },
         }
-        confirmed_at = self._clocks.monotonic()
+        confirmed_at, epoch = self._clocks.monotonic(), self._epoch
         for _ in range(CONFIRM_TRIES):
             created = await self._create(namespace, body, dry_run=False, deadline=deadline)
             if created is not None:
                 stored_spec = created.get("spec")
                 if not isinstance(stored_spec, dict):
                     stored_spec = await self._stored_form(namespace, template, deadline)
+                uid = str((created.get("metadata") or {}).get("uid") or "")
                 break
             try:
                 existing = await self._api.get_template(
-                    namespace, name, timeout=self._left(deadline, name)
+                    namespace,
+                    name,
+                    timeout=self._left(deadline, name),
+                    max_bytes=MAX_TEMPLATE_BYTES,
                 )
+            except AnswerTooLarge as error:
+                raise self._foreign(
+                    namespace,
+                    name,
+                    f"it is larger than any the webhook writes ({error.size} bytes)",
+                ) from error
             except ApiError as error:
                 if error.status == 404:  # deleted since the 409: create it again
                     continue
@@ -343,6 +408,7 @@ class ApiTemplateStore:
                 raise self._foreign(namespace, name, wrong)
             found = existing.get("metadata") or {}
             version = str(found.get("resourceVersion") or "")
+            uid = str(found.get("uid") or "")
             # Marked by a garbage collector whose delete this stamp will now fail: in use again.
             annotations = found.get("annotations") or {}
             marked = (DELETING_ANNOTATION,) if DELETING_ANNOTATION in annotations else ()
@@ -363,8 +429,9 @@ class ApiTemplateStore:
                 503,
                 f"ResourceClaimTemplate {namespace}/{name} keeps changing or disappearing; retry",
             )
-        expires = confirmed_at + self._ttl
-        self._known.put((namespace, name), _Known(expires, template, stored_spec))
+        if self.watching and epoch == self._epoch:  # else nothing kept it true meanwhile
+            expires = confirmed_at + self._ttl
+            self._known.put((namespace, name), _Known(expires, template, stored_spec, uid))
 
     async def _stored_form(
         self, namespace: str, template: JsonObject, deadline: float

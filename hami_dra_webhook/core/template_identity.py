@@ -4,11 +4,14 @@ namespace editor could create a template under a webhook name, and every later l
 pointed at it).
 
 Two ways to tell, for two situations:
-- with the template at hand (an admission, the watch of cached ones): compare labels, the
-  legacy-request annotation and the spec kube-apiserver stores for it (`what_differs`); the stamp
-  then holds only for the version read (`stamp_if_unchanged`). (A JSON patch `test` of the spec
-  itself cannot be used: kube-apiserver compares raw JSON, and its encoding of `&&` in a CEL
-  selector, `\u0026\u0026`, never equals ours.)
+- with the template at hand (an admission, the watch of cached ones): compare its metadata with
+  what the webhook writes (`metadata_differs`: exactly the webhook's labels, no annotation but
+  the legacy request and the webhook's own stamps, no finalizer, no owner, not being deleted)
+  and the spec kube-apiserver stores for it (`what_differs`); the stamp then holds only for the
+  version read (`stamp_if_unchanged`). The watch sees metadata only: a template's spec is
+  immutable, so an object with the uid that was confirmed has the spec that was confirmed. (A
+  JSON patch `test` of the spec itself cannot be used: kube-apiserver compares raw JSON, and its
+  encoding of `&&` in a CEL selector, `\u0026\u0026`, never equals ours.)
 - with only the stored object (the garbage collector): its name ends in a hash of its labels,
   annotation and spec (`not_written_by_webhook`).
 """
@@ -17,6 +20,11 @@ from __future__ import annotations
 
 from hami_dra_webhook.core.claims import LEGACY_REQUEST_ANNOTATION, content_digest, template_labels
 from hami_dra_webhook.core.types import JsonObject
+
+LAST_USED_ANNOTATION = "hami.io/last-used"
+DELETING_ANNOTATION = "hami.io/deleting"  # written by the garbage collector just before it deletes
+# The annotations a template of the webhook's may carry: its legacy request and its own stamps.
+OWN_ANNOTATIONS = frozenset({LEGACY_REQUEST_ANNOTATION, LAST_USED_ANNOTATION, DELETING_ANNOTATION})
 
 
 def _pointer(*parts: str) -> str:
@@ -47,24 +55,42 @@ def stamp_if_unchanged(
     return [test, *writes, *removals]
 
 
-def what_differs(stored: JsonObject, template: JsonObject, stored_spec: JsonObject) -> str:
-    """What makes `stored` another object than the webhook's `template` (empty: nothing),
-    `stored_spec` being the spec kube-apiserver stores for that template."""
-    metadata = stored.get("metadata")
-    metadata = metadata if isinstance(metadata, dict) else {}
-    labels = metadata.get("labels")
-    labels = labels if isinstance(labels, dict) else {}
-    annotations = metadata.get("annotations")
-    annotations = annotations if isinstance(annotations, dict) else {}
+def _map(value: object) -> dict[str, object]:
+    return value if isinstance(value, dict) else {}
+
+
+def metadata_differs(metadata: object, template: JsonObject) -> str:
+    """What in a stored template's metadata is not what the webhook writes for `template`
+    (empty: nothing): other labels, annotations but its own, finalizers, owners, a deletion
+    under way. A copy that only adds to the webhook's metadata is someone else's too."""
+    found = _map(metadata)
     wrong = []
-    if any(labels.get(key) != value for key, value in template_labels().items()):
-        wrong.append("it lacks the webhook's labels")
+    labels = _map(found.get("labels"))
+    if labels != template_labels():
+        wrong.append("its labels are not exactly the webhook's")
+    annotations = _map(found.get("annotations"))
     record = _record(template)
     if annotations.get(LEGACY_REQUEST_ANNOTATION) != record:
         wrong.append(f"its {LEGACY_REQUEST_ANNOTATION} annotation is not {record}")
-    if stored.get("spec") != stored_spec:
-        wrong.append(f"its spec asks for something else than {record}")
+    others = sorted(key for key in annotations if key not in OWN_ANNOTATIONS)
+    if others:
+        wrong.append(f"it has annotations the webhook does not write ({', '.join(others[:3])})")
+    if found.get("finalizers"):
+        wrong.append("it has finalizers")
+    if found.get("ownerReferences"):
+        wrong.append("it has owner references")
+    if found.get("deletionTimestamp"):
+        wrong.append("it is being deleted")
     return "; ".join(wrong)
+
+
+def what_differs(stored: JsonObject, template: JsonObject, stored_spec: JsonObject) -> str:
+    """What makes `stored` another object than the webhook's `template` (empty: nothing),
+    `stored_spec` being the spec kube-apiserver stores for that template."""
+    wrong = [metadata_differs(stored.get("metadata"), template)]
+    if stored.get("spec") != stored_spec:
+        wrong.append(f"its spec asks for something else than {_record(template)}")
+    return "; ".join(w for w in wrong if w)
 
 
 def not_written_by_webhook(stored: object) -> str | None:
@@ -78,12 +104,14 @@ def not_written_by_webhook(stored: object) -> str | None:
     if not isinstance(stored, dict) or not isinstance(stored.get("metadata"), dict):
         return "it has no metadata"
     metadata = stored["metadata"]
-    labels = metadata.get("labels")
-    if not isinstance(labels, dict) or any(
-        labels.get(key) != value for key, value in template_labels().items()
-    ):
-        return "it lacks the webhook's labels"
+    if _map(metadata.get("labels")) != template_labels():
+        return "its labels are not exactly the webhook's"
     annotations = metadata.get("annotations")
+    others = [key for key in _map(annotations) if key not in OWN_ANNOTATIONS]
+    if others:
+        return "it has annotations the webhook does not write"
+    if metadata.get("finalizers") or metadata.get("ownerReferences"):
+        return "it has finalizers or owner references"
     record = annotations.get(LEGACY_REQUEST_ANNOTATION) if isinstance(annotations, dict) else None
     if not isinstance(record, str):
         return f"it has no {LEGACY_REQUEST_ANNOTATION} annotation"

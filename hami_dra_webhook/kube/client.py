@@ -13,7 +13,9 @@ import asyncio
 import json
 import logging
 import os
+import re
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,11 +25,30 @@ import kubernetes.aio.config
 from kubernetes.aio.client.exceptions import ApiException
 
 from hami_dra_webhook.core.types import JsonObject
-from hami_dra_webhook.kube.port import ApiError, in_cluster, paths
+from hami_dra_webhook.kube.port import AnswerTooLarge, ApiError, in_cluster, paths
 
 log = logging.getLogger(__name__)
 # Items a list asks for at a time (kubectl asks for 500 too).
 PAGE_SIZE = 500
+# What is read of objects that tenants write (issue 34): any one answer to a list, at most
+# MAX_PAGE_BYTES (a larger one is asked again with half as many items, down to one); one watch
+# event, at most MAX_EVENT_BYTES (a larger one is skipped and reported as OVERSIZED). A
+# namespace editor's object can be ~1.5 MB as written and ~9 MB as served (`&` in an annotation
+# is served as `\u0026`); the webhook's own template metadata is under 2 KiB.
+MAX_PAGE_BYTES = 4 << 20
+MAX_EVENT_BYTES = 1 << 20
+# Metadata only (PartialObjectMetadata): labels, annotations, finalizers, owners, deletion.
+AS_METADATA = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
+AS_METADATA_LIST = (
+    "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
+)
+# The ListMeta that kube-apiserver writes before a list's items: the continue token of a page
+# whose items are too large to read is found here, so that the list goes on past them.
+_CONTINUE = re.compile(rb'"continue":"([^"\\]*)"')
+# The name and namespace that lead a watch event's object metadata, for a skipped event.
+_NAMED = re.compile(
+    rb'"metadata":\{"name":"([^"\\]{1,253})"(?:,"[a-zA-Z]+":"[^"\\]*")*?,"namespace":"([^"\\]{1,63})"'
+)
 
 JSON_PATCH = "application/json-patch+json"
 FIELD_MANAGER = "hami-dra-webhook"
@@ -95,6 +116,7 @@ class KubernetesApi:
     def __init__(self, configuration: Configuration, page_size: int = PAGE_SIZE) -> None:
         self._configuration = configuration
         self.page_size = page_size
+        self.skipped_items = 0  # items of lists larger than MAX_PAGE_BYTES alone, skipped
         self._client: Any = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -122,8 +144,11 @@ class KubernetesApi:
         query = [("fieldManager", FIELD_MANAGER)] + ([("dryRun", "All")] if dry_run else [])
         return await self._call("POST", paths.templates(namespace), query, template, timeout)
 
-    async def get_template(self, namespace: str, name: str, *, timeout: float) -> JsonObject:
-        return await self._call("GET", paths.template(namespace, name), [], None, timeout)
+    async def get_template(
+        self, namespace: str, name: str, *, timeout: float, max_bytes: int | None = None
+    ) -> JsonObject:
+        path = paths.template(namespace, name)
+        return await self._call("GET", path, [], None, timeout, max_bytes=max_bytes)
 
     async def patch_template(
         self, namespace: str, name: str, operations: list[JsonObject], *, timeout: float
@@ -132,14 +157,20 @@ class KubernetesApi:
         query = [("fieldManager", FIELD_MANAGER)]
         return await self._call("PATCH", path, query, operations, timeout, content_type=JSON_PATCH)
 
-    async def list_templates(self, label_selector: str, *, timeout: float) -> list[JsonObject]:
-        return await self._list(paths.ALL_TEMPLATES, [("labelSelector", label_selector)], timeout)
+    def template_metadata_pages(
+        self, label_selector: str, *, timeout: float
+    ) -> AsyncIterator[list[JsonObject]]:
+        """See KubeApi.template_metadata_pages."""
+        query = [("labelSelector", label_selector)]
+        return self._pages(paths.ALL_TEMPLATES, query, timeout, accept=AS_METADATA_LIST)
 
     async def watch_templates(
         self, label_selector: str, resource_version: str = "", *, window: int = 300
     ) -> AsyncIterator[JsonObject]:
         """See KubeApi.watch_templates. One watch lasts `window` seconds (the server ends it);
-        the caller resumes from the last resourceVersion it saw (bookmarks included)."""
+        the caller resumes from the last resourceVersion it saw (bookmarks included). Objects
+        come as metadata only (a template's spec is immutable), each event read within
+        MAX_EVENT_BYTES; every failure of the stream, whatever it is, is an ApiError."""
         version, listed = resource_version, False
         if not version:
             answer = await self._call(
@@ -148,6 +179,8 @@ class KubernetesApi:
                 [("labelSelector", label_selector), ("limit", "1")],
                 None,
                 30.0,
+                accept=AS_METADATA_LIST,
+                max_bytes=MAX_PAGE_BYTES,
             )
             version = str((answer.get("metadata") or {}).get("resourceVersion") or "")
             listed = True
@@ -164,7 +197,7 @@ class KubernetesApi:
                 method="GET",
                 resource_path=paths.ALL_TEMPLATES,
                 query_params=query,
-                header_params={"Accept": "application/json"},
+                header_params={"Accept": AS_METADATA},
                 auth_settings=["BearerToken"],
             )
             deadline = aiohttp.ClientTimeout(total=None, sock_read=window + 30)
@@ -176,21 +209,29 @@ class KubernetesApi:
         stream = response.response
         try:
             if response.status >= 300:
-                raise ApiError.from_status(
-                    response.status, json.loads(await stream.read() or b"{}")
-                )
+                body = await _read_capped(stream, MAX_PAGE_BYTES)
+                raise ApiError.from_status(response.status, _json_or_empty(body))
             yield {"type": "WATCHING", "resourceVersion": version, "listed": listed}
-            while line := await stream.content.readline():
+            async for line in _lines(stream.content, MAX_EVENT_BYTES):
+                if isinstance(line, _Oversized):
+                    yield line.event()
+                    continue
                 event = json.loads(line)
+                if not isinstance(event, dict):
+                    raise ApiError(0, "BadResponse", "a watch event is not a JSON object")
                 if event.get("type") == "ERROR":  # e.g. 410: the version is too old
-                    raise ApiError.from_status(
-                        int((event.get("object") or {}).get("code") or 0), event.get("object")
-                    )
+                    status = event.get("object")
+                    code = status.get("code") if isinstance(status, dict) else 0
+                    raise ApiError.from_status(int(code) if isinstance(code, int) else 0, status)
                 yield event
-        except (aiohttp.ClientError, TimeoutError, ValueError) as error:
+        except ApiError:
+            raise
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:  # aiohttp's errors, bad JSON, anything the stream holds
             raise ApiError(0, type(error).__name__, str(error)[:300]) from error
         finally:
-            stream.release()
+            stream.close()  # not released to the pool: the rest of the stream is not wanted
 
     def pod_pages(self, namespace: str, *, timeout: float) -> AsyncIterator[list[JsonObject]]:
         return self._pages(paths.pods(namespace), [], timeout)
@@ -253,19 +294,38 @@ class KubernetesApi:
         return [item async for page in self._pages(path, query, timeout) for item in page]
 
     async def _pages(
-        self, path: str, query: list[tuple[str, str]], timeout: float
+        self,
+        path: str,
+        query: list[tuple[str, str]],
+        timeout: float,
+        accept: str = "application/json",
     ) -> AsyncIterator[list[Any]]:
         """A collection `page_size` items at a time, following `continue`; when a token
         expires mid-way (410), on with the token the server gives for that (the rest is read
         from a newer snapshot: objects created or deleted meanwhile may be missed or doubled,
-        which a report can live with), else the 410 is raised."""
-        token = ""
+        which a report can live with), else the 410 is raised.
+
+        Each answer is read within MAX_PAGE_BYTES: a larger one is asked again with half as
+        many items. A single item that is larger still is skipped (the list goes on with the
+        page's continue token) and counted in `skipped_items`; a caller that must see every
+        item checks it (the garbage collector keeps what it cannot see)."""
+        token, limit = "", self.page_size
         while True:
-            page = (
-                query + [("limit", str(self.page_size))] + ([("continue", token)] if token else [])
-            )
+            page = query + [("limit", str(limit))] + ([("continue", token)] if token else [])
             try:
-                answer = await self._call("GET", path, page, None, timeout)
+                answer = await self._call(
+                    "GET", path, page, None, timeout, accept=accept, max_bytes=MAX_PAGE_BYTES
+                )
+            except AnswerTooLarge as error:
+                if limit > 1:
+                    limit = max(1, limit // 2)
+                    continue
+                self.skipped_items += 1
+                log.warning("listing %s: skipped an item larger than %d bytes", path, error.size)
+                if not error.continue_token:
+                    return
+                token = error.continue_token
+                continue
             except ApiError as error:
                 if error.status != 410 or not token or not error.continue_token:
                     raise
@@ -277,6 +337,7 @@ class KubernetesApi:
             token = (answer.get("metadata") or {}).get("continue") or ""
             if not token:
                 return
+            limit = min(self.page_size, limit * 2)
 
     async def _call(
         self,
@@ -286,9 +347,13 @@ class KubernetesApi:
         body: Any,
         timeout: float,
         content_type: str = "application/json",
+        accept: str = "application/json",
+        max_bytes: int | None = None,
     ) -> JsonObject:
+        """One call; with `max_bytes`, an answer larger than that is not read (AnswerTooLarge,
+        with the continue token of a list page when its head has one)."""
         client = self._api_client()
-        headers = {"Accept": "application/json"}
+        headers = {"Accept": accept}
         if body is not None:
             headers["Content-Type"] = content_type
         deadline = aiohttp.ClientTimeout(total=max(timeout, 0.001))
@@ -302,19 +367,103 @@ class KubernetesApi:
                 auth_settings=["BearerToken"],
             )
             response = await client.call_api(*params, _request_timeout=deadline)
-            data = await response.read()
+            if max_bytes is None:
+                data = await response.read()
+            else:
+                async with asyncio.timeout(max(timeout, 0.001)):
+                    data = await _read_capped(response.response, max_bytes)
+        except (ApiError, asyncio.CancelledError):
+            raise
         except ApiException as error:
             raise ApiError(error.status or 0, "Unreachable", str(error.reason)) from error
         except TimeoutError as error:
             raise ApiError(0, "Timeout", f"no answer within {timeout:g}s") from error
         except Exception as error:  # aiohttp: refused and reset connections, TLS, DNS
             raise ApiError(0, type(error).__name__, str(error)[:300]) from error
-        try:
-            document = json.loads(data) if data else {}
-        except ValueError:
-            document = {}
+        document = _json_or_empty(data)
         if response.status >= 300:
             raise ApiError.from_status(response.status, document)
         if not isinstance(document, dict):
             raise ApiError(response.status, "BadResponse", "the answer is not a JSON object")
         return document
+
+
+def _json_or_empty(data: bytes) -> Any:
+    try:
+        return json.loads(data) if data else {}
+    except ValueError:
+        return {}
+
+
+async def _read_capped(response: aiohttp.ClientResponse, max_bytes: int) -> bytes:
+    """The body, or AnswerTooLarge as soon as it passes `max_bytes` (the connection is closed:
+    the rest is never read). The error keeps a list page's continue token, which kube-apiserver
+    writes before the items."""
+    declared = response.content_length
+    body = bytearray()
+    if declared is None or declared <= max_bytes:
+        async for chunk in response.content.iter_any():
+            body += chunk
+            if len(body) > max_bytes:
+                break
+        else:
+            return bytes(body)
+    else:
+        body += await response.content.read(4096)
+    response.close()
+    found = _CONTINUE.search(body, 0, 4096)
+    token = found.group(1).decode("ascii", "replace") if found else ""
+    raise AnswerTooLarge(max(len(body), declared or 0), max_bytes, token)
+
+
+@dataclass(frozen=True)
+class _Oversized:
+    """A watch event larger than the bound: what its head says of the object."""
+
+    head: bytes
+    size: int
+
+    def event(self) -> JsonObject:
+        """`{"type": "OVERSIZED", "size": ..., "namespace": ..., "name": ...}` (the name and
+        namespace empty when the head does not say them)."""
+        found = _NAMED.search(self.head)
+        name, namespace = (
+            (found.group(1).decode("utf-8", "replace"), found.group(2).decode("utf-8", "replace"))
+            if found
+            else ("", "")
+        )
+        return {"type": "OVERSIZED", "size": self.size, "namespace": namespace, "name": name}
+
+
+async def _lines(
+    content: aiohttp.StreamReader, max_bytes: int
+) -> AsyncIterator[bytes | _Oversized]:
+    """The stream's newline-ended lines; a line longer than `max_bytes` is not kept: its first
+    4 KiB and its length come as _Oversized, the rest is read and dropped (memory stays within
+    `max_bytes` plus one chunk whatever the server sends)."""
+    buffer = bytearray()
+    skipping: _Oversized | None = None
+    skipped = 0
+    async for chunk in content.iter_any():
+        start = 0
+        while True:
+            end = chunk.find(b"\n", start)
+            piece = chunk[start:] if end < 0 else chunk[start:end]
+            if skipping is not None:
+                skipped += len(piece)
+            else:
+                buffer += piece
+                if len(buffer) > max_bytes:
+                    skipping, skipped = _Oversized(bytes(buffer[:4096]), 0), len(buffer)
+                    buffer.clear()
+            if end < 0:
+                break
+            if skipping is not None:
+                yield _Oversized(skipping.head, skipped)
+                skipping = None
+            elif buffer:
+                yield bytes(buffer)
+                buffer.clear()
+            start = end + 1
+    if buffer and skipping is None:
+        yield bytes(buffer)

@@ -111,6 +111,19 @@ class ApiError(Exception):
         return cls(status, reason or _REASONS.get(status, "Error"), message or "no message", token)
 
 
+class AnswerTooLarge(ApiError):
+    """An answer larger than the caller would read (`size` bytes or more, `limit` allowed): it
+    was not read. `continue_token` is a list page's, when its head had one."""
+
+    def __init__(self, size: int, limit: int, continue_token: str = "") -> None:
+        super().__init__(
+            0, "TooLarge", f"the answer is {size} bytes or more (at most {limit} are read)"
+        )
+        self.size = size
+        self.limit = limit
+        self.continue_token = continue_token
+
+
 _REASONS = {
     400: "BadRequest",
     401: "Unauthorized",
@@ -128,11 +141,18 @@ _REASONS = {
 class KubeApi(Protocol):
     """The calls the webhook makes; every call takes a timeout in seconds."""
 
+    # Items of paged lists that were too large to read even alone, and were skipped.
+    skipped_items: int
+
     async def create_template(
         self, namespace: str, template: JsonObject, *, dry_run: bool, timeout: float
     ) -> JsonObject: ...
 
-    async def get_template(self, namespace: str, name: str, *, timeout: float) -> JsonObject: ...
+    async def get_template(
+        self, namespace: str, name: str, *, timeout: float, max_bytes: int | None = None
+    ) -> JsonObject:
+        """With `max_bytes`, a larger stored object is not read: AnswerTooLarge."""
+        ...
 
     async def patch_template(
         self, namespace: str, name: str, operations: list[JsonObject], *, timeout: float
@@ -140,7 +160,13 @@ class KubeApi(Protocol):
         """An RFC 6902 JSON patch: a `test` operation that does not hold makes it fail (422)."""
         ...
 
-    async def list_templates(self, label_selector: str, *, timeout: float) -> list[JsonObject]: ...
+    def template_metadata_pages(
+        self, label_selector: str, *, timeout: float
+    ) -> AsyncIterator[list[JsonObject]]:
+        """The metadata (PartialObjectMetadata) of the templates the selector matches, in every
+        namespace, a page at a time, each answer read within a bound: an item too large to
+        read alone is skipped and counted in `skipped_items`."""
+        ...
 
     def watch_templates(
         self, label_selector: str, resource_version: str = "", *, window: int = 300
@@ -148,12 +174,16 @@ class KubeApi(Protocol):
         """Events of the templates the selector matches, in every namespace: from
         `resource_version`, or from now (a list gives the version) when it is empty. First
         `{"type": "WATCHING", "resourceVersion": ..., "listed": bool}` once the watch stands,
-        then ADDED, MODIFIED, DELETED and BOOKMARK events; it ends after about `window` seconds,
-        or raises ApiError when the watch breaks (410 when `resource_version` is too old)."""
+        then ADDED, MODIFIED, DELETED and BOOKMARK events of each object's metadata only
+        (PartialObjectMetadata), and `{"type": "OVERSIZED", "size", "namespace", "name"}` for an
+        event too large to read (namespace and name empty when unknown); it ends after about
+        `window` seconds, or raises ApiError when the watch breaks, whatever broke it (410 when
+        `resource_version` is too old)."""
         ...
 
     def pod_pages(self, namespace: str, *, timeout: float) -> AsyncIterator[list[JsonObject]]:
-        """The namespace's pods, a page at a time."""
+        """The namespace's pods, a page at a time, each answer read within a bound: a pod too
+        large to read alone is skipped and counted in `skipped_items`."""
         ...
 
     async def delete_template(

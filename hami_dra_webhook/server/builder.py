@@ -112,7 +112,9 @@ async def build_server(
     if api is None:
         log.warning("no cluster configured: running offline, templates are logged, not created")
     if isinstance(store, ApiTemplateStore):
-        background.append(Job("template-watch", store.keep_true, needed=True))
+        # Not needed for readiness: without the watch the cache is not used and every
+        # admission confirms its templates through the API (template_store.py).
+        background.append(Job("template-watch", store.keep_true))
         metrics.watch_template_store(store)
     parts = Parts(
         settings=settings,

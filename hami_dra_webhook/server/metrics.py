@@ -173,6 +173,9 @@ class Metrics:
     def api_error(self, status: int) -> None:
         self.api_errors.labels(str(status)).inc()
 
+    def oversized_event(self) -> None:  # counted by the store itself (the watch collector)
+        return None
+
 
 class _CacheCollector:
     def __init__(self, cache: Any) -> None:
@@ -234,7 +237,8 @@ class _TemplateWatchCollector:
     def collect(self) -> Any:
         up = GaugeMetricFamily(
             "hami_dra_template_watch_up",
-            "1 while the watch that keeps the template cache true stands",
+            "1 while the watch that keeps the template cache true stands (while it does not,"
+            " templates are confirmed through the API at every admission)",
         )
         up.add_metric([], 1 if self.store.watching else 0)
         starts = CounterMetricFamily(
@@ -245,4 +249,10 @@ class _TemplateWatchCollector:
         )
         starts.add_metric(["listed"], self.store.relists)
         starts.add_metric(["resumed"], self.store.resumes)
-        return [up, starts]
+        oversized = CounterMetricFamily(
+            "hami_dra_template_watch_oversized_events",
+            "Template watch events skipped as too large to be the webhook's (objects someone"
+            " else labelled as the webhook's)",
+        )
+        oversized.add_metric([], self.store.oversized)
+        return [up, starts, oversized]

@@ -85,7 +85,7 @@ def test_a_squatted_template_refuses_the_pod_and_is_left_as_it_is(
     assert f"ResourceClaimTemplate {namespace}/{name} exists but is not the one" in message
     wrong = "its spec asks for something else than nvidia.com/gpu=1,nvidia.com/gpumem=1000"
     assert wrong in message
-    assert ("lacks the webhook's labels" in message) is not labelled
+    assert ("labels are not exactly the webhook's" in message) is not labelled
     assert f"kubectl -n {namespace} delete resourceclaimtemplate {name}" in message
     after = kube.get("resourceclaimtemplate", name, "-n", namespace)
     assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]

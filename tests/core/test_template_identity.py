@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hami_dra_webhook.core.claims import HASH_LENGTH, LEGACY_REQUEST_ANNOTATION, content_digest
-from hami_dra_webhook.core.template_identity import not_written_by_webhook
+from hami_dra_webhook.core.template_identity import metadata_differs, not_written_by_webhook
 
 CASES = Path(__file__).parents[1] / "cases"
 
@@ -42,8 +42,9 @@ def test_every_template_the_webhook_writes_is_recognised(template: dict[str, Any
     # What kube-apiserver adds on its own, and the webhook's stamp, change nothing.
     stored["metadata"] |= {"uid": "u", "resourceVersion": "7", "namespace": "team-a"}
     stored["metadata"]["annotations"]["hami.io/last-used"] = "2026-12-02T00:00:00Z"
-    stored["metadata"]["labels"]["team"] = "a"
+    stored["metadata"]["annotations"]["hami.io/deleting"] = "gc"
     assert not_written_by_webhook(stored) is None
+    assert metadata_differs(stored["metadata"], template) == ""
 
 
 def _changed(path: tuple[Any, ...], value: Any) -> dict[str, Any]:
@@ -61,9 +62,14 @@ def _changed(path: tuple[Any, ...], value: Any) -> dict[str, Any]:
 @pytest.mark.parametrize(
     ("path", "value", "reason"),
     [
-        (("metadata", "labels"), None, "it lacks the webhook's labels"),
-        (("metadata", "labels", "app.kubernetes.io/managed-by"), "me", "lacks the webhook's"),
-        (("metadata", "labels", "hami.io/dra"), None, "lacks the webhook's labels"),
+        (("metadata", "labels"), None, "labels are not exactly the webhook's"),
+        (("metadata", "labels", "app.kubernetes.io/managed-by"), "me", "not exactly the webhook"),
+        (("metadata", "labels", "hami.io/dra"), None, "labels are not exactly the webhook's"),
+        # Issue 34, finding 5: a copy that only adds to the webhook's metadata is not its own.
+        (("metadata", "labels", "team"), "a", "labels are not exactly the webhook's"),
+        (("metadata", "annotations", "note"), "x", "annotations the webhook does not write"),
+        (("metadata", "finalizers"), ["tenant.io/keep"], "finalizers or owner references"),
+        (("metadata", "ownerReferences"), [{"uid": "u"}], "finalizers or owner references"),
         (("metadata", "annotations", LEGACY_REQUEST_ANNOTATION), None, "no hami.io/legacy"),
         (("metadata", "annotations", LEGACY_REQUEST_ANNOTATION), "nvidia.com/gpu=8", "content"),
         (("spec", "spec", "devices", "requests"), [], "content is not what its name"),
@@ -115,3 +121,29 @@ def test_the_name_hash_is_of_jsons_sorted_text(body: dict[str, object]) -> None:
     the faster writer (orjson, where it writes the same text) must not change one."""
     text = json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
     assert content_digest(body) == hashlib.sha256(text).hexdigest()[:HASH_LENGTH]
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        ({"labels": {"team": "a"}}, "its labels are not exactly the webhook's"),
+        ({"annotations": {"note": "x"}}, "annotations the webhook does not write (note)"),
+        ({"finalizers": ["tenant.io/keep"]}, "it has finalizers"),
+        ({"ownerReferences": [{"uid": "u"}]}, "it has owner references"),
+        ({"deletionTimestamp": "2026-12-03T00:00:00Z"}, "it is being deleted"),
+    ],
+)
+def test_metadata_that_only_adds_to_the_webhooks_is_someone_elses(
+    change: dict[str, Any], reason: str
+) -> None:
+    """Issue 34, finding 5: a tenant's copy with extra labels, a finalizer or an owner, or one
+    being deleted, is not trusted as the webhook's (the admission path and the watch)."""
+    template = TEMPLATES[0]
+    metadata = copy.deepcopy(template["metadata"])
+    for key, value in change.items():
+        if isinstance(value, dict):
+            metadata.setdefault(key, {}).update(value)
+        else:
+            metadata[key] = value
+    assert reason in metadata_differs(metadata, template)
+    assert metadata_differs(copy.deepcopy(template["metadata"]), template) == ""
