@@ -19,7 +19,7 @@ from hami_dra_webhook.kube.client import KubernetesApi
 from tests.support.api_calls import CallsThrough
 from tests.support.cluster import Cluster
 from tests.support.loop import run
-from tests.support.templates import templates
+from tests.support.templates import templates, watching
 
 
 async def _until_watching(store: ApiTemplateStore, within: float = 30.0) -> None:
@@ -113,26 +113,72 @@ def test_a_template_the_garbage_collector_deletes_is_not_created_again(
 def test_while_the_watch_is_down_nothing_stays_cached(
     kube: Cluster, real_api: KubernetesApi
 ) -> None:
-    """A watch that breaks (here: a store whose watch cannot start) empties the cache."""
+    """A watch that breaks (here: a store whose watch cannot start) empties the cache, and
+    while it is down nothing is cached: every admission confirms its templates through the
+    API (issue 34: so readiness need not depend on a watch that tenants' objects can disturb)."""
     namespace = kube.create_namespace("nowatch")
 
     class Broken(CallsThrough):
         def watch_templates(self, selector: str, *args: Any, **options: Any) -> Any:
             return real_api.watch_templates(selector + ",not a selector", *args, **options)  # 400
 
-    broken = ApiTemplateStore(Broken(real_api), cache_ttl=300)
+    api = Broken(real_api)
+    broken = ApiTemplateStore(api, cache_ttl=300)
+    items = templates(4100, namespace)
+
+    async def scenario() -> tuple[int, int, int]:
+        task = asyncio.create_task(broken.keep_true(retry=0.05))
+        try:
+            await asyncio.sleep(0.2)
+            await _ensure(broken, namespace, items)
+            await _ensure(broken, namespace, items)
+            return len(broken), api.calls["create_template"], api.calls["patch_template"]
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+    cached, creates, stamps = run(scenario())
+    # Created (and its stored form learnt by a dry run) once, then confirmed again: stamped.
+    assert (cached, creates, stamps) == (0, 3, 1) and not broken.watching
+
+
+def test_a_watch_that_breaks_empties_the_cache(kube: Cluster, real_api: KubernetesApi) -> None:
+    """What was cached while the watch stood is dropped when it breaks."""
+    namespace = kube.create_namespace("breaks")
+    store = ApiTemplateStore(real_api, cache_ttl=300)
+    items = templates(4150, namespace)
 
     async def scenario() -> tuple[int, int]:
-        await _ensure(broken, namespace, templates(4100, namespace))
-        before = len(broken)
-        task = asyncio.create_task(broken.keep_true(retry=0.05))
-        await asyncio.sleep(0.5)
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
-        return before, len(broken)
+        task = asyncio.create_task(store.keep_true(retry=30))
+        try:
+            await _until_watching(store)
+            await _ensure(store, namespace, items)
+            before = len(store)
+            store._api = _Failing()  # type: ignore[assignment]
+            store.relists = 0
+            # The server ends each watch after `window`; here the stream is broken at once.
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            task = asyncio.create_task(store.keep_true(retry=30))
+            await asyncio.sleep(0.2)
+            return before, len(store)
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
 
     before, after = run(scenario())
-    assert (before, after) == (1, 0) and not broken.watching
+    assert (before, after) == (1, 0) and not store.watching
+
+
+class _Failing:
+    """A stand-in whose watch fails at once, as a broken connection does (a real broken
+    stream cannot be had on demand from kube-apiserver)."""
+
+    async def watch_templates(self, *args: Any, **options: Any) -> Any:
+        from hami_dra_webhook.kube.port import ApiError
+
+        raise ApiError(0, "ClientPayloadError", "the stream broke")
+        yield  # an async generator, as watch_templates is
 
 
 def test_expired_entries_are_pruned_and_the_cache_is_bounded(
@@ -153,13 +199,14 @@ def test_expired_entries_are_pruned_and_the_cache_is_bounded(
         batch = [t for memory in memories for t in templates(memory, namespace)]
         run(store.ensure(namespace, batch, dry_run=False, deadline=time.monotonic() + 60))
 
-    add(range(100, 350))
-    assert len(store) == 250
-    now[0] += 5.0  # all of them expired
-    add(range(400, 460))
-    assert len(store) <= 60  # the expired ones went when the cache reached its mark
-    add(range(500, 800))  # none expired: the oldest go past the bound
-    assert len(store) <= 300
+    with watching(store):
+        add(range(100, 350))
+        assert len(store) == 250
+        now[0] += 5.0  # all of them expired
+        add(range(400, 460))
+        assert len(store) <= 60  # the expired ones went when the cache reached its mark
+        add(range(500, 800))  # none expired: the oldest go past the bound
+        assert len(store) <= 300
 
 
 def test_new_templates_are_rate_limited_per_namespace(

@@ -22,15 +22,16 @@ from tests.support.api_calls import CallsThrough
 from tests.support.apiserver_standin import StandIn
 from tests.support.cluster import Cluster, api_for
 from tests.support.loop import run
-from tests.support.templates import ensure, stored, templates
+from tests.support.templates import ensure, stored, templates, watching
 
 
 def test_created_once_then_cached(kube: Cluster, real_api: KubernetesApi) -> None:
     namespace = kube.create_namespace("store")
     api = CallsThrough(real_api)
     store = ApiTemplateStore(api)
-    ensure(store, templates(), namespace=namespace)
-    ensure(store, templates(), namespace=namespace)
+    with watching(store):
+        ensure(store, templates(), namespace=namespace)
+        ensure(store, templates(), namespace=namespace)
     assert api.calls == {"create_template": 1}
     [template] = stored(kube, namespace)
     assert template["metadata"]["name"].startswith("hami-gpu-")

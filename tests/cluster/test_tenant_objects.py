@@ -24,10 +24,16 @@ from hami_dra_webhook.cluster.gc import collect_garbage
 from hami_dra_webhook.cluster.template_store import ApiTemplateStore, TemplateUnavailable
 from hami_dra_webhook.kube.client import MAX_EVENT_BYTES, KubernetesApi
 from tests.support.api_calls import CallsThrough
-from tests.support.cluster import Cluster
+from tests.support.cluster import Cluster, api_for
 from tests.support.loop import run
 from tests.support.templates import templates
-from tests.support.tenants import create_as, squatting_template, tenant_kubeconfig, touch_as
+from tests.support.tenants import (
+    create_as,
+    create_with,
+    squatting_template,
+    tenant_kubeconfig,
+    touch_as,
+)
 
 # Sizes the default run holds; the long step (HAMI_TENANT_TEMPLATES) plays the issue's 100.
 GC_TEMPLATES = int(os.environ.get("HAMI_TENANT_TEMPLATES", "20"))
@@ -52,6 +58,7 @@ def test_templates_too_large_to_read_never_stop_the_watch(
     tenant = tenant_kubeconfig(kube, namespace)
     api = CallsThrough(real_api)
     store = ApiTemplateStore(api, cache_ttl=300)
+    tenant_api = api_for(tenant)
     ours = templates(4400, namespace)
     big_spec = squatting_template("hami-gpu-squat-spec", spec_bytes=790_000)
     big_metadata = squatting_template("hami-gpu-squat-meta", annotation_bytes=250_000)
@@ -74,9 +81,9 @@ def test_templates_too_large_to_read_never_stop_the_watch(
             await _until(lambda: store.watching, f"the watch did not start: {store.watch_state}")
             await store.ensure(namespace, ours, dry_run=False, deadline=time.monotonic() + 5)
             sampler = asyncio.create_task(sample(stop))
+            await create_with(tenant_api, namespace, big_spec)
+            await create_with(tenant_api, namespace, big_metadata)
             await tenant_does(
-                lambda: create_as(kube, tenant, namespace, big_spec),
-                lambda: create_as(kube, tenant, namespace, big_metadata),
                 *(
                     (lambda i=i, n=n: touch_as(kube, tenant, namespace, n, str(i)))
                     for i in range(5)
@@ -93,6 +100,7 @@ def test_templates_too_large_to_read_never_stop_the_watch(
             stop.set()
             watching.cancel()
             await asyncio.gather(watching, return_exceptions=True)
+            await tenant_api.close()
 
     created, relists = run(scenario())
     path = f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaimtemplates"
@@ -186,10 +194,12 @@ def test_a_larger_object_under_a_template_name_is_not_read_whole(
 
 
 def _gc_peak_rss(kubeconfig: Path) -> tuple[int, str]:
-    """`hami-dra-webhook gc --dry-run` in a process of its own: its peak RSS and its report."""
+    """`hami-dra-webhook gc --dry-run --grace 1` in a process of its own: its peak RSS and its
+    report (every tenant template is then old enough to be verified, read within its bound)."""
     script = (
         "import resource, runpy, sys\n"
-        "sys.argv = ['hami-dra-webhook', 'gc', '--dry-run', '--kubeconfig', sys.argv[1]]\n"
+        "sys.argv = ['hami-dra-webhook', 'gc', '--dry-run', '--grace', '1', '--kubeconfig',"
+        " sys.argv[1]]\n"
         "try:\n"
         "    runpy.run_module('hami_dra_webhook', run_name='__main__')\n"
         "finally:\n"
@@ -221,6 +231,7 @@ def test_the_collector_stays_bounded_whatever_tenants_create(
             namespace,
             squatting_template(f"hami-gpu-bulk-{index}", spec_bytes=GC_TEMPLATE_BYTES),
         )
+    time.sleep(1.1)  # creation stamps have whole seconds; the grace is one second
     peak, output = _gc_peak_rss(kube.plane.admin_kubeconfig)
     print(f"gc over {GC_TEMPLATES} tenant templates of ~3 MB: peak RSS {peak / 2**20:.1f} MiB")
     kept = int(output.split("not written by the webhook (kept) ", 1)[1].split(",")[0].split()[0])

@@ -3,7 +3,10 @@ for the tests of the store, GC, squatting and the serve shell."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from hami_dra_webhook.cluster.template_store import ApiTemplateStore
@@ -41,3 +44,27 @@ def ensure(
 
 def stored(kube: Cluster, namespace: str) -> list[dict[str, Any]]:
     return list(kube.get("resourceclaimtemplates", "-n", namespace)["items"])
+
+
+@contextlib.contextmanager
+def watching(store: ApiTemplateStore, within: float = 30.0) -> Iterator[None]:
+    """The store's own watch standing on the real kube-apiserver for the block (its cache is
+    used only while the watch stands); `run` calls inside the block share its event loop."""
+
+    async def start() -> asyncio.Task[None]:
+        task = asyncio.get_running_loop().create_task(store.keep_true())
+        deadline = time.monotonic() + within
+        while not store.watching:
+            assert time.monotonic() < deadline, f"the watch did not start: {store.watch_state}"
+            await asyncio.sleep(0.02)
+        return task
+
+    async def stop(task: asyncio.Task[None]) -> None:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+    task = run(start())
+    try:
+        yield
+    finally:
+        run(stop(task))

@@ -5,12 +5,13 @@ webhook (templates whose spec or annotations are as large as kube-apiserver acce
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from hami_dra_webhook.core.claims import template_labels
-from tests.support.cluster import Cluster
+from hami_dra_webhook.kube.client import KubernetesApi
+from tests.support.cluster import Cluster, api_for
+from tests.support.loop import run
 
 SELECTOR_BYTES = 10_000  # below kube-apiserver's 10 KiB bound on one CEL expression
 
@@ -64,10 +65,20 @@ def squatting_template(
 
 
 def create_as(cluster: Cluster, kubeconfig: Path, namespace: str, manifest: dict[str, Any]) -> None:
-    """`kubectl create` (not apply: its last-applied annotation would double the object)."""
-    cluster.kubectl(
-        "create", "-n", namespace, "-f", "-", stdin=json.dumps(manifest), kubeconfig=kubeconfig
-    )
+    """Create `manifest` as the kubeconfig's user, through this project's API adapter: kubectl
+    (Go's encoding/json) would send each `&` as `\u0026`, past kube-apiserver's 3 MiB bound on
+    a request body, where the attack's client sent it as one byte."""
+    api = api_for(kubeconfig)
+    try:
+        run(create_with(api, namespace, manifest))
+    finally:
+        run(api.close())
+
+
+async def create_with(api: KubernetesApi, namespace: str, manifest: dict[str, Any]) -> None:
+    """`create_as` on an event loop that is running (the adapter is the tenant's)."""
+    body = {**manifest, "metadata": {**manifest["metadata"], "namespace": namespace}}
+    await api.create_template(namespace, body, dry_run=False, timeout=60)
 
 
 def touch_as(cluster: Cluster, kubeconfig: Path, namespace: str, name: str, value: str) -> None:
