@@ -342,7 +342,7 @@ def test_rbac_is_least_privilege() -> None:
         {
             "apiGroups": ["resource.k8s.io"],
             "resources": ["deviceclasses", "resourceslices"],
-            "verbs": ["get", "list"],
+            "verbs": ["list"],
         },
         {
             "apiGroups": ["admissionregistration.k8s.io"],

@@ -29,6 +29,9 @@ from tests.controlplane.versions import Release
 
 SERVICE_CIDR = "10.0.0.0/24"
 CONSUMABLE_CAPACITY = "DRAConsumableCapacity"
+# Whose requests kube-apiserver's audit log keeps: the ServiceAccounts of the chart's release
+# and driver namespaces in the tests (what the webhook's identity really uses is read there).
+AUDITED_NAMESPACES = ("hami-system", "hami-driver")
 # No kubelet ever reports: the node lifecycle controller would mark the GPU node NotReady and
 # taint it. Everything else runs as in a real cluster.
 CONTROLLERS = "*,-node-lifecycle-controller"
@@ -97,6 +100,24 @@ class ControlPlane:
     def label(self) -> str:
         state = "on" if self.consumable_capacity else "off"
         return f"v{self.release.version} ({CONSUMABLE_CAPACITY} {state})"
+
+    @property
+    def audit_log(self) -> Path:
+        """kube-apiserver's audit log: the requests of ServiceAccounts of the namespaces
+        AUDITED_NAMESPACES (the chart's), at Metadata level, one JSON event a line."""
+        return self.folder / "audit.log"
+
+    def _audit_policy(self) -> Path:
+        groups = [f"system:serviceaccounts:{namespace}" for namespace in AUDITED_NAMESPACES]
+        policy = {
+            "apiVersion": "audit.k8s.io/v1",
+            "kind": "Policy",
+            "omitStages": ["RequestReceived"],
+            "rules": [{"level": "Metadata", "userGroups": groups}, {"level": "None"}],
+        }
+        path = self.folder / "audit-policy.json"
+        path.write_text(json.dumps(policy))
+        return path
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -213,6 +234,9 @@ class ControlPlane:
                 "--allow-privileged=true",
                 f"--feature-gates={self.gates}",
                 f"--cert-dir={self.folder / 'apiserver-certs'}",
+                f"--audit-policy-file={self._audit_policy()}",
+                f"--audit-log-path={self.audit_log}",
+                "--audit-log-format=json",
                 "--v=1",
                 *self.apiserver_args,
             ],

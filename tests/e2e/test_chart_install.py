@@ -12,12 +12,10 @@ import yaml
 
 from hami_dra_webhook.certs.pki import issue, write
 from tests.e2e.manifests import gpu_pod
-from tests.support.cluster import RELEASE_NAMESPACE, Cluster, Release, wait_for
+from tests.support.cluster import RELEASE_NAMESPACE, Cluster, Release, granted, wait_for
 
 README = Path(__file__).parents[2] / "README.md"
 SERVICE_ACCOUNT = f"system:serviceaccount:{RELEASE_NAMESPACE}:hami-dra-webhook"
-# A ServiceAccount bound to nothing: what it may do, every identity may do.
-NOBODY = f"system:serviceaccount:{RELEASE_NAMESPACE}:e2e-nobody"
 
 
 def test_every_rendered_object_passes_strict_server_side_validation(
@@ -57,33 +55,16 @@ def _documented_permissions() -> dict[str, set[str]]:
     return {resource: set(verbs.split()) for resource, verbs in rows if resource != "resource"}
 
 
-def _granted(
-    cluster: Cluster, namespace: str, who: str = SERVICE_ACCOUNT
-) -> dict[str, tuple[set[str], str]]:
-    """resource -> (verbs, resource names) for `who`, beyond what every identity may do."""
-    listing = cluster.kubectl("auth", "can-i", "--list", f"--as={who}", "-n", namespace).stdout
-    everyone = {} if who == NOBODY else _granted(cluster, namespace, NOBODY)
-    granted = {}
-    for line in listing.splitlines()[1:]:
-        match = re.match(r"^(\S+)\s+\[\]\s+\[(.*?)\]\s+\[(.*)\]$", line)
-        if match is None:
-            continue  # non-resource URLs (discovery, health): every identity may get them
-        resource, names, verbs = match.groups()
-        if everyone.get(resource) != (set(verbs.split()), names):
-            granted[resource] = (set(verbs.split()), names)
-    return granted
-
-
 def test_rbac_grants_exactly_what_the_readme_documents(cluster: Cluster, hami: Release) -> None:
     documented = _documented_permissions()
     assert len(documented) == 6
-    in_release = _granted(cluster, RELEASE_NAMESPACE)
+    in_release = granted(cluster, RELEASE_NAMESPACE, SERVICE_ACCOUNT)
     assert {r: verbs for r, (verbs, _) in in_release.items()} == documented
     assert in_release["secrets"][1] == "hami-dra-webhook-tls"
     assert in_release["mutatingwebhookconfigurations.admissionregistration.k8s.io"][1] == (
         "hami-dra-webhook"
     )
-    elsewhere = _granted(cluster, "default")
+    elsewhere = granted(cluster, "default", SERVICE_ACCOUNT)
     assert "secrets" not in elsewhere
     assert set(elsewhere) == set(documented) - {"secrets"}
 

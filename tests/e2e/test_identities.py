@@ -10,11 +10,16 @@ server-side dry runs, which admission policies judge as they judge real writes.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+import time
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.support.cluster import RELEASE_NAMESPACE, Cluster, CommandFailed, Release
+from tests.e2e.manifests import gpu_pod
+from tests.support.cluster import RELEASE_NAMESPACE, Cluster, CommandFailed, Release, granted
 
 NODE_EXTRA = "authentication.kubernetes.io/node-name"
 DRIVER = "hami-core-gpu.project-hami.io"
@@ -271,3 +276,59 @@ def test_no_privileged_container_gets_a_gpu_around_the_webhook(
     cluster.kubectl(
         "create", "-n", namespace, "--dry-run=server", "-f", "-", stdin=json.dumps(unprivileged)
     )
+
+
+def _used(cluster: Cluster, username: str) -> set[tuple[str, str]]:
+    """(resource[/subresource] with its group, verb) of every request kube-apiserver's audit
+    log holds from `username`, allowed or not."""
+    used = set()
+    for line in cluster.plane.audit_log.read_text().splitlines():
+        event = json.loads(line)
+        if event.get("user", {}).get("username") != username or "objectRef" not in event:
+            continue
+        ref = event["objectRef"]
+        resource = ref["resource"] + (f"/{ref['subresource']}" if ref.get("subresource") else "")
+        group = ref.get("apiGroup", "")
+        used.add((f"{resource}.{group}" if group else resource, event["verb"]))
+    return used
+
+
+def test_every_verb_granted_to_the_webhook_is_used(
+    cluster: Cluster, hami: Release, namespace: str, tmp_path: Path
+) -> None:
+    """Issue 34: least privilege means each verb the chart grants the webhook's ServiceAccount
+    is one its process uses. This drives what the webhook does (an admission that creates a
+    template, a cold cache that finds it and stamps it, a garbage collection that deletes one,
+    besides the start-up's certificates, watch and cluster check) and reads what it did from
+    kube-apiserver's own audit log: every granted verb is there."""
+    hami.restart()  # a start: certificates read and published, the watch, the cluster check
+    assert hami.webhook is not None
+    hami.webhook.wait_ready(timeout=60)
+    cluster.apply(
+        gpu_pod("first", {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 1234}), namespace=namespace
+    )
+    hami.restart()  # a cold cache: the template exists, is read, compared and stamped
+    hami.webhook.wait_ready(timeout=60)
+    cluster.apply(
+        gpu_pod("again", {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 1234}), namespace=namespace
+    )
+    cluster.apply(
+        gpu_pod("gone", {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 4321}), namespace=namespace
+    )
+    cluster.kubectl("delete", "pod", "gone", "-n", namespace, "--grace-period=0", "--force")
+    time.sleep(1.1)  # whole-second stamps; the grace below is one second
+    collected = subprocess.run(
+        [sys.executable, "-m", "hami_dra_webhook", "gc", "--kubeconfig", str(hami.kubeconfig),
+         "--grace", "1"],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert collected.returncode == 0 and f"deleted {namespace}/" in collected.stdout
+    username = f"system:serviceaccount:{RELEASE_NAMESPACE}:{hami.fullname}"
+    used = _used(cluster, username)
+    grants = {
+        (resource, verb)
+        for resource, (verbs, _) in granted(cluster, RELEASE_NAMESPACE, username).items()
+        for verb in verbs
+    }
+    assert grants - used == set(), f"granted, never used: {sorted(grants - used)}"
+    assert used <= grants, f"used, not granted: {sorted(used - grants)}"

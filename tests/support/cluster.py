@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import shlex
 import subprocess
 import time
@@ -341,3 +342,23 @@ def api_for(kubeconfig: Path, page_size: int | None = None) -> KubernetesApi:
 
 def ca_bundle_of(configuration: dict[str, Any]) -> bytes:
     return base64.b64decode(configuration["webhooks"][0]["clientConfig"].get("caBundle", ""))
+
+
+# A ServiceAccount bound to nothing: what it may do, every identity may do.
+NOBODY = f"system:serviceaccount:{RELEASE_NAMESPACE}:e2e-nobody"
+
+
+def granted(cluster: Cluster, namespace: str, who: str) -> dict[str, tuple[set[str], str]]:
+    """resource -> (verbs, resource names) that `who` may use in `namespace`, as `kubectl auth
+    can-i --list` says, beyond what every identity may do."""
+    listing = cluster.kubectl("auth", "can-i", "--list", f"--as={who}", "-n", namespace).stdout
+    everyone = {} if who == NOBODY else granted(cluster, namespace, NOBODY)
+    found = {}
+    for line in listing.splitlines()[1:]:
+        match = re.match(r"^(\S+)\s+\[\]\s+\[(.*?)\]\s+\[(.*)\]$", line)
+        if match is None:
+            continue  # non-resource URLs (discovery, health): every identity may get them
+        resource, names, verbs = match.groups()
+        if everyone.get(resource) != (set(verbs.split()), names):
+            found[resource] = (set(verbs.split()), names)
+    return found
