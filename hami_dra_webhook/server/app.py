@@ -23,7 +23,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from hami_dra_webhook.admission.mutator import MutationRecord, PodMutator, internal_error
-from hami_dra_webhook.cluster.gc import collect_garbage
+from hami_dra_webhook.cluster.gc import KnownForeign, collect_garbage
 from hami_dra_webhook.cluster.state import ClusterState
 from hami_dra_webhook.cluster.template_store import ApiTemplateStore
 from hami_dra_webhook.core import review
@@ -305,13 +305,17 @@ def _jobs(parts: Parts) -> list[Job]:
 
         jobs.append(Job("cluster-check", check_cluster))
         if settings.gc_interval > 0:
+            known_foreign = KnownForeign()  # across passes: tenants' objects read once
 
             async def gc_loop() -> None:
                 while True:
                     await asyncio.sleep(settings.gc_interval)
                     try:
                         report = await collect_garbage(
-                            api, now=time.time(), grace=settings.gc_grace
+                            api,
+                            now=time.time(),
+                            grace=settings.gc_grace,
+                            known_foreign=known_foreign,
                         )
                     except Exception:
                         log.exception("template garbage collection failed; retrying later")
