@@ -197,7 +197,7 @@ class KubernetesApi:
                 method="GET",
                 resource_path=paths.ALL_TEMPLATES,
                 query_params=query,
-                header_params={"Accept": AS_METADATA},
+                header_params={"Accept": AS_METADATA, "Accept-Encoding": "identity"},
                 auth_settings=["BearerToken"],
             )
             deadline = aiohttp.ClientTimeout(total=None, sock_read=window + 30)
@@ -354,6 +354,10 @@ class KubernetesApi:
         with the continue token of a list page when its head has one)."""
         client = self._api_client()
         headers = {"Accept": accept}
+        if max_bytes is not None:
+            # Not compressed: the bound is then on what is read and held, and a small gzip of
+            # a tenant's repetitive object never decompresses into many megabytes at once.
+            headers["Accept-Encoding"] = "identity"
         if body is not None:
             headers["Content-Type"] = content_type
         deadline = aiohttp.ClientTimeout(total=max(timeout, 0.001))
