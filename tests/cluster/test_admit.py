@@ -322,3 +322,19 @@ def test_odd_metadata_without_request_namespace_is_no_crash() -> None:
         ).answer["response"]
         assert answer["uid"] == document["request"]["uid"]
         assert answer["allowed"] is False or "patch" in answer
+
+
+def test_the_cluster_counts_as_answered_only_after_its_first_whole_check(
+    real_api: KubernetesApi, namespace: str
+) -> None:
+    """Issue 34, finding 5: /readyz waits for `api_answered`, which was set as soon as
+    /version answered, so admissions could come before the DeviceClasses that claim legacy
+    resources were read (an opted-out legacy pod then got no warning for up to the check's
+    interval). Now it turns true only once the first check has read them."""
+    cluster = ClusterState()
+    api = CallsThrough(real_api)
+    seen: list[bool] = []
+    api.before["list_device_classes"] = lambda: seen.append(cluster.api_answered)
+    api.after["list_device_classes"] = lambda: seen.append(cluster.api_answered)
+    run(cluster.refresh(api, DEFAULT_POLICY, namespace, timeout=5))
+    assert seen == [False, False] and cluster.api_answered
