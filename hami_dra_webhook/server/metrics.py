@@ -23,7 +23,6 @@ from hami_dra_webhook.cluster.state import ClusterState
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
 CAPACITY_VALUES = {"unknown": -1, "dropped": 0, "effective": 1}
 OPERATIONS = frozenset({"CREATE", "UPDATE", "DELETE", "CONNECT"})
-OUTCOMES = ("converted", "unchanged", "refused", "error")
 # What the HTTP layer refuses or closes before an admission starts (server/connections.py).
 REJECTIONS = (
     "malformed",  # 400: not an AdmissionReview

@@ -37,7 +37,6 @@ class JobState:
     running: bool = False
     restarts: int = 0
     last_error: str = ""
-    down_since: float | None = None
 
 
 class Supervisor:
@@ -98,7 +97,7 @@ class Supervisor:
         state = self.states[job.name]
         wait = self._first
         while True:
-            state.running, state.down_since = True, None
+            state.running = True
             started = time.monotonic()
             try:
                 await job.run()
@@ -110,7 +109,7 @@ class Supervisor:
             except Exception as error:
                 state.last_error = f"{type(error).__name__}: {error}"[:200]
                 log.exception("background job %s died; restarting it in %gs", job.name, wait)
-            state.running, state.down_since = False, time.monotonic()
+            state.running = False
             state.restarts += 1
             self._on_restart(job.name)
             if time.monotonic() - started > self._longest:

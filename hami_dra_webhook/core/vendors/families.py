@@ -32,10 +32,6 @@ class Family:
     class_expression: str | None = None  # the DeviceClass's CEL selector
     enable: str = ""  # the policy setting that converts it ("" where no driver exists)
 
-    @property
-    def has_driver(self) -> bool:
-        return self.driver is not None
-
     def not_converted(self) -> str:
         """Why this webhook does not convert the family (its pods can stay on legacy HAMi)."""
         if self.enable:

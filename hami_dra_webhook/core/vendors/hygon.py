@@ -32,7 +32,6 @@ USE_UUID = "hygon.com/use-gpuuuid"
 NOUSE_UUID = "hygon.com/nouse-gpuuuid"
 USE_TYPES = ("hygon.com/use-dcutype", "hygon.com/use-hcutype")
 NOUSE_TYPES = ("hygon.com/nouse-dcutype", "hygon.com/nouse-hcutype")
-ANNOTATIONS = (USE_UUID, NOUSE_UUID, *USE_TYPES, *NOUSE_TYPES)
 _ID_PREFIXES = ("HCU-", "DCU-")
 
 
