@@ -111,32 +111,24 @@ def test_the_webhooks_account_writes_only_the_webhooks_templates(
         "metadata": {"name": "anything", "namespace": namespace},
         "spec": {"spec": {"devices": {"requests": []}}},
     }
-    refused = _as(
-        cluster,
-        webhook_account,
-        "create",
-        "--dry-run=server",
-        "-f",
-        "-",
-        stdin=json.dumps(template),
-    )
-    assert "labelled exactly as the webhook labels them" in refused
-    template["metadata"]["labels"] = {
-        "app.kubernetes.io/managed-by": "hami-dra-webhook",
-        "hami.io/dra": "true",
-    }
-    assert (
-        _as(
+
+    def create(body: dict[str, Any]) -> str:
+        return _as(
             cluster,
             webhook_account,
             "create",
             "--dry-run=server",
             "-f",
             "-",
-            stdin=json.dumps(template),
+            stdin=json.dumps(body),
         )
-        == ""
-    )
+
+    assert "labelled exactly as the webhook labels them" in create(template)
+    template["metadata"]["labels"] = {
+        "app.kubernetes.io/managed-by": "hami-dra-webhook",
+        "hami.io/dra": "true",
+    }
+    assert create(template) == ""
     cluster.kubectl(
         "create",
         "-f",
