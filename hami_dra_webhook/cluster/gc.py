@@ -33,11 +33,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from hami_dra_webhook.cluster.template_store import MAX_TEMPLATE_BYTES
-from hami_dra_webhook.core.claims import MANAGED_BY, MANAGED_BY_LABEL, template_labels
+from hami_dra_webhook.core.claims import MANAGED_BY, MANAGED_BY_LABEL
 from hami_dra_webhook.core.template_identity import (
     DELETING_ANNOTATION,
     LAST_USED_ANNOTATION,
-    OWN_ANNOTATIONS,
+    foreign_metadata,
     not_written_by_webhook,
     stamp_if_unchanged,
 )
@@ -106,19 +106,6 @@ class KnownForeign:
         self._known[key] = candidate.version
 
 
-def _own_metadata(metadata: JsonObject) -> bool:
-    """Whether metadata alone can be the webhook's (the spec is checked before a delete)."""
-    labels = metadata.get("labels")
-    annotations = metadata.get("annotations")
-    return (
-        labels == template_labels()
-        and isinstance(annotations, dict)
-        and all(key in OWN_ANNOTATIONS for key in annotations)
-        and not metadata.get("finalizers")
-        and not metadata.get("ownerReferences")
-    )
-
-
 def referenced_templates(pods: list[JsonObject]) -> set[str]:
     names = set()
     for pod in pods:
@@ -166,7 +153,7 @@ async def collect_garbage(
             if not isinstance(metadata, dict):
                 continue
             namespace, name = str(metadata.get("namespace", "")), str(metadata.get("name", ""))
-            if not _own_metadata(metadata):
+            if foreign_metadata(metadata) is not None:
                 report.foreign.append(f"{namespace}/{name}")
                 continue
             version = (str(metadata.get("uid", "")), str(metadata.get("resourceVersion", "")))

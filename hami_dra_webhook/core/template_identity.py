@@ -93,6 +93,19 @@ def what_differs(stored: JsonObject, template: JsonObject, stored_spec: JsonObje
     return "; ".join(w for w in wrong if w)
 
 
+def foreign_metadata(metadata: JsonObject) -> str | None:
+    """Why metadata alone cannot be a template of the webhook's, whatever its legacy request
+    (None: it can be): other labels, annotations but its own, finalizers or owners. The
+    garbage collector judges listed metadata by it before reading any spec."""
+    if _map(metadata.get("labels")) != template_labels():
+        return "its labels are not exactly the webhook's"
+    if any(key not in OWN_ANNOTATIONS for key in _map(metadata.get("annotations"))):
+        return "it has annotations the webhook does not write"
+    if metadata.get("finalizers") or metadata.get("ownerReferences"):
+        return "it has finalizers or owner references"
+    return None
+
+
 def not_written_by_webhook(stored: object) -> str | None:
     """Why a stored template is not exactly one this webhook writes (None: it is).
 
@@ -104,14 +117,10 @@ def not_written_by_webhook(stored: object) -> str | None:
     if not isinstance(stored, dict) or not isinstance(stored.get("metadata"), dict):
         return "it has no metadata"
     metadata = stored["metadata"]
-    if _map(metadata.get("labels")) != template_labels():
-        return "its labels are not exactly the webhook's"
+    wrong = foreign_metadata(metadata)
+    if wrong is not None:
+        return wrong
     annotations = metadata.get("annotations")
-    others = [key for key in _map(annotations) if key not in OWN_ANNOTATIONS]
-    if others:
-        return "it has annotations the webhook does not write"
-    if metadata.get("finalizers") or metadata.get("ownerReferences"):
-        return "it has finalizers or owner references"
     record = annotations.get(LEGACY_REQUEST_ANNOTATION) if isinstance(annotations, dict) else None
     if not isinstance(record, str):
         return f"it has no {LEGACY_REQUEST_ANNOTATION} annotation"
