@@ -74,6 +74,14 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
         for line in report.lines:
             fix = f"\n      fix: {line.fix}" if line.fix and line.level != "PASS" else ""
             stdout.write(f"{line.level}  {line.check}: {line.detail}{fix}\n")
+        if report.pools:
+            from hami_dra_webhook.cli.inputs import table
+
+            rows = [
+                [p.pool, str(p.nodes), p.gpus, p.used, p.free, str(p.pods)] for p in report.pools
+            ]
+            headers = ["POOL", "NODES", "GPUS", "USED", "FREE", "GPU PODS"]
+            stdout.write("\n" + "\n".join(table(headers, rows)) + "\n")
         if report.nodes:
             stdout.write("\nnode                            GPUs  shareable  memory\n")
             for node in report.nodes:

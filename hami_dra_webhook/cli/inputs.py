@@ -39,3 +39,12 @@ def load_policy(path: str | None, stderr: TextIO) -> Policy:
     if loaded.warning:
         stderr.write(f"warning: {path}: {loaded.warning}\n")
     return loaded.policy
+
+
+def table(headers: list[str], rows: list[list[str]]) -> list[str]:
+    """Columns aligned as kubectl aligns them: upper-case headers, two spaces between."""
+    widths = [max(len(str(x)) for x in column) for column in zip(headers, *rows, strict=True)]
+    return [
+        "  ".join(str(cell).ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        for row in [headers, *rows]
+    ]

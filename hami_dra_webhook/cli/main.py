@@ -14,6 +14,7 @@ from hami_dra_webhook.cli import (
     dry_run,
     exit_codes,
     gc_cmd,
+    migrate_cmd,
     scan_cmd,
     serve,
 )
@@ -43,6 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
     check_cmd.add_parser(commands)
     certs_cmd.add_parser(commands)
     gc_cmd.add_parser(commands)
+    migrate_cmd.add_parser(commands)
     return parser
 
 

@@ -51,6 +51,7 @@ _NAMED = re.compile(
 )
 
 JSON_PATCH = "application/json-patch+json"
+MERGE_PATCH = "application/merge-patch+json"
 FIELD_MANAGER = "hami-dra-webhook"
 Configuration = kubernetes.aio.client.Configuration
 
@@ -289,6 +290,20 @@ class KubernetesApi:
         path = paths.webhook_configuration(name)
         query = [("fieldManager", FIELD_MANAGER)]
         return await self._call("PATCH", path, query, operations, timeout, content_type=JSON_PATCH)
+
+    async def patch_node(self, name: str, merge_patch: JsonObject, *, timeout: float) -> JsonObject:
+        query = [("fieldManager", FIELD_MANAGER)]
+        return await self._call(
+            "PATCH", paths.node(name), query, merge_patch, timeout, content_type=MERGE_PATCH
+        )
+
+    async def evict(self, namespace: str, name: str, *, timeout: float) -> None:
+        body = {
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
+            "metadata": {"name": name, "namespace": namespace},
+        }
+        await self._call("POST", paths.eviction(namespace, name), [], body, timeout)
 
     async def _list(self, path: str, query: list[tuple[str, str]], timeout: float) -> list[Any]:
         return [item async for page in self._pages(path, query, timeout) for item in page]

@@ -45,6 +45,17 @@ class paths:  # noqa: N801 (a namespace of functions, read as paths.template(...
     VERSION = "/version"
     NODES = "/api/v1/nodes"
     ALL_PODS = "/api/v1/pods"
+    NAMESPACES = "/api/v1/namespaces"
+    ALL_CLAIMS = f"{TEMPLATES_PATH}/resourceclaims"
+    ALL_DISRUPTION_BUDGETS = "/apis/policy/v1/poddisruptionbudgets"
+
+    @staticmethod
+    def node(name: str) -> str:
+        return f"{paths.NODES}/{_name(name)}"
+
+    @staticmethod
+    def eviction(namespace: str, name: str) -> str:
+        return f"{paths.pods(namespace)}/{_name(name)}/eviction"
 
     @staticmethod
     def namespace(name: str) -> str:
@@ -220,6 +231,16 @@ class KubeApi(Protocol):
         ...
 
     async def get_webhook_configuration(self, name: str, *, timeout: float) -> JsonObject: ...
+
+    async def patch_node(self, name: str, merge_patch: JsonObject, *, timeout: float) -> JsonObject:
+        """A JSON merge patch (RFC 7386) of a Node: labels, annotations, spec.unschedulable
+        (`migrate node`)."""
+        ...
+
+    async def evict(self, namespace: str, name: str, *, timeout: float) -> None:
+        """Ask the Eviction API to evict a pod: 429 when a PodDisruptionBudget forbids it now,
+        404 when the pod is gone (`migrate node`)."""
+        ...
 
     async def patch_webhook_configuration(
         self, name: str, operations: list[JsonObject], *, timeout: float

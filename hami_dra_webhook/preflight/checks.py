@@ -15,8 +15,11 @@ from cryptography.exceptions import InvalidSignature
 
 from hami_dra_webhook.cluster.state import capacity_kept
 from hami_dra_webhook.core.policy import Policy
+from hami_dra_webhook.core.pool_plan import Inventory
+from hami_dra_webhook.core.pools import DRA, LEGACY, MOVING, POOL_LABEL
 from hami_dra_webhook.core.quantity import QuantityError, format_bytes, parse_byte_size
 from hami_dra_webhook.core.types import JsonObject
+from hami_dra_webhook.preflight.pools import judge_pools, plugin_unrestricted
 from hami_dra_webhook.preflight.report import NodeGpus, Report, Target
 from hami_dra_webhook.preflight.snapshot import Failed, Read, Snapshot
 from hami_dra_webhook.preflight.vendors import vendors
@@ -215,6 +218,7 @@ def _node_side(snapshot: Snapshot, policy: Policy, target: Target, report: Repor
         if any(
             (node["metadata"].get("labels") or {}).get(label) == "true" for label in GPU_NODE_LABELS
         )
+        and _dra_side(node, snapshot)
     }
     if not gpu_nodes:
         report.add(
@@ -235,6 +239,15 @@ def _node_side(snapshot: Snapshot, policy: Policy, target: Target, report: Repor
     _devices(snapshot, policy, gpu_nodes, driver_pods, report)
     _container_runtimes(gpu_nodes, report)
     _pod_security(snapshot, report)
+
+
+def _dra_side(node: JsonObject, snapshot: Snapshot) -> bool:
+    """Whether the driver should run on the node: not in the legacy pool (nor moving), and,
+    when the migration scope is not `all`, in the DRA pool."""
+    pool = (node["metadata"].get("labels") or {}).get(POOL_LABEL, "")
+    if snapshot.scope.mode != "all":
+        return bool(pool == DRA)
+    return pool not in (LEGACY, MOVING)
 
 
 def _devices(
@@ -386,16 +399,19 @@ def _container_runtimes(gpu_nodes: dict[str, JsonObject], report: Report) -> Non
 
 
 def _legacy_hami(snapshot: Snapshot, policy: Policy, target: Target, report: Report) -> None:
+    """Legacy HAMi may run beside DRA, on nodes of its own pool (docs/migration.md): its
+    device plugin DaemonSet must be kept off the DRA pool."""
     check = "legacy HAMi"
     reads = (snapshot.daemonsets, snapshot.deployments, snapshot.webhook_configurations)
     if any(_failed(read, check, report) for read in reads):
         return
     daemonsets, deployments, configs = (r if isinstance(r, list) else [] for r in reads)
-    found = [
-        f"device plugin DaemonSet {_where(item)}"
+    plugins = [
+        item
         for item in daemonsets
         if _looks_legacy(item, ("hami-device-plugin", "vgpu-device-plugin"))
     ]
+    found = [f"device plugin DaemonSet {_where(item)}" for item in plugins]
     found += [
         f"scheduler Deployment {_where(item)}"
         for item in deployments
@@ -406,15 +422,30 @@ def _legacy_hami(snapshot: Snapshot, policy: Policy, target: Target, report: Rep
         for config in configs
         if any("vgpu.hami.io" in str(w.get("name")) for w in config.get("webhooks") or [])
     ]
-    if found:
+    unrestricted = [_where(item) for item in plugins if plugin_unrestricted(item)]
+    if unrestricted:
         report.add(
             "FAIL",
             check,
-            "still running: " + "; ".join(found),
-            "uninstall legacy HAMi first: the two modes must not share a cluster",
+            f"HAMi's device plugin DaemonSet {', '.join(unrestricted)} can run on DRA-pool nodes",
+            f"keep it to {POOL_LABEL}={LEGACY} nodes (the nodeAffinity patch in docs/migration.md),"
+            " or uninstall legacy HAMi",
+        )
+    elif found:
+        report.add(
+            "PASS",
+            check,
+            "running beside DRA, kept to the legacy pool: " + "; ".join(found),
         )
     else:
         report.add("PASS", check, "not running")
+
+
+def _gpu_pools(snapshot: Snapshot, policy: Policy, target: Target, report: Report) -> None:
+    if _failed(snapshot.inventory, "GPU pools", report):
+        return
+    if isinstance(snapshot.inventory, Inventory):
+        judge_pools(snapshot.inventory, report)
 
 
 def _readable(memory: object) -> str:
@@ -609,6 +640,7 @@ CHECKS: tuple[Callable[[Snapshot, Policy, Target, Report], None], ...] = (
     _slices,
     _node_side,
     _legacy_hami,
+    _gpu_pools,
     _extended_resources,
     _quotas,
 )

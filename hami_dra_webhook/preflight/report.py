@@ -28,6 +28,18 @@ class NodeGpus:
 
 
 @dataclass
+class PoolRow:
+    """One GPU pool of a cluster in migration (preflight/pools.py)."""
+
+    pool: str
+    nodes: int
+    gpus: str
+    used: str
+    free: str
+    pods: int
+
+
+@dataclass
 class Target:
     namespace: str = "hami-system"
     webhook_configuration: str = "hami-dra-webhook"
@@ -39,6 +51,7 @@ class Target:
 class Report:
     lines: list[Line] = field(default_factory=list)
     nodes: list[NodeGpus] = field(default_factory=list)
+    pools: list[PoolRow] = field(default_factory=list)
 
     def add(self, level: Level, check: str, detail: str, fix: str = "") -> None:
         self.lines.append(Line(level, check, detail, fix))
@@ -52,4 +65,5 @@ class Report:
             "worst": self.worst,
             "checks": [asdict(x) for x in self.lines],
             "nodes": [asdict(n) for n in self.nodes],
+            "pools": [asdict(p) for p in self.pools],
         }

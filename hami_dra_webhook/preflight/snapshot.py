@@ -14,8 +14,11 @@ from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass, field
 from typing import TypeAlias, TypeVar, Union
 
+from hami_dra_webhook.cluster.inventory import read_inventory
 from hami_dra_webhook.cluster.state import probe_template
 from hami_dra_webhook.core.policy import Policy
+from hami_dra_webhook.core.pool_plan import Inventory
+from hami_dra_webhook.core.pools import Scope
 from hami_dra_webhook.core.types import JsonObject
 from hami_dra_webhook.kube.port import ApiError, KubeApi, paths
 from hami_dra_webhook.preflight.report import Target
@@ -72,6 +75,15 @@ class Snapshot:
     # Another family's driver -> its slices; its DeviceClass -> whether it exists.
     vendor_slices: dict[str, Read[list[JsonObject]]] = field(default_factory=dict)
     vendor_classes: dict[str, Read[JsonObject]] = field(default_factory=dict)
+    # The GPU pools of a cluster in migration (preflight/pools.py).
+    inventory: Read[Inventory] = MISSING
+
+    @property
+    def scope(self) -> Scope:
+        """The migration scope the installed webhook applies (`all` when not installed)."""
+        config = self.webhook_configuration
+        webhooks = config.get("webhooks") or [] if isinstance(config, dict) else []
+        return Scope.of_webhook(webhooks[0]) if webhooks else Scope("all")
 
 
 async def _every(pages: AsyncIterator[list[JsonObject]]) -> list[JsonObject]:
@@ -116,6 +128,7 @@ async def gather(api: KubeApi, policy: Policy, target: Target, timeout: float) -
     snapshot.quotas = await _read(api.list_path(paths.RESOURCE_QUOTAS, [], timeout=timeout))
     await _webhook(api, snapshot, target, timeout)
     await _vendors(api, snapshot, policy, timeout)
+    snapshot.inventory = await _read(read_inventory(api, policy, snapshot.scope, timeout))
     return snapshot
 
 

@@ -14,6 +14,8 @@ from hami_dra_webhook.certs.pki import issue, service_names
 from hami_dra_webhook.core.policy import DEFAULT_POLICY, Policy, policy_from_yaml
 from hami_dra_webhook.preflight.checks import judge
 from hami_dra_webhook.preflight.report import Report, Target
+from hami_dra_webhook.core.pool_plan import Inventory
+from hami_dra_webhook.core.pools import Scope, node_gpus, slice_devices
 from hami_dra_webhook.preflight.snapshot import MISSING, Failed, Snapshot, UrlAnswer
 
 DRIVER = "hami-core-gpu.project-hami.io"
@@ -25,11 +27,50 @@ def _gpu(index: int) -> dict[str, Any]:
     return {"name": f"hami-gpu-{index}", "capacity": capacity, "allowMultipleAllocations": True}
 
 
-def _node(name: str, runtime: str = "containerd://2.1.4", **labels: str) -> dict[str, Any]:
+def _node(
+    name: str, runtime: str = "containerd://2.1.4", slots: int = 0, **labels: str
+) -> dict[str, Any]:
+    status: dict[str, Any] = {"nodeInfo": {"containerRuntimeVersion": runtime}}
+    if slots:
+        status["allocatable"] = {"nvidia.com/gpu": str(slots)}
     return {
         "metadata": {"name": name, "labels": {"nvidia.com/gpu.present": "true", **labels}},
-        "status": {"nodeInfo": {"containerRuntimeVersion": runtime}},
+        "status": status,
     }
+
+
+def _inventory(nodes: list[dict[str, Any]], slices: list[dict[str, Any]]) -> Inventory:
+    """The pools as preflight.snapshot reads them (cluster/inventory.py), without pods."""
+    devices = [d for s in slices for d in slice_devices(s)]
+    gpus = {
+        str(n["metadata"]["name"]): node_gpus(
+            n, "nvidia.com/gpu", [d for d in devices if d.node == n["metadata"]["name"]]
+        )
+        for n in nodes
+    }
+    return Inventory(gpus, {}, [], {}, [], Scope())
+
+
+def _pools(nodes: list[dict[str, Any]], slices: list[dict[str, Any]]) -> dict[str, Any]:
+    """Snapshot changes: these nodes and slices, and the inventory read from them."""
+    return {"nodes": nodes, "driver_slices": slices, "inventory": _inventory(nodes, slices)}
+
+
+_SLICE = {"spec": {"driver": DRIVER, "nodeName": "gpu-1", "devices": [_gpu(0), _gpu(1)]}}
+_PLUGIN_DS = {
+    "metadata": {"name": "hami-device-plugin", "namespace": "kube-system"},
+    "spec": {"template": {"spec": {
+        "nodeSelector": {"gpu": "on"},
+        "containers": [{"image": "projecthami/hami:v2.10.0"}],
+    }}},
+}  # fmt: skip
+_KEPT_TO_LEGACY = {
+    "requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [
+            {"matchExpressions": [{"key": "hami.io/gpu-pool", "operator": "In", "values": ["legacy"]}]}
+        ]
+    }
+}
 
 
 def healthy() -> Snapshot:
@@ -70,6 +111,7 @@ def healthy() -> Snapshot:
         webhook_configuration={"webhooks": [{"clientConfig": {"caBundle": bundle.ca_bundle}}]},
         tls_secret={"data": {"tls.crt": b64(bundle.cert_pem).decode()}},
         endpoint_slices=[{"endpoints": [{"conditions": {"ready": True}}]}],
+        inventory=_inventory([_node("gpu-1")], [_SLICE]),
     )
 
 
@@ -85,8 +127,8 @@ def test_a_healthy_cluster_passes_every_check() -> None:
     assert set(lines) == {
         "Kubernetes", "resource.k8s.io/v1", "consumable capacity", "DeviceClass", "driver",
         "driver pods", "driver version", "driver image", "devices", "container runtime",
-        "pod security", "legacy HAMi", "extended resources", "quotas", "webhook certificate",
-        "webhook service",
+        "pod security", "legacy HAMi", "GPU pools", "extended resources", "quotas",
+        "webhook certificate", "webhook service",
     }  # fmt: skip
 
 
@@ -112,8 +154,41 @@ def _with(**changes: Any) -> Snapshot:
         ),
         (
             {"deployments": [{"metadata": {"name": "hami-scheduler", "namespace": "kube-system"}}]},
-            "legacy HAMi", "FAIL", "kube-system/hami-scheduler",
+            "legacy HAMi", "PASS", "running beside DRA, kept to the legacy pool: scheduler Deployment kube-system/hami-scheduler",
         ),
+        (
+            {"daemonsets": [_PLUGIN_DS]},
+            "legacy HAMi", "FAIL", "kube-system/hami-device-plugin can run on DRA-pool nodes",
+        ),
+        (
+            {"daemonsets": [{**_PLUGIN_DS, "spec": {"template": {"spec": {**_PLUGIN_DS["spec"]["template"]["spec"], "affinity": {"nodeAffinity": _KEPT_TO_LEGACY}}}}}]},
+            "legacy HAMi", "PASS", "device plugin DaemonSet kube-system/hami-device-plugin",
+        ),
+        (
+            {"daemonsets": [{**_PLUGIN_DS, "spec": {"template": {"spec": {**_PLUGIN_DS["spec"]["template"]["spec"], "nodeSelector": {"gpu": "on", "hami.io/gpu-pool": "legacy"}}}}}]},
+            "legacy HAMi", "PASS", "device plugin DaemonSet kube-system/hami-device-plugin",
+        ),
+        (
+            _pools([_node("gpu-1", slots=40)], [_SLICE]),
+            "GPU pools", "FAIL", "served by both HAMi's device plugin and the DRA driver: gpu-1;",
+        ),
+        (
+            _pools([_node("gpu-1", **{"hami.io/gpu-pool": "dra"}), _node("gpu-2")], [_SLICE]),
+            "GPU pools", "WARN", "GPU nodes in neither pool (nothing serves their GPUs): gpu-2",
+        ),
+        (
+            _pools([_node("gpu-1", **{"hami.io/gpu-pool": "legacy"})], [_SLICE]),
+            "GPU pools", "WARN", "gpu-1 (labelled legacy, served by dra)",
+        ),
+        (
+            _pools([_node("gpu-1"), _node("gpu-2", slots=40, **{"hami.io/gpu-pool": "legacy"})], [_SLICE]),
+            "GPU pools", "PASS", "disjoint: 1 legacy node(s), 1 DRA node(s), no node in both",
+        ),
+        (
+            _pools([_node("gpu-1"), _node("gpu-2", slots=40, **{"hami.io/gpu-pool": "legacy"})], [_SLICE]),
+            "driver pods", "PASS", "running on all 1 GPU node(s)",
+        ),
+        ({"inventory": Failed("500 InternalError: x")}, "GPU pools", "FAIL", "500 InternalError"),
         (
             {"device_classes": [{"metadata": {"name": "gpus"}, "spec": {"extendedResourceName": "nvidia.com/gpu"}}]},
             "extended resources", "WARN", "gpus (nvidia.com/gpu)",
@@ -150,11 +225,11 @@ def _with(**changes: Any) -> Snapshot:
         ),
         (
             {"daemonsets": [{"metadata": {"name": "ds", "namespace": "n"}, "spec": {"template": {"spec": {"containers": [{"image": "projecthami/hami:v2.10.0"}]}}}}]},
-            "legacy HAMi", "FAIL", "device plugin DaemonSet n/ds",
+            "legacy HAMi", "FAIL", "n/ds can run on DRA-pool nodes",
         ),
         (
             {"webhook_configurations": [{"metadata": {"name": "old"}, "webhooks": [{"name": "vgpu.hami.io"}]}]},
-            "legacy HAMi", "FAIL", "webhook old",
+            "legacy HAMi", "PASS", "webhook old",
         ),
         (
             {"webhook_configuration": {"webhooks": [{"clientConfig": {}}]}},

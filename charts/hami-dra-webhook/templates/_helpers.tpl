@@ -260,3 +260,26 @@ clientConfig:
   caBundle: {{ required "certificates.custom.caBundle is required in custom mode" .Values.certificates.custom.caBundle }}
   {{- end }}
 {{- end }}
+
+{{/*
+The driver's nodeAffinity: driver.nodeAffinity with the GPU pool (docs/migration.md) added to
+every required term. migration.scope all: any GPU node not labelled hami.io/gpu-pool legacy or
+moving; any other scope: only nodes labelled hami.io/gpu-pool=dra. The legacy device plugin
+and the driver never serve one node.
+*/}}
+{{- define "hdw.driverAffinity" -}}
+{{- $affinity := deepCopy (.Values.driver.nodeAffinity | default dict) -}}
+{{- $pool := dict "key" "hami.io/gpu-pool" "operator" "In" "values" (list "dra") -}}
+{{- if eq .Values.migration.scope "all" -}}
+{{- $pool = dict "key" "hami.io/gpu-pool" "operator" "NotIn" "values" (list "legacy" "moving") -}}
+{{- end -}}
+{{- $required := get $affinity "requiredDuringSchedulingIgnoredDuringExecution" | default dict -}}
+{{- $terms := list -}}
+{{- range (get $required "nodeSelectorTerms" | default (list (dict))) -}}
+{{- $expressions := append (get . "matchExpressions" | default list) $pool -}}
+{{- $terms = append $terms (merge (dict "matchExpressions" $expressions) (omit . "matchExpressions")) -}}
+{{- end -}}
+{{- $_ := set $required "nodeSelectorTerms" $terms -}}
+{{- $_ := set $affinity "requiredDuringSchedulingIgnoredDuringExecution" $required -}}
+{{- toYaml $affinity -}}
+{{- end -}}

@@ -1,0 +1,414 @@
+"""`hami-dra-webhook migrate`: a live cluster moved in stages, legacy HAMi and DRA side by side.
+
+- `migrate status`: per pool its nodes, GPUs and free capacity; per namespace its legacy and
+  converted pods, and what keeps each legacy pod from moving to DRA.
+- `migrate node NODE --to dra|legacy`: a plan first (every GPU pod on the node and where it
+  would go), then the move (cluster/node_move.py), resumable.
+
+Exit codes: 0 done (or a plan without blockers), 2 the plan has blockers (a pod that no
+controller re-creates, or one that fits nowhere; `--force` moves anyway), 3 the cluster could
+not be read or the move stopped (run it again: it resumes), 64 usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from typing import Any, TextIO
+
+from hami_dra_webhook.cli import exit_codes
+from hami_dra_webhook.cli.cluster_access import (
+    ClusterUnavailable,
+    add_cluster_flags,
+    on_cluster,
+    say_unavailable,
+)
+
+MIB = 1024 * 1024
+
+
+def add_parser(commands: Any) -> None:
+    parser = commands.add_parser(
+        "migrate",
+        help="move a live cluster from legacy HAMi to DRA in stages (status, node)",
+        description="Legacy HAMi and DRA side by side on separate nodes: `status` shows both"
+        " pools, `node` moves one node between them with a plan first.",
+    )
+    actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+    status = actions.add_parser(
+        "status",
+        help="pools, free capacity, and what keeps each legacy pod from moving",
+        description="Per pool: nodes, GPUs, free capacity. Per namespace: legacy pods against"
+        " converted pods, and what blocks each legacy pod from moving to DRA. Exit 0.",
+    )
+    _common(status)
+    status.set_defaults(run=run_status)
+    node = actions.add_parser(
+        "node",
+        help="move one node between the pools (plan, cordon, evict, relabel, wait, uncordon)",
+        description="Moves NODE to the DRA or the legacy pool: prints the plan (every GPU pod"
+        " on it and where it would go), then cordons it, evicts those pods through the"
+        " Eviction API (PodDisruptionBudgets respected), switches its hami.io/gpu-pool label"
+        " through `moving` (served by neither side) and uncordons it once the new side serves"
+        " it. The state of a move is kept on the Node: run it again to resume. Exit codes: 0"
+        " moved, 2 the plan has blockers (--force moves anyway), 3 the move stopped or the"
+        " cluster could not be read (run again to resume).",
+    )
+    node.add_argument("node", metavar="NODE")
+    node.add_argument("--to", required=True, choices=("dra", "legacy"), help="the pool to join")
+    node.add_argument("--dry-run", action="store_true", help="print the plan only")
+    node.add_argument(
+        "--force",
+        action="store_true",
+        help="move even when the plan has pods that would be lost or fit nowhere",
+    )
+    node.add_argument(
+        "--timeout",
+        default="10m",
+        help="the whole move's limit (e.g. 600, 90s, 10m); when it passes, run again to resume",
+    )
+    _common(node)
+    node.set_defaults(run=run_node)
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    add_cluster_flags(parser)
+    parser.add_argument("--config", metavar="FILE", help="HAMi device-config.yaml (policy)")
+    parser.add_argument(
+        "--release",
+        default="hami-dra-webhook",
+        help="the chart's full name: its MutatingWebhookConfiguration gives the scope",
+    )
+    parser.add_argument(
+        "--scope",
+        choices=("all", "namespaces", "workloads"),
+        help="judge with this migration scope instead of the installed webhook's",
+    )
+    parser.add_argument("-o", "--output", choices=("text", "json"), default="text")
+
+
+def _duration(text: str) -> float:
+    units = {"s": 1, "m": 60, "h": 3600}
+    try:
+        if text and text[-1] in units:
+            return float(text[:-1]) * units[text[-1]]
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (e.g. 600, 90s, 10m)") from None
+
+
+def _inventory(args: argparse.Namespace, policy: Any) -> Any:
+    from hami_dra_webhook.cluster.inventory import read_inventory, read_scope
+    from hami_dra_webhook.core.pools import Scope
+
+    async def read(api: Any) -> Any:
+        scope = Scope(args.scope) if args.scope else await read_scope(api, args.release, 10)
+        return await read_inventory(api, policy, scope)
+
+    return on_cluster(args, read)
+
+
+def _policy(args: argparse.Namespace, stderr: TextIO) -> Any:
+    from hami_dra_webhook.cli.inputs import load_policy
+
+    return load_policy(args.config, stderr)
+
+
+# -- status -----------------------------------------------------------------------------------
+
+
+def run_status(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
+    from hami_dra_webhook.core.policy import PolicyError
+
+    try:
+        policy = _policy(args, stderr)
+        inventory = _inventory(args, policy)
+    except PolicyError as error:
+        stderr.write(f"error: {error}\n")
+        return exit_codes.UNREADABLE
+    except ClusterUnavailable as error:
+        say_unavailable(error, stderr)
+        return exit_codes.UNREADABLE
+    report = status_report(inventory, policy)
+    if args.output == "json":
+        stdout.write(json.dumps(report, indent=2) + "\n")
+    else:
+        stdout.write(status_text(report))
+    return exit_codes.OK
+
+
+def status_report(inventory: Any, policy: Any) -> dict[str, Any]:
+    from hami_dra_webhook.core.pools import DRA, LEGACY
+
+    free = inventory.free()
+    pools: dict[str, dict[str, Any]] = {
+        LEGACY: {"nodes": 0, "slots": 0, "slotsUsed": 0, "pods": 0},
+        DRA: {"nodes": 0, "devices": 0, "memory": 0, "memoryFree": 0, "coresFree": 0, "pods": 0},
+    }
+    nodes = []
+    for node in sorted(inventory.nodes.values(), key=lambda n: n.name):
+        if not node.gpu_node:
+            continue
+        row: dict[str, Any] = {
+            "node": node.name,
+            "label": node.label,
+            "pool": node.pool,
+            "servedBy": list(node.served_by),
+            "cordoned": node.unschedulable,
+            "pods": node.pods,
+        }
+        if node.pool == LEGACY:
+            entry = pools[LEGACY]
+            entry["slots"] += node.legacy_slots
+            entry["slotsUsed"] += node.legacy_used
+            row |= {"slots": node.legacy_slots, "slotsUsed": node.legacy_used}
+        elif node.pool == DRA:
+            entry = pools[DRA]
+            left = free.dra_left(node.name) if not node.unschedulable else None
+            memory = sum(d.memory for d in node.devices)
+            entry["devices"] += len(node.devices)
+            entry["memory"] += memory
+            if left is not None:
+                entry["memoryFree"] += left.memory
+                entry["coresFree"] += left.cores
+            row |= {
+                "devices": len(node.devices),
+                "memoryMiB": memory // MIB,
+                "memoryFreeMiB": None if left is None else left.memory // MIB,
+            }
+        else:
+            nodes.append(row)
+            continue
+        entry["nodes"] += 1
+        entry["pods"] += node.pods
+        nodes.append(row)
+    namespaces: dict[str, dict[str, Any]] = {}
+    moves = inventory.free()
+    for pod in sorted(inventory.pods, key=lambda p: (p.namespace, p.name)):
+        entry = namespaces.setdefault(
+            pod.namespace,
+            {
+                "inScope": inventory.scope.converts(
+                    inventory.namespace_labels.get(pod.namespace, {}), {}
+                )
+                if inventory.scope.mode != "workloads"
+                else None,
+                "legacy": 0,
+                "converted": 0,
+                "legacyPods": [],
+            },
+        )
+        entry[pod.side] += 1
+        if pod.side == "legacy":
+            entry["legacyPods"].append(
+                {
+                    "pod": pod.name,
+                    "node": pod.node,
+                    "blocker": _blocker(pod, inventory, moves, policy),
+                }
+            )
+    return {
+        "scope": inventory.scope.mode,
+        "pools": {
+            LEGACY: pools[LEGACY]
+            | {"slotsFree": pools[LEGACY]["slots"] - pools[LEGACY]["slotsUsed"]},
+            DRA: pools[DRA]
+            | {
+                "memoryMiB": pools[DRA]["memory"] // MIB,
+                "memoryFreeMiB": pools[DRA]["memoryFree"] // MIB,
+            },
+        },
+        "nodes": nodes,
+        "namespaces": namespaces,
+    }
+
+
+def _blocker(pod: Any, inventory: Any, free: Any, policy: Any) -> str:
+    """What keeps a legacy pod from moving to DRA now; "" when nothing does."""
+    from hami_dra_webhook.core.pool_plan import destination
+
+    if not inventory.in_scope(pod):
+        if inventory.scope.mode == "namespaces":
+            return "namespace not in the scope: label it hami.io/gpu-migration=dra"
+        return "not in the scope: label its pod template hami.io/gpu-migration=dra"
+    goes, fits = destination(pod, inventory, free, policy, skip="")
+    if not fits:
+        return goes
+    if not pod.owner:
+        return "a bare pod: re-create it yourself (deleting it loses it)"
+    return "" if goes.startswith("converted") else goes
+
+
+def status_text(report: dict[str, Any]) -> str:
+    from hami_dra_webhook.cli.inputs import table
+
+    legacy, dra = report["pools"]["legacy"], report["pools"]["dra"]
+    used = dra["memoryMiB"] - dra["memoryFreeMiB"]
+    lines = [f"migration scope: {report['scope']}", ""]
+    lines += table(
+        ["POOL", "NODES", "GPUS", "USED", "FREE", "GPU PODS"],
+        [
+            [
+                "legacy",
+                str(legacy["nodes"]),
+                f"{legacy['slots']} nvidia.com/gpu",
+                f"{legacy['slotsUsed']} nvidia.com/gpu",
+                f"{legacy['slotsFree']} nvidia.com/gpu",
+                str(legacy["pods"]),
+            ],
+            [
+                "dra",
+                str(dra["nodes"]),
+                f"{dra['devices']} devices, {dra['memoryMiB']} MiB",
+                f"{used} MiB",
+                f"{dra['memoryFreeMiB']} MiB, {dra['coresFree']} cores",
+                str(dra["pods"]),
+            ],
+        ],
+    )
+    lines.append("")
+    lines += table(
+        ["NODE", "POOL", "LABEL", "SERVED BY", "CORDONED", "GPU PODS"],
+        [
+            [
+                node["node"],
+                node["pool"] or "NONE",
+                node["label"] or "-",
+                ",".join(node["servedBy"]) or "-",
+                "yes" if node["cordoned"] else "no",
+                str(node["pods"]),
+            ]
+            for node in report["nodes"]
+        ],
+    )
+    lines.append("")
+    lines += table(
+        ["NAMESPACE", "IN SCOPE", "LEGACY PODS", "CONVERTED PODS"],
+        [
+            [
+                name,
+                {True: "yes", False: "no", None: "per pod"}[e["inScope"]],
+                str(e["legacy"]),
+                str(e["converted"]),
+            ]
+            for name, e in sorted(report["namespaces"].items())
+        ],
+    )
+    blocked = [
+        (name, pod)
+        for name, entry in sorted(report["namespaces"].items())
+        for pod in entry["legacyPods"]
+    ]
+    if blocked:
+        lines += ["", "legacy pods and what keeps them from moving to DRA:"]
+        for name, pod in blocked:
+            what = pod["blocker"] or "nothing: it converts on its next creation"
+            lines.append(f"  {name}/{pod['pod']}: {what}")
+    return "\n".join(lines) + "\n"
+
+
+# -- node -------------------------------------------------------------------------------------
+
+
+class _Progress:
+    def __init__(self, stdout: TextIO, quiet: bool) -> None:
+        self.started = time.monotonic()
+        self.stdout = stdout
+        self.quiet = quiet
+        self.timeline: list[dict[str, Any]] = []
+
+    def step(self, name: str, detail: str) -> None:
+        seconds = round(time.monotonic() - self.started, 1)
+        self.timeline.append({"seconds": seconds, "step": name, "detail": detail})
+        if not self.quiet:
+            self.stdout.write(f"[{seconds:6.1f}s] {name}: {detail}\n")
+            self.stdout.flush()
+
+
+def run_node(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
+    from hami_dra_webhook.cluster.node_move import MoveError, NodeMove
+    from hami_dra_webhook.core.policy import PolicyError
+    from hami_dra_webhook.core.pool_plan import plan_move
+
+    try:
+        timeout = _duration(args.timeout)
+    except argparse.ArgumentTypeError as error:
+        stderr.write(f"error: --timeout: {error}\n")
+        return exit_codes.USAGE
+    try:
+        policy = _policy(args, stderr)
+        inventory = _inventory(args, policy)
+    except PolicyError as error:
+        stderr.write(f"error: {error}\n")
+        return exit_codes.UNREADABLE
+    except ClusterUnavailable as error:
+        say_unavailable(error, stderr)
+        return exit_codes.UNREADABLE
+    if args.node not in inventory.nodes:
+        stderr.write(f"error: no node named {args.node}\n")
+        return exit_codes.UNREADABLE
+    plan = plan_move(inventory, args.node, args.to, policy)
+    blockers = [s for s in plan if not s.fits or s.lost]
+    result: dict[str, Any] = {
+        "node": args.node,
+        "to": args.to,
+        "scope": inventory.scope.mode,
+        "plan": [s.as_json() for s in plan],
+        "blockers": len(blockers),
+    }
+    text = args.output == "text"
+    if text:
+        stdout.write(_plan_text(args.node, args.to, plan))
+    if args.dry_run or (blockers and not args.force):
+        if blockers and not args.dry_run and text:
+            stdout.write(
+                f"refusing: {len(blockers)} pod(s) would be lost or fit nowhere;"
+                " free capacity, re-create bare pods elsewhere, or --force\n"
+            )
+        if not text:
+            stdout.write(json.dumps(result | {"moved": False}, indent=2) + "\n")
+        return exit_codes.REFUSED if blockers else exit_codes.OK
+    progress = _Progress(stdout, quiet=not text)
+
+    async def move(api: Any) -> Any:
+        return await NodeMove(api, policy, args.node, args.to, progress, timeout=timeout).run()
+
+    code = exit_codes.OK
+    try:
+        on_cluster(args, move)
+        result["moved"] = True
+    except MoveError as error:
+        result |= {"moved": False, "error": str(error), "resumable": error.resumable}
+        stderr.write(f"error: {error}\n")
+        if error.resumable:
+            stderr.write("the move's state is on the node: run the same command again to resume\n")
+        code = exit_codes.UNREADABLE
+    except ClusterUnavailable as error:
+        result |= {"moved": False, "error": str(error), "resumable": True}
+        say_unavailable(error, stderr)
+        code = exit_codes.UNREADABLE
+    result["timeline"] = progress.timeline
+    result["seconds"] = round(time.monotonic() - progress.started, 1)
+    if not text:
+        stdout.write(json.dumps(result, indent=2) + "\n")
+    return code
+
+
+def _plan_text(node: str, to: str, plan: list[Any]) -> str:
+    if not plan:
+        return f"plan: no GPU pod of the pool {node} leaves is on it\n"
+    lines = [f"plan: {len(plan)} GPU pod(s) leave {node} for the {to} pool"]
+    for step in plan:
+        notes = []
+        if step.lost:
+            notes.append("BARE POD: no controller re-creates it after eviction")
+        if step.budgets:
+            budgets = ", ".join(step.budgets)
+            notes.append(f"PodDisruptionBudget {budgets} allows no disruption now: eviction waits")
+        mark = "ok " if step.fits and not step.lost else "!! "
+        lines.append(
+            f"  {mark}{step.namespace}/{step.name} ({step.owner or 'no controller'}): {step.goes}"
+        )
+        lines += [f"       {note}" for note in notes]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,72 @@
+"""Read a cluster in migration once, for `check`, `migrate status` and `migrate node`: nodes,
+the driver's ResourceSlices, allocated claims, GPU pods (a page at a time; only GPU pods are
+kept), namespace labels, PodDisruptionBudgets and the webhook's scope."""
+
+from __future__ import annotations
+
+from hami_dra_webhook.core.policy import Policy
+from hami_dra_webhook.core.pool_plan import GpuPod, Inventory, gpu_pod
+from hami_dra_webhook.core.pools import Device, NodeGpus, Scope, allocated, node_gpus, slice_devices
+from hami_dra_webhook.core.types import JsonObject
+from hami_dra_webhook.kube.port import ApiError, KubeApi, paths
+
+
+async def read_scope(api: KubeApi, webhook_configuration: str, timeout: float) -> Scope:
+    """The scope the installed webhook applies (its pod webhook's selectors); `all` when the
+    configuration is not installed."""
+    try:
+        config = await api.get_webhook_configuration(webhook_configuration, timeout=timeout)
+    except ApiError as error:
+        if error.status == 404:
+            return Scope("all")
+        raise
+    webhooks = config.get("webhooks") or []
+    return Scope.of_webhook(webhooks[0]) if webhooks else Scope("all")
+
+
+async def read_inventory(
+    api: KubeApi, policy: Policy, scope: Scope, timeout: float = 20.0
+) -> Inventory:
+    driver = policy.webhook.driver_name
+    slices = await api.list_resource_slices(driver, timeout=timeout)
+    devices: dict[str, list[Device]] = {}
+    for resource_slice in slices:
+        for device in slice_devices(resource_slice):
+            devices.setdefault(device.node, []).append(device)
+    count_name = policy.legacy_resource_names.gpus
+    nodes: dict[str, NodeGpus] = {}
+    for node in await api.list_path(paths.NODES, [], timeout=timeout):
+        gpus = node_gpus(node, count_name, devices.get(str(node["metadata"]["name"]), []))
+        nodes[gpus.name] = gpus
+    claims = {
+        (str(c["metadata"].get("namespace")), str(c["metadata"].get("name"))): c
+        for c in await api.list_path(paths.ALL_CLAIMS, [], timeout=timeout)
+        if (c.get("status") or {}).get("allocation")
+    }
+    pods: list[GpuPod] = []
+    async for page in api.workload_pages("Pod", None, timeout=timeout):
+        for pod in page:
+            found = gpu_pod(pod, policy, claims)
+            if found is not None:
+                pods.append(found)
+    for found in pods:
+        bound = nodes.get(found.node)
+        if bound is not None:
+            bound.pods += 1
+            if found.side == "legacy":
+                bound.legacy_used += found.legacy_count
+    namespaces = {
+        str(n["metadata"]["name"]): dict(n["metadata"].get("labels") or {})
+        for n in await api.list_path(paths.NAMESPACES, [], timeout=timeout)
+    }
+    budgets: list[JsonObject] = await api.list_path(
+        paths.ALL_DISRUPTION_BUDGETS, [], timeout=timeout
+    )
+    return Inventory(
+        nodes=nodes,
+        used=allocated(claims.values(), driver),
+        pods=pods,
+        namespace_labels=namespaces,
+        budgets=budgets,
+        scope=scope,
+    )

@@ -1,0 +1,311 @@
+"""Move one node between the GPU pools (`migrate node`), so that it is never served by both.
+
+The steps, each idempotent; the last one done is kept on the Node (annotation
+`hami.io/gpu-pool-move`), so a second run after an interruption resumes there:
+
+1. cordon (remembering whether it was cordoned before);
+2. evict, through the Eviction API, every GPU pod of the pool it leaves (PodDisruptionBudgets
+   are respected: a 429 is retried until the deadline; DaemonSet pods stay);
+3. wait until none of those pods is left on it;
+4. label it `hami.io/gpu-pool=moving` (neither pool: HAMi's device plugin and the DRA driver,
+   restricted to their pools, both leave it) and wait until neither serves it: no
+   `nvidia.com/gpu` allocatable, no ResourceSlice of the driver for it;
+5. label it with the new pool and wait until that side serves it (the driver's ResourceSlice
+   published, or the device plugin's `nvidia.com/gpu` allocatable again);
+6. uncordon (unless it was cordoned before the move) and drop the annotation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Protocol, TypeVar
+
+from hami_dra_webhook.core.policy import Policy
+from hami_dra_webhook.core.pool_plan import gpu_pod
+from hami_dra_webhook.core.pools import (
+    DRA,
+    LEGACY,
+    MOVE_ANNOTATION,
+    MOVING,
+    POOL_LABEL,
+    Device,
+    node_gpus,
+    slice_devices,
+)
+from hami_dra_webhook.core.types import JsonObject
+from hami_dra_webhook.kube.port import ApiError, KubeApi, paths
+
+STEPS = ("started", "cordoned", "drained", "unserved", "served", "done")
+CALL_TIMEOUT = 10.0
+T = TypeVar("T")
+
+
+class MoveError(RuntimeError):
+    """The move stopped; the message says why and what to do. `resumable`: run it again."""
+
+    def __init__(self, message: str, resumable: bool = True) -> None:
+        super().__init__(message)
+        self.resumable = resumable
+
+
+class MoveEvents(Protocol):
+    def step(self, name: str, detail: str) -> None: ...
+
+
+@dataclass
+class MoveState:
+    to: str
+    origin: str
+    step: str
+    cordoned_by_move: bool
+
+    def encode(self) -> str:
+        return json.dumps(
+            {
+                "to": self.to,
+                "from": self.origin,
+                "step": self.step,
+                "cordonedByMove": self.cordoned_by_move,
+            },
+            separators=(",", ":"),
+        )
+
+    @classmethod
+    def decode(cls, text: str) -> MoveState | None:
+        try:
+            data = json.loads(text)
+            return cls(
+                str(data["to"]), str(data["from"]), str(data["step"]), bool(data["cordonedByMove"])
+            )
+        except (ValueError, KeyError, TypeError):
+            return None
+
+    def done(self, step: str) -> bool:
+        return STEPS.index(self.step) >= STEPS.index(step)
+
+
+@dataclass
+class NodeMove:
+    api: KubeApi
+    policy: Policy
+    node: str
+    to: str
+    events: MoveEvents
+    timeout: float = 600.0
+    poll: float = 1.0
+
+    def __post_init__(self) -> None:
+        self._deadline = time.monotonic() + self.timeout
+
+    async def run(self) -> MoveState:
+        state = await self._state()
+        if state.step == "done":
+            self.events.step("done", f"{self.node} is already in the {self.to} pool")
+            return state
+        if not state.done("cordoned"):
+            await self._patch({"spec": {"unschedulable": True}}, state, "cordoned")
+            self.events.step("cordoned", f"{self.node} cordoned")
+        if not state.done("drained"):
+            await self._drain(state.origin)
+            await self._save(state, "drained")
+        if not state.done("unserved"):
+            await self._label(MOVING)
+            self.events.step("relabelled", f"{POOL_LABEL}={MOVING}: in neither pool")
+            await self._until(
+                self._unserved, f"neither side serving {self.node}", self._still_served
+            )
+            await self._save(state, "unserved")
+            self.events.step("unserved", "neither the device plugin nor the driver serves it")
+        if not state.done("served"):
+            await self._label(self.to)
+            self.events.step("relabelled", f"{POOL_LABEL}={self.to}")
+            await self._until(
+                self._served, f"the {self.to} side serving {self.node}", self._not_served
+            )
+            await self._save(state, "served")
+            self.events.step("served", self._served_detail())
+        patch: JsonObject = {"metadata": {"annotations": {MOVE_ANNOTATION: None}}}
+        if state.cordoned_by_move:
+            patch["spec"] = {"unschedulable": None}
+        await self._call(self.api.patch_node(self.node, patch, timeout=CALL_TIMEOUT))
+        state.step = "done"
+        self.events.step(
+            "done",
+            f"{self.node} is in the {self.to} pool"
+            + (", uncordoned" if state.cordoned_by_move else ""),
+        )
+        return state
+
+    # -- the state on the Node ------------------------------------------------------------
+
+    async def _node(self) -> JsonObject:
+        return await self._call(self.api.get_path(paths.node(self.node), timeout=CALL_TIMEOUT))
+
+    async def _state(self) -> MoveState:
+        node = await self._node()
+        metadata = node.get("metadata") or {}
+        text = (metadata.get("annotations") or {}).get(MOVE_ANNOTATION)
+        if text:
+            state = MoveState.decode(str(text))
+            if state is None:
+                raise MoveError(
+                    f"{self.node}'s annotation {MOVE_ANNOTATION} is not a move's state: remove it"
+                    f" (kubectl annotate node {self.node} {MOVE_ANNOTATION}-) and run again",
+                    resumable=False,
+                )
+            if state.to != self.to:
+                raise MoveError(
+                    f"a move of {self.node} to {state.to} is in progress (step {state.step});"
+                    f" finish it first: migrate node {self.node} --to {state.to}",
+                    resumable=False,
+                )
+            self.events.step(
+                "resumed", f"a move to {self.to} stopped after step {state.step}: resuming"
+            )
+            return state
+        gpus = node_gpus(node, self.policy.legacy_resource_names.gpus, await self._devices())
+        label = gpus.label
+        if label == self.to and gpus.served_by == (self.to,):
+            return MoveState(self.to, label, "done", False)
+        origin = gpus.pool or label or ("legacy" if self.to == DRA else DRA)
+        state = MoveState(self.to, origin, "started", not gpus.unschedulable)
+        await self._patch({}, state, "started")
+        self.events.step(
+            "started", f"moving {self.node} from the {origin} pool to the {self.to} pool"
+        )
+        return state
+
+    async def _patch(self, patch: JsonObject, state: MoveState, step: str) -> None:
+        state.step = step
+        merged = {**patch, "metadata": {"annotations": {MOVE_ANNOTATION: state.encode()}}}
+        await self._call(self.api.patch_node(self.node, merged, timeout=CALL_TIMEOUT))
+
+    async def _save(self, state: MoveState, step: str) -> None:
+        await self._patch({}, state, step)
+
+    async def _label(self, value: str) -> None:
+        patch = {"metadata": {"labels": {POOL_LABEL: value}}}
+        await self._call(self.api.patch_node(self.node, patch, timeout=CALL_TIMEOUT))
+
+    # -- draining -------------------------------------------------------------------------
+
+    async def _leaving_pods(self) -> list[JsonObject]:
+        query = [("fieldSelector", f"spec.nodeName={self.node}")]
+        pods = await self._call(self.api.list_path(paths.ALL_PODS, query, timeout=CALL_TIMEOUT))
+        side = "legacy" if self.to == DRA else "converted"
+        leaving = []
+        for pod in pods:
+            found = gpu_pod(pod, self.policy, {})
+            if found is not None and found.side == side and not found.daemon:
+                leaving.append(pod)
+        return leaving
+
+    async def _drain(self, origin: str) -> None:
+        evicted: set[str] = set()
+        blocked_said: set[str] = set()
+        while True:
+            pods = await self._leaving_pods()
+            if not pods:
+                self.events.step("drained", f"no {origin} GPU pod left on {self.node}")
+                return
+            for pod in pods:
+                metadata = pod["metadata"]
+                key = f"{metadata['namespace']}/{metadata['name']}"
+                if metadata.get("deletionTimestamp") or key in evicted:
+                    continue
+                try:
+                    await self.api.evict(
+                        metadata["namespace"], metadata["name"], timeout=CALL_TIMEOUT
+                    )
+                except ApiError as error:
+                    if error.status == 404:
+                        continue
+                    if error.status == 429:
+                        if key not in blocked_said:
+                            blocked_said.add(key)
+                            self.events.step(
+                                "waiting", f"eviction of {key} refused for now: {error.message}"
+                            )
+                        continue
+                    raise MoveError(f"evicting {key}: {error}") from error
+                evicted.add(key)
+                self.events.step("evicted", key)
+            self._check_deadline(
+                f"{len(pods)} GPU pod(s) still on {self.node}: "
+                + ", ".join(
+                    f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in pods[:5]
+                )
+            )
+            await asyncio.sleep(self.poll)
+
+    # -- serving --------------------------------------------------------------------------
+
+    async def _devices(self) -> list[Device]:
+        slices = await self._call(
+            self.api.list_resource_slices(self.policy.webhook.driver_name, timeout=CALL_TIMEOUT)
+        )
+        return [
+            device
+            for resource_slice in slices
+            for device in slice_devices(resource_slice)
+            if device.node == self.node
+        ]
+
+    async def _served_by(self) -> tuple[str, ...]:
+        node = await self._node()
+        return node_gpus(
+            node, self.policy.legacy_resource_names.gpus, await self._devices()
+        ).served_by
+
+    async def _unserved(self) -> bool:
+        return not await self._served_by()
+
+    async def _served(self) -> bool:
+        return await self._served_by() == (self.to,)
+
+    async def _still_served(self) -> str:
+        served = await self._served_by()
+        hints = {
+            LEGACY: "nvidia.com/gpu is still allocatable: HAMi's device plugin still runs there;"
+            f" restrict its DaemonSet to {POOL_LABEL}={LEGACY} (docs/migration.md)",
+            DRA: "the driver's ResourceSlice is still published: is its DaemonSet restricted to"
+            f" {POOL_LABEL}={DRA} (chart value migration.scope, docs/migration.md)?",
+        }
+        return "; ".join(hints[side] for side in served)
+
+    async def _not_served(self) -> str:
+        served = await self._served_by()
+        if self.to in served and len(served) > 1:
+            return f"served by both pools: {', '.join(served)}"
+        if self.to == DRA:
+            return "no ResourceSlice of the driver for it yet: is the driver pod running there?"
+        return "no nvidia.com/gpu allocatable yet: is HAMi's device plugin running there?"
+
+    def _served_detail(self) -> str:
+        return (
+            "the driver publishes its devices"
+            if self.to == DRA
+            else "the device plugin advertises nvidia.com/gpu"
+        )
+
+    async def _until(
+        self, check: Callable[[], Awaitable[bool]], what: str, why_not: Callable[[], Awaitable[str]]
+    ) -> None:
+        while not await check():
+            if time.monotonic() > self._deadline:
+                raise MoveError(f"timed out waiting for {what}: {await why_not()}")
+            await asyncio.sleep(self.poll)
+
+    def _check_deadline(self, what: str) -> None:
+        if time.monotonic() > self._deadline:
+            raise MoveError(f"timed out draining: {what}")
+
+    async def _call(self, call: Awaitable[T]) -> T:
+        try:
+            return await call
+        except ApiError as error:
+            raise MoveError(f"the Kubernetes API failed: {error}") from error
