@@ -280,6 +280,26 @@ class ControlPlane:
     def _start_scheduler(self) -> None:
         self._start_controller("kube-scheduler", "system:kube-scheduler")
 
+    def start_scheduler(self, name: str, config: Path) -> Process:
+        """Another kube-scheduler, logged as `name`, configured by the KubeSchedulerConfiguration
+        at `config` (which names its kubeconfig); stop it with `process.stop()` and remove it
+        from `processes`."""
+        port = free_port()
+        process = self._spawn(
+            name,
+            [
+                str(self.binaries.path("kube-scheduler")),
+                f"--config={config}",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={port}",
+                f"--feature-gates={self.gates}",
+                f"--cert-dir={self.folder / (name + '-certs')}",
+                "--v=1",
+            ],
+        )
+        self._wait(process, lambda: _local_healthz(port))
+        return process
+
     # -- access ----------------------------------------------------------------------------
 
     def kubeconfig(self, name: str, pair: KeyPair | None = None, token: str | None = None) -> Path:

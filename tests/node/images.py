@@ -225,6 +225,8 @@ def _pause_archive(scratch: Path, pause: Path) -> Path:
 def _plugin_archive(scratch: Path, plugin: Path) -> Path:
     rootfs = shell_rootfs(scratch / "plugin-rootfs")
     shutil.copy2(plugin, rootfs / "bin" / "hami-kubelet-plugin")
+    # The legacy device plugin's stand-in (tests/node/go/draplugin/deviceplugin), built beside.
+    shutil.copy2(plugin.parent / "deviceplugin", rootfs / "bin" / "hami-device-plugin")
     _write(rootfs / "bin" / "kubelet-plugin-prestart.sh", PRESTART)
     _write(rootfs / "bin" / "vgpu-init.sh", VGPU_INIT)
     _write(

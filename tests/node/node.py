@@ -58,6 +58,14 @@ class RealNode:
     binaries: NodeBinaries
     folder: Path
     name: str = "node-1"
+    # A second node shares the network namespace: its own kubelet ports, its own share of the
+    # pod addresses, and no kube-proxy of its own (the first one's rules serve the namespace).
+    kubelet_port: int = 10250
+    healthz_port: int = 10248
+    pod_ips: tuple[str, str] = ("10.244.0.2", "10.244.0.254")
+    kube_proxy: bool = True
+    labels: tuple[str, ...] = ()  # more --node-labels, e.g. "hami.io/gpu-pool=legacy"
+    taints: tuple[str, ...] = ()  # --register-with-taints, e.g. "nvidia.com/gpu=present:NoSchedule"
     processes: list[Process] = field(default_factory=list)
     _holder: subprocess.Popen[bytes] | None = None
     _made_mount_points: list[Path] = field(default_factory=list)
@@ -78,7 +86,8 @@ class RealNode:
             self._start_containerd()
             self.import_images(images)
             self._start_kubelet()
-            self._start_kube_proxy()
+            if self.kube_proxy:
+                self._start_kube_proxy()
         except BaseException:
             self.stop()
             raise
@@ -259,7 +268,16 @@ class RealNode:
                     "hairpinMode": True,
                     "ipam": {
                         "type": "host-local",
-                        "ranges": [[{"subnet": POD_CIDR, "gateway": NODE_IP}]],
+                        "ranges": [
+                            [
+                                {
+                                    "subnet": POD_CIDR,
+                                    "gateway": NODE_IP,
+                                    "rangeStart": self.pod_ips[0],
+                                    "rangeEnd": self.pod_ips[1],
+                                }
+                            ]
+                        ],
                         "routes": [{"dst": "0.0.0.0/0"}],
                         "dataDir": str(cni / "ipam"),
                     },
@@ -347,10 +365,10 @@ state = "{base}/state"
             "apiVersion": "kubelet.config.k8s.io/v1beta1",
             "kind": "KubeletConfiguration",
             "address": NODE_IP,
-            "port": 10250,
+            "port": self.kubelet_port,
             "readOnlyPort": 0,
             "healthzBindAddress": "127.0.0.1",
-            "healthzPort": 10248,
+            "healthzPort": self.healthz_port,
             "cgroupDriver": "cgroupfs",
             "cgroupRoot": self.cgroup_root,
             "failCgroupV1": False,
@@ -393,7 +411,8 @@ state = "{base}/state"
             f"--hostname-override={self.name}",
             f"--node-ip={NODE_IP}",
             # What GPU feature discovery labels a GPU node with: the driver goes there.
-            "--node-labels=nvidia.com/gpu.present=true",
+            "--node-labels=" + ",".join(("nvidia.com/gpu.present=true", *self.labels)),
+            *([f"--register-with-taints={','.join(self.taints)}"] if self.taints else []),
             "--v=2",
         ]
         self.kubelet = self._spawn("kubelet", self._kubelet_command, env=self._path_env())
@@ -415,7 +434,8 @@ state = "{base}/state"
         if node is None:
             return False
         conditions = {c["type"]: c["status"] for c in node["status"].get("conditions", [])}
-        taints = [t["key"] for t in node["spec"].get("taints", [])]
+        own = {taint.split("=")[0].split(":")[0] for taint in self.taints}
+        taints = [t["key"] for t in node["spec"].get("taints", []) if t["key"] not in own]
         return conditions.get("Ready") == "True" and not taints
 
     def wait_ready(self, timeout: float = 120) -> None:

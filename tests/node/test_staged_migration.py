@@ -1,0 +1,422 @@
+"""A live cluster moved in stages on the real nodes (1.37): legacy HAMi and DRA side by side,
+one node in each pool, namespace by namespace and node by node, and back.
+
+The DRA pool is the first node (the chart's driver, its stand-in). The legacy pool is a second
+real kubelet (`node-legacy`, its own containerd and mount namespace in the same network
+namespace) served by legacy HAMi's STAND-INS (tests/node/legacy.py: its device plugin on the
+kubelet's device-plugin API, `hami-scheduler` as a second real kube-scheduler with an extender
+that leaves gpumem and gpucores to HAMi, its webhook). What they cannot show: HAMi's per-card
+fit and HAMi-core's limits on the legacy side.
+
+The chart runs with `migration.scope=namespaces` for this module (and `all` again after).
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from tests.node.conftest import LEGACY_NODE, NAMESPACE, RELEASE, NodeCluster, _release
+from tests.node.creates import creating_pods
+from tests.node.legacy import (
+    CARDS,
+    SPLIT,
+    Extender,
+    device_plugin_daemonset,
+    hami_scheduler,
+    hami_webhook,
+    legacy_slots,
+    wait_legacy_served,
+)
+from tests.node.legacy import NAMESPACE as LEGACY_NAMESPACE
+from tests.node.workloads import gpu_env, limits_of
+from tests.support.chart_tools import CHART
+from tests.support.cluster import wait_for
+
+POOL = "hami.io/gpu-pool"
+OPT_IN = "hami.io/gpu-migration"
+DRIVER = "hami-core-gpu.project-hami.io"
+REPLICAS = 3
+TOLERATE_GPU_NODES = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+LIMITS = {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 3000, "nvidia.com/gpucores": 30}
+
+
+def cli(cluster: NodeCluster, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "hami_dra_webhook",
+            *args,
+            f"--kubeconfig={cluster.plane.admin_kubeconfig}",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=timeout,
+    )
+
+
+def gpu_container(command: str = "env; exec sleep 3600") -> dict[str, Any]:
+    return {
+        "name": "cuda",
+        "image": "docker.io/library/ubuntu:22.04",
+        "command": ["sh", "-c", command],
+        "resources": {"limits": dict(LIMITS)},
+    }
+
+
+def gpu_pod(name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {
+            "terminationGracePeriodSeconds": 1,
+            "tolerations": TOLERATE_GPU_NODES,
+            "containers": [gpu_container()],
+        },
+    }
+
+
+def deployment(name: str) -> list[dict[str, Any]]:
+    labels = {"app": name}
+    return [
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": name},
+            "spec": {
+                "replicas": REPLICAS,
+                "selector": {"matchLabels": labels},
+                "template": {
+                    "metadata": {"labels": labels},
+                    "spec": {
+                        "terminationGracePeriodSeconds": 1,
+                        "tolerations": TOLERATE_GPU_NODES,
+                        "containers": [gpu_container()],
+                    },
+                },
+            },
+        },
+        {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": name},
+            "spec": {"maxUnavailable": 1, "selector": {"matchLabels": labels}},
+        },
+    ]
+
+
+def apply(cluster: NodeCluster, namespace: str, *objects: dict[str, Any]) -> None:
+    document = {"apiVersion": "v1", "kind": "List", "items": list(objects)}
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=json.dumps(document))
+
+
+def legacy_limits(pod: dict[str, Any]) -> dict[str, Any]:
+    return {
+        key: value
+        for container in pod["spec"]["containers"]
+        for key, value in ((container.get("resources") or {}).get("limits") or {}).items()
+        if key.startswith("nvidia.com/")
+    }
+
+
+def container_env(cluster: NodeCluster, namespace: str, name: str) -> dict[str, str]:
+    logs = cluster.kubectl("logs", name, "-n", namespace).stdout
+    found = gpu_env(logs)
+    if "HAMI_LEGACY_STAND_IN=1" in logs:
+        found["HAMI_LEGACY_STAND_IN"] = "1"
+    return found
+
+
+def running(cluster: NodeCluster, namespace: str, name: str) -> dict[str, Any] | None:
+    pod = cluster.pod(namespace, name)
+    return pod if pod["status"].get("phase") == "Running" else None
+
+
+def driver_devices(cluster: NodeCluster, node: str) -> int:
+    slices = cluster.get("resourceslices")["items"]
+    return sum(
+        len(s["spec"].get("devices") or [])
+        for s in slices
+        if s["spec"].get("nodeName") == node and s["spec"].get("driver") == DRIVER
+    )
+
+
+def set_scope(cluster: NodeCluster, scope: str) -> None:
+    cluster.helm(
+        "upgrade", RELEASE, str(CHART), "-n", NAMESPACE, "--reuse-values",
+        "--set", f"migration.scope={scope}",
+    )  # fmt: skip
+    cluster.wait_chart_ready()
+
+
+@pytest.fixture(scope="module")
+def mixed(chart: NodeCluster) -> Iterator[NodeCluster]:
+    """The chart with scope `namespaces`, the first node in the DRA pool, the legacy node
+    served by the device plugin stand-in, and hami-scheduler running."""
+    assert chart.legacy is not None, "the 1.37 cluster has a legacy node"
+    chart.kubectl("label", "node", chart.node.name, f"{POOL}=dra", "--overwrite")
+    set_scope(chart, "namespaces")
+    chart.ensure_namespace(LEGACY_NAMESPACE)
+    apply(chart, LEGACY_NAMESPACE, device_plugin_daemonset())
+    wait_legacy_served(chart, LEGACY_NODE)
+    yield chart
+    chart.kubectl("delete", "daemonset", "--all", "-n", LEGACY_NAMESPACE)
+    set_scope(chart, "all")
+
+
+@pytest.fixture(scope="module")
+def extender(mixed: NodeCluster) -> Iterator[Extender]:
+    """hami-scheduler running (with its extender stand-in) for the module's other tests."""
+    with hami_scheduler(mixed.plane, mixed.folder) as running_extender:
+        yield running_extender
+
+
+def test_check_passes_on_disjoint_pools_and_names_a_node_in_both(mixed: NodeCluster) -> None:
+    result = cli(mixed, "check", f"--webhook-namespace={NAMESPACE}", f"--release={RELEASE}")
+    lines = {line.split(":")[0]: line for line in result.stdout.splitlines() if ":" in line}
+    assert lines["PASS  GPU pools"].endswith(
+        "disjoint: 1 legacy node(s), 1 DRA node(s), no node in both (migration scope: namespaces)"
+    ), result.stdout
+    assert "PASS  legacy HAMi: running beside DRA, kept to the legacy pool" in result.stdout
+    assert f"legacy  1      {CARDS * SPLIT} nvidia.com/gpu" in result.stdout, result.stdout
+    assert "dra     1      3 devices, 131072 MiB" in result.stdout, result.stdout
+    (mixed.folder / "staged-check-pass.txt").write_text(result.stdout)
+
+    # The legacy device plugin on the DRA node too: that node is in both pools.
+    overlap = device_plugin_daemonset()
+    overlap["metadata"]["name"] = "hami-device-plugin-overlap"
+    spec = overlap["spec"]["template"]["spec"]
+    spec["nodeSelector"] = {"kubernetes.io/hostname": mixed.node.name}
+    del spec["affinity"]
+    labels = {"app.kubernetes.io/name": "overlap"}
+    overlap["spec"]["selector"]["matchLabels"] = labels
+    overlap["spec"]["template"]["metadata"]["labels"] = labels
+    apply(mixed, LEGACY_NAMESPACE, overlap)
+    try:
+        wait_legacy_served(mixed, mixed.node.name)
+        result = cli(mixed, "check", f"--webhook-namespace={NAMESPACE}", f"--release={RELEASE}")
+        assert result.returncode == 2, result.stdout + result.stderr
+        assert (
+            "FAIL  GPU pools: served by both HAMi's device plugin and the DRA driver:"
+            f" {mixed.node.name};"
+        ) in result.stdout, result.stdout
+        assert "hami-device-plugin-overlap can run on DRA-pool nodes" in result.stdout
+        (mixed.folder / "staged-check-fail.txt").write_text(result.stdout)
+    finally:
+        mixed.kubectl("delete", "daemonset", "hami-device-plugin-overlap", "-n", LEGACY_NAMESPACE)
+        wait_for(
+            lambda: legacy_slots(mixed, mixed.node.name) == 0,
+            "the DRA node without nvidia.com/gpu again",
+            timeout=90,
+        )
+
+
+@pytest.mark.parametrize(
+    "hami_first", [True, False], ids=["hami-webhook-first", "hami-webhook-last"]
+)
+def test_scope_sends_each_namespace_to_its_pool(
+    mixed: NodeCluster, extender: Extender, hami_first: bool
+) -> None:
+    """Namespace A opted in, B not; HAMi's webhook registered before or after this one (both
+    reinvoked IfNeeded): A's pod is converted and runs on the DRA node under kube-scheduler, B's
+    keeps its legacy resources and runs on the legacy node under hami-scheduler."""
+    opted, legacy = mixed.create_namespace("staged-in"), mixed.create_namespace("staged-out")
+    mixed.kubectl("label", "namespace", opted, f"{OPT_IN}=dra")
+    name = "0-hami-vgpu" if hami_first else "zz-hami-vgpu"
+    assert (name < "hami-dra-webhook") == hami_first
+    try:
+        with hami_webhook(mixed, name) as webhook:
+            for namespace in (opted, legacy):
+                apply(mixed, namespace, gpu_pod("gpu"))
+            converted = wait_for(lambda: running(mixed, opted, "gpu"), "A's pod running", 120)
+            kept = wait_for(lambda: running(mixed, legacy, "gpu"), "B's pod running", 120)
+        assert converted["spec"].get("schedulerName", "default-scheduler") == "default-scheduler"
+        assert converted["spec"]["nodeName"] == mixed.node.name
+        assert converted["spec"]["resourceClaims"] and not legacy_limits(converted)
+        assert limits_of(container_env(mixed, opted, "gpu")) == [("3000m", "30")]
+        assert kept["spec"]["schedulerName"] == "hami-scheduler"
+        assert kept["spec"]["nodeName"] == LEGACY_NODE
+        assert not kept["spec"].get("resourceClaims")
+        assert legacy_limits(kept) == {k: str(v) for k, v in LIMITS.items()}
+        assert container_env(mixed, legacy, "gpu")["HAMI_LEGACY_STAND_IN"] == "1"
+        assert webhook.seen.count("gpu pod") >= 1
+        assert f"{legacy}/gpu" in extender.asked
+    finally:
+        _release(mixed, opted)
+        _release(mixed, legacy)
+
+
+@dataclass
+class Timeline:
+    """What a sampler saw every half second: the node's pool label, the device plugin's
+    nvidia.com/gpu allocatable, the driver's devices published for it, the ready replicas."""
+
+    samples: list[tuple[float, str, int, int, int]] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    def sample(self, cluster: NodeCluster, namespace: str, stop: threading.Event) -> None:
+        started = time.monotonic()
+        while not stop.is_set() and time.monotonic() - started < 900:
+            try:
+                _, node = cluster.plane.request("GET", f"/api/v1/nodes/{LEGACY_NODE}")
+                _, slices = cluster.plane.request(
+                    "GET",
+                    "/apis/resource.k8s.io/v1/resourceslices"
+                    f"?fieldSelector=spec.nodeName%3D{LEGACY_NODE}",
+                )
+                _, workload = cluster.plane.request(
+                    "GET", f"/apis/apps/v1/namespaces/{namespace}/deployments/train"
+                )
+                label = node["metadata"]["labels"].get(POOL, "")
+                slots = int((node["status"].get("allocatable") or {}).get("nvidia.com/gpu", "0"))
+                devices = sum(len(s["spec"].get("devices") or []) for s in slices["items"])
+                ready = int((workload.get("status") or {}).get("readyReplicas") or 0)
+                self.samples.append((time.monotonic() - started, label, slots, devices, ready))
+            except (OSError, KeyError, TypeError, ValueError) as error:
+                self.errors.append(repr(error))
+            stop.wait(0.5)
+
+    def both(self) -> list[tuple[float, str, int, int, int]]:
+        return [s for s in self.samples if s[2] > 0 and s[3] > 0]
+
+    def changes(self) -> list[str]:
+        said, last = [], None
+        for seconds, label, slots, devices, _ in self.samples:
+            now = (label, slots > 0, devices > 0)
+            if now != last:
+                said.append(f"{seconds:6.1f}s label={label} plugin={slots} driver={devices}")
+                last = now
+        return said
+
+
+def node_state(cluster: NodeCluster) -> tuple[str, bool, str]:
+    """The legacy node's pool label, cordon, and its move annotation's step ("" for none)."""
+    node = cluster.get("node", LEGACY_NODE)
+    move = (node["metadata"].get("annotations") or {}).get("hami.io/gpu-pool-move")
+    step = json.loads(move)["step"] if move else ""
+    return node["metadata"]["labels"].get(POOL, ""), bool(node["spec"].get("unschedulable")), step
+
+
+def running_replicas(cluster: NodeCluster, namespace: str) -> list[dict[str, Any]] | None:
+    found = [
+        p
+        for p in cluster.pods(namespace, "app=train")
+        if p["status"].get("phase") == "Running" and not p["metadata"].get("deletionTimestamp")
+    ]
+    return found if len(found) == REPLICAS else None
+
+
+def _legacy_replicas_opted_in(cluster: NodeCluster, namespace: str) -> None:
+    """The Deployment runs legacy on the legacy node; then its namespace is opted in, and
+    `migrate status` and the move's plan say the replicas would convert onto the DRA node."""
+    apply(cluster, namespace, *deployment("train"))
+    pods = wait_for(lambda: running_replicas(cluster, namespace), "the legacy replicas", 180)
+    assert {p["spec"]["nodeName"] for p in pods} == {LEGACY_NODE}
+    assert all(legacy_limits(p) for p in pods)
+    first = pods[0]["metadata"]["name"]
+    assert container_env(cluster, namespace, first)["HAMI_LEGACY_STAND_IN"] == "1"
+    cluster.kubectl("label", "namespace", namespace, f"{OPT_IN}=dra")
+    status = json.loads(cli(cluster, "migrate", "status", "-o", "json").stdout)
+    mine = status["namespaces"][namespace]
+    assert (mine["inScope"], mine["legacy"], mine["converted"]) == (True, REPLICAS, 0), status
+    assert [p["blocker"] for p in mine["legacyPods"]] == [""] * REPLICAS, status
+    assert status["pools"]["legacy"]["slotsUsed"] == REPLICAS, status
+    (cluster.folder / "staged-status-before.txt").write_text(
+        cli(cluster, "migrate", "status").stdout
+    )
+    plan = cli(cluster, "migrate", "node", LEGACY_NODE, "--to", "dra", "--dry-run", "-o", "json")
+    assert plan.returncode == 0, plan.stdout + plan.stderr
+    steps = json.loads(plan.stdout)["plan"]
+    assert len(steps) == REPLICAS
+    assert {s["goes"] for s in steps} == {f"converted onto DRA node {cluster.node.name}"}, steps
+    assert all(s["fits"] and s["owner"].startswith("ReplicaSet/") for s in steps), steps
+
+
+def _converted_replicas(cluster: NodeCluster, namespace: str) -> None:
+    replicas = wait_for(lambda: running_replicas(cluster, namespace), "converted replicas", 180)
+    for pod in replicas:
+        assert pod["spec"]["resourceClaims"] and not legacy_limits(pod), pod["spec"]
+        env = container_env(cluster, namespace, pod["metadata"]["name"])
+        assert limits_of(env) == [("3000m", "30")], env
+    assert node_state(cluster) == ("dra", False, "")
+    assert driver_devices(cluster, LEGACY_NODE) > 0 and legacy_slots(cluster, LEGACY_NODE) == 0
+    status = json.loads(cli(cluster, "migrate", "status", "-o", "json").stdout)
+    assert status["namespaces"][namespace]["converted"] == REPLICAS, status
+    (cluster.folder / "staged-status-after.txt").write_text(
+        cli(cluster, "migrate", "status").stdout
+    )
+
+
+def _back_to_legacy_interrupted(cluster: NodeCluster) -> None:
+    """The move back, SIGKILLed once the node is drained, then run again: it resumes."""
+    back = subprocess.Popen(
+        [sys.executable, "-m", "hami_dra_webhook", "migrate", "node", LEGACY_NODE, "--to", "legacy",
+         f"--kubeconfig={cluster.plane.admin_kubeconfig}"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        wait_for(lambda: node_state(cluster)[2] == "drained", "the move back drained", timeout=120)
+    finally:
+        back.send_signal(signal.SIGKILL)
+        back.wait(timeout=30)
+    assert node_state(cluster)[1:] == (True, "drained")
+    resumed = cli(cluster, "migrate", "node", LEGACY_NODE, "--to", "legacy", "-o", "json")
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    result = json.loads(resumed.stdout)
+    assert result["timeline"][0]["step"] == "resumed", result
+    (cluster.folder / "staged-back.json").write_text(resumed.stdout)
+    assert node_state(cluster) == ("legacy", False, "")
+    wait_for(lambda: driver_devices(cluster, LEGACY_NODE) == 0, "no driver slice on it", 60)
+    assert legacy_slots(cluster, LEGACY_NODE) == CARDS * SPLIT
+
+
+def test_a_node_moves_to_dra_under_load_and_back(mixed: NodeCluster, extender: Extender) -> None:
+    """N legacy replicas on the legacy node (PDB maxUnavailable 1), their namespace opted in,
+    a client creating GPU pods throughout: `migrate node --to dra` brings every replica back
+    converted and Running with its legacy share, ready replicas never below N-1, no create
+    fails, and the node is never served by both sides. Then the move back to legacy, killed
+    mid-way and run again, resumes."""
+    namespace = mixed.create_namespace("staged-move")
+    _legacy_replicas_opted_in(mixed, namespace)
+    timeline, stop = Timeline(), threading.Event()
+    sampler = threading.Thread(target=timeline.sample, args=(mixed, namespace, stop), daemon=True)
+    sampler.start()
+    started = time.monotonic()
+    with creating_pods(mixed, namespace, max_seconds=600) as creates:
+        moved = cli(mixed, "migrate", "node", LEGACY_NODE, "--to", "dra", "--timeout", "8m")
+        move_seconds = time.monotonic() - started
+        assert moved.returncode == 0, moved.stdout + moved.stderr
+        (mixed.folder / "staged-move.txt").write_text(moved.stdout)
+        _converted_replicas(mixed, namespace)
+        creates.phase = "back"
+        _back_to_legacy_interrupted(mixed)
+    stop.set()
+    sampler.join(timeout=30)
+    numbers = creates.numbers()
+    ready = [s[4] for s in timeline.samples if s[0] <= move_seconds]
+    summary = {
+        "pods_moved": REPLICAS,
+        "min_ready": min(ready),
+        "creates": numbers,
+        "move_seconds": round(move_seconds, 1),
+        "timeline": timeline.changes(),
+    }
+    (mixed.folder / "staged-summary.json").write_text(json.dumps(summary, indent=1))
+    print("staged migration:", json.dumps(summary))
+    assert not timeline.both(), timeline.both()
+    assert not timeline.errors[:5], timeline.errors
+    assert min(ready) >= REPLICAS - 1, summary
+    assert numbers["failed"] == 0, numbers
+    _release(mixed, namespace)
