@@ -428,7 +428,7 @@ def _legacy_hami(snapshot: Snapshot, policy: Policy, target: Target, report: Rep
             "FAIL",
             check,
             f"HAMi's device plugin DaemonSet {', '.join(unrestricted)} can run on DRA-pool nodes",
-            f"keep it to {POOL_LABEL}={LEGACY} nodes (the nodeAffinity patch in docs/migration.md),"
+            f"keep it to {POOL_LABEL}={LEGACY} nodes (the nodeSelector entry in docs/migration.md),"
             " or uninstall legacy HAMi",
         )
     elif found:

@@ -29,7 +29,8 @@ def judge_pools(inventory: Inventory, report: Report) -> None:
         for n in gpu_nodes
         if len(n.served_by) == 1 and n.label not in ("", n.served_by[0])
     ]
-    report.pools = _rows(inventory)
+    if any(n.pool == LEGACY for n in gpu_nodes):
+        report.pools = _rows(inventory)  # a cluster in migration: a table per pool
     if both:
         report.add(
             "FAIL",

@@ -178,7 +178,9 @@ def test_a_healthy_cluster_passes(setup: Setup) -> None:
     code, out, _ = check(setup)
     assert code == 0, out
     lines = [line for line in out.splitlines() if line[:4] in ("PASS", "WARN", "FAIL")]
-    assert len(lines) == 16 and all(line.startswith("PASS") for line in lines), out
+    assert len(lines) == 17 and all(line.startswith("PASS") for line in lines), out
+    assert "GPU pools: disjoint: 0 legacy node(s), 1 DRA node(s), no node in both" in out
+    assert "POOL" not in out  # no legacy pool: no table of pools
     assert "3 shareable GPUs on 1 nodes" in out
     assert "gpu-node-1                         3  yes        24Gi, 80Gi" in out
     assert "2 ready endpoint(s)" in out
@@ -293,15 +295,11 @@ BROKEN: dict[str, tuple[Callable[[Setup], None], str, str]] = {
         "FAIL  driver: devices not multi-allocatable on gpu-node-1",
         "DRAConsumableCapacity",
     ),
-    "legacy-scheduler": (
-        _legacy_workload("Deployment", "hami-scheduler", "projecthami/hami:v2.10.0"),
-        "FAIL  legacy HAMi: still running: scheduler Deployment {ns}/hami-scheduler",
-        "uninstall legacy HAMi",
-    ),
-    "legacy-webhook": (
-        _legacy_webhook,
-        "FAIL  legacy HAMi: still running: webhook {ns}-legacy",
-        "must not share",
+    "legacy-plugin-everywhere": (
+        _legacy_workload("DaemonSet", "hami-device-plugin", "projecthami/hami:v2.10.0"),
+        "FAIL  legacy HAMi: HAMi's device plugin DaemonSet {ns}/hami-device-plugin can run on"
+        " DRA-pool nodes",
+        "keep it to hami.io/gpu-pool=legacy nodes",
     ),
     "wrong-ca": (
         lambda s: s.webhook_configuration(issue(["x"]).ca_bundle),
@@ -329,6 +327,19 @@ def test_each_problem_has_its_line_and_fix(setup: Setup, case: str) -> None:
     assert line.format(ns=setup.namespace) in out, out
     assert "fix: " in out and fix in out
     assert code == (1 if line.startswith("WARN") else 2)
+
+
+def test_legacy_hami_kept_to_its_pool_runs_beside(setup: Setup) -> None:
+    """HAMi's scheduler and webhook, and no device plugin that could reach a DRA node: a
+    cluster in staged migration (docs/migration.md)."""
+    _legacy_workload("Deployment", "hami-scheduler", "projecthami/hami:v2.10.0")(setup)
+    _legacy_webhook(setup)
+    code, out, _ = check(setup)
+    assert code == 0, out
+    assert (
+        "PASS  legacy HAMi: running beside DRA, kept to the legacy pool: scheduler Deployment"
+        f" {setup.namespace}/hami-scheduler; webhook {setup.namespace}-legacy"
+    ) in out, out
 
 
 def test_expiring_certificate_fails(setup: Setup) -> None:

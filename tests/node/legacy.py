@@ -4,7 +4,7 @@ what it copies and what it cannot show.
 - `device_plugin_daemonset`: HAMi's device plugin as a DaemonSet (tests/node/go/draplugin/
   deviceplugin, in the plugin stand-in's image) on the kubelet's real device-plugin API,
   selected as HAMi's chart selects it (`gpu: "on"`) and kept to the legacy pool with the
-  nodeAffinity docs/migration.md tells users to add.
+  nodeSelector entry docs/migration.md tells users to add.
 - `HamiScheduler`: a second, real kube-scheduler named `hami-scheduler`, configured as HAMi's
   chart configures it: an extender that manages `nvidia.com/gpumem` and `nvidia.com/gpucores`
   with `ignoredByScheduler` (kube-scheduler leaves them out of its fit; the kubelet leaves
@@ -61,24 +61,9 @@ def device_plugin_daemonset() -> dict[str, Any]:
             "template": {
                 "metadata": {"labels": labels},
                 "spec": {
-                    "nodeSelector": {"gpu": "on"},
-                    "affinity": {
-                        "nodeAffinity": {
-                            "requiredDuringSchedulingIgnoredDuringExecution": {
-                                "nodeSelectorTerms": [
-                                    {
-                                        "matchExpressions": [
-                                            {
-                                                "key": "hami.io/gpu-pool",
-                                                "operator": "In",
-                                                "values": ["legacy"],
-                                            }
-                                        ]
-                                    }
-                                ]
-                            }
-                        }
-                    },
+                    # HAMi's chart selects `gpu: "on"`; docs/migration.md adds the pool
+                    # (devicePlugin.nvidiaNodeSelector, merged by Helm).
+                    "nodeSelector": {"gpu": "on", "hami.io/gpu-pool": "legacy"},
                     "tolerations": [{"key": GPU, "operator": "Exists", "effect": "NoSchedule"}],
                     "terminationGracePeriodSeconds": 5,
                     "containers": [
@@ -203,6 +188,7 @@ def hami_scheduler(plane: ControlPlane, folder: Path) -> Iterator[Extender]:
         process.stop(grace=10)
         plane.processes.remove(process)
         server.shutdown()
+        server.server_close()
 
 
 @dataclass
@@ -335,6 +321,7 @@ def hami_webhook(cluster: Any, configuration_name: str) -> Iterator[_Webhook]:
     finally:
         cluster.kubectl("delete", "mutatingwebhookconfiguration", configuration_name)
         server.shutdown()
+        server.server_close()
 
 
 def legacy_slots(cluster: Any, node: str) -> int:

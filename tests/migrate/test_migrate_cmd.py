@@ -1,0 +1,87 @@
+"""`migrate status` and `migrate node --dry-run` against the real kube-apiserver (the shared
+1.36 control plane: one GPU node published by a stand-in ResourceSlice, no kubelet). What the
+inventory reads (nodes, slices, claims, pods a page at a time, namespaces, PodDisruptionBudgets,
+the webhook's scope) must be served as the commands ask for it; the moves themselves run on the
+real nodes (tests/node/test_staged_migration.py)."""
+
+from __future__ import annotations
+
+import io
+import json
+from typing import Any
+
+from hami_dra_webhook.cli.main import main
+from tests.support.cluster import Cluster
+
+
+def migrate(kube: Cluster, *args: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    kubeconfig = str(kube.plane.admin_kubeconfig)
+    code = main(["migrate", *args, "--kubeconfig", kubeconfig], stdout=out, stderr=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def legacy_pod(name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": {"app": name}},
+        "spec": {
+            "containers": [
+                {
+                    "name": "cuda",
+                    "image": "ubuntu:22.04",
+                    "resources": {"limits": {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 3000}},
+                }
+            ]
+        },
+    }
+
+
+def test_status_lists_pools_namespaces_and_what_blocks_a_legacy_pod(kube: Cluster) -> None:
+    namespace = kube.create_namespace("migrate")
+    kube.apply(legacy_pod("trainer"), namespace=namespace)
+    budget = {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": "trainer"},
+        "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"app": "trainer"}}},
+    }
+    kube.apply(budget, namespace=namespace)
+    try:
+        code, out, err = migrate(kube, "status", "-o", "json")
+        assert code == 0, err
+        status = json.loads(out)
+        assert status["scope"] == "all"  # no webhook configuration installed here
+        dra = status["pools"]["dra"]
+        assert (dra["nodes"], dra["devices"]) == (1, 3), status
+        assert dra["memoryMiB"] == (24 + 24 + 80) * 1024, status
+        mine = status["namespaces"][namespace]
+        assert (mine["inScope"], mine["legacy"], mine["converted"]) == (True, 1, 0)
+        # A bare pod: it would convert onto free capacity, but deleting it loses it.
+        assert mine["legacyPods"] == [
+            {
+                "pod": "trainer",
+                "node": "",
+                "blocker": "a bare pod: re-create it yourself (deleting it loses it)",
+            }
+        ]
+        code, text, _ = migrate(kube, "status", "--scope", "namespaces")
+        assert code == 0
+        assert f"{namespace}/trainer: namespace not in the scope" in text, text
+        assert text.splitlines()[0] == "migration scope: namespaces"
+
+        code, out, err = migrate(kube, "node", kube.node.name, "--to", "legacy", "--dry-run")
+        assert (code, out) == (
+            0,
+            f"plan: no GPU pod of the pool {kube.node.name} leaves is on it\n",
+        )
+    finally:
+        kube.release_namespace(namespace)
+
+
+def test_usage_and_unknown_nodes_are_named(kube: Cluster) -> None:
+    code, _, err = migrate(kube, "node", kube.node.name, "--to", "dra", "--timeout", "soon")
+    assert code == 64 and "--timeout: not a duration: 'soon'" in err, err
+    code, _, err = migrate(kube, "node", "no-such-node", "--to", "dra", "--dry-run")
+    assert code == 3 and err == "error: no node named no-such-node\n", err
