@@ -12,10 +12,10 @@ import pytest
 
 from hami_dra_webhook.certs.pki import issue, service_names
 from hami_dra_webhook.core.policy import DEFAULT_POLICY, Policy, policy_from_yaml
-from hami_dra_webhook.preflight.checks import judge
-from hami_dra_webhook.preflight.report import Report, Target
 from hami_dra_webhook.core.pool_plan import Inventory
 from hami_dra_webhook.core.pools import Scope, node_gpus, slice_devices
+from hami_dra_webhook.preflight.checks import judge
+from hami_dra_webhook.preflight.report import Report, Target
 from hami_dra_webhook.preflight.snapshot import MISSING, Failed, Snapshot, UrlAnswer
 
 DRIVER = "hami-core-gpu.project-hami.io"
@@ -67,7 +67,11 @@ _PLUGIN_DS = {
 _KEPT_TO_LEGACY = {
     "requiredDuringSchedulingIgnoredDuringExecution": {
         "nodeSelectorTerms": [
-            {"matchExpressions": [{"key": "hami.io/gpu-pool", "operator": "In", "values": ["legacy"]}]}
+            {
+                "matchExpressions": [
+                    {"key": "hami.io/gpu-pool", "operator": "In", "values": ["legacy"]}
+                ]
+            }
         ]
     }
 }
