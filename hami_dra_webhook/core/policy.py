@@ -135,6 +135,10 @@ class WebhookConfig(_Section):
     # refused with the reason (the default), or left unchanged with a warning (legacy HAMi
     # keeps serving them).
     other_vendors: Literal["refuse", "leave"] = Field("refuse", alias="otherVendors")
+    # Count-only pods (nvidia.com/gpu: N and nothing else) left to kube-scheduler, which gives
+    # them N whole devices through the DeviceClass's extendedResourceName (1.36+, KEP-5004):
+    # core/whole_gpus.py says when that is exact. The chart sets the class's field from this.
+    whole_gpus_by_extended_resource: bool = Field(False, alias="wholeGpusByExtendedResource")
 
     @field_validator("driver_name", "device_class_name")
     @classmethod
@@ -307,10 +311,36 @@ def policy_from_mapping(
     legacy_only = tuple(k for k in unknown_nvidia if k.split(".", 1)[1] in LEGACY_ONLY_KEYS)
     ignored += [k for k in unknown_nvidia if k not in legacy_only]
     ignored += _unknown_keys(sections.get("webhook", {}), WebhookConfig, WEBHOOK_SECTION)
+    conflict = _whole_gpus_conflict(nvidia, webhook)
+    if conflict:
+        raise PolicyError(f"{source}: {conflict}")
     return LoadedPolicy(
         policy=Policy(nvidia=nvidia, webhook=webhook, hami_vendors=vendors),
         ignored_keys=tuple(ignored),
         legacy_only_keys=tuple(k.split(".", 1)[1] for k in legacy_only),
+    )
+
+
+def _whole_gpus_conflict(nvidia: NvidiaConfig, webhook: WebhookConfig) -> str:
+    """wholeGpusByExtendedResource leaves count-only pods unconverted: it cannot go with a
+    policy that adds to every GPU container (core/whole_gpus.py)."""
+    if not webhook.whole_gpus_by_extended_resource:
+        return ""
+    adds = [
+        name
+        for name, on in (
+            ("nvidia.overwriteEnv", nvidia.overwrite_env),
+            ("nvidia.runtimeClassName", bool(nvidia.runtime_class_name)),
+            ("nvidia.gpuCorePolicy", nvidia.gpu_core_policy != "default"),
+            ("nvidia.libCudaLogLevel", nvidia.lib_cuda_log_level is not None),
+        )
+        if on
+    ]
+    if not adds:
+        return ""
+    return (
+        "hamiDraWebhook.wholeGpusByExtendedResource leaves count-only pods unconverted, but"
+        f" {', '.join(adds)} must reach them: turn one of the two off"
     )
 
 

@@ -39,6 +39,7 @@ from hami_dra_webhook.core.types import Attention, ContainerRef, JsonObject, Not
 from hami_dra_webhook.core.vendors import nvidia
 from hami_dra_webhook.core.vendors.families import NVIDIA, container_families, names_a_family
 from hami_dra_webhook.core.vendors.resolve import VendorContainer, resolve_vendor
+from hami_dra_webhook.core.whole_gpus import left_to_scheduler
 
 # What one admission may write: a pod with more distinct GPU requests than this is not a
 # legacy manifest, and each template is created before the answer.
@@ -142,6 +143,9 @@ class _Translation:
         skip = _left_alone(metadata or {}, spec, policy)
         if skip:
             return Unchanged(warnings=[skip], left_alone=skip) if found else Unchanged(warnings=[])
+        whole = left_to_scheduler(metadata or {}, spec, every, policy)
+        if whole:
+            return Unchanged(warnings=[whole], left_alone=whole)
         if not found:
             hidden = _hide_ops(every, names, warnings)
             if not hidden:

@@ -162,10 +162,11 @@ class _Changes:
         return ops
 
     def _quota(self, title: str, document: JsonObject, quota: QuotaReport) -> list[patch.PatchOp]:
-        ops = dra_quota_ops(document, quota) if quota.dra_form else []
+        ops = dra_quota_ops(document, quota)
         if ops:
             self.result.converted.append(title)
-        added = f"; added {', '.join(quota.dra_form)}" if ops else ""
+        keys = [*quota.dra_form, *(k for entries in quota.sections.values() for k in entries)]
+        added = f"; added {', '.join(keys)}" if ops else ""
         self.result.notes.append(f"{title} counts {', '.join(quota.counted)}: {quota.stops}{added}")
         return ops
 

@@ -7,7 +7,14 @@ resource_claims.go`): ResourceClaims, and devices per DeviceClass
 (`<class>.deviceclass.resource.k8s.io/devices`, a claim counting the devices it asks for). No
 quota counts consumed capacity (GPU memory or cores) yet, so gpumem and gpucores quotas have no
 DRA form. Kueue counts what pods request: its queues' nvidia.com/* quotas stop counting
-converted pods, and this tool writes no Kueue form.
+converted pods, and this tool writes no Kueue form (docs/migration.md says why).
+
+Volcano v1.15's capacity plugin (with `capacity.DynamicResourceAllocationEnable` and
+`capacity.DRAConsumableCapacityEnable`) counts a queue's claims as `deviceclass/<class>`
+(devices), `memory.deviceclass/<class>` and `cores.deviceclass/<class>` (consumed capacity) in
+`spec.capability`, `spec.deserved` and `spec.guarantee.resource` (Volcano's
+docs/user-guide/how_to_use_dra_quota.md, release-1.15). A class named in a queue must list
+every dimension its claims request, or a task never fits: the form has all three or none.
 """
 
 from __future__ import annotations
@@ -23,6 +30,9 @@ from hami_dra_webhook.files.manifests import api_group
 QUOTA_PREFIXES = ("requests.", "limits.")
 DEVICES_SUFFIX = ".deviceclass.resource.k8s.io/devices"
 KUEUE_GROUP = "kueue.x-k8s.io"
+VOLCANO_GROUP = "scheduling.volcano.sh"
+# A Volcano Queue's resource maps, by JSON pointer.
+VOLCANO_SECTIONS = (("spec", "capability"), ("spec", "deserved"), ("spec", "guarantee", "resource"))
 NO_CAPACITY_QUOTA = (
     "no Kubernetes quota counts the GPU memory or cores DRA claims consume (1.37 counts claims"
     " and devices only)"
@@ -38,6 +48,8 @@ class QuotaReport:
     counted: list[str]  # the legacy resource keys it counts
     stops: str  # what it stops limiting, in words
     dra_form: dict[str, str] = field(default_factory=dict)  # hard entries that count DRA
+    # Other objects' maps (a Volcano Queue's): the map's path -> the entries to add there.
+    sections: dict[tuple[str, ...], dict[str, str]] = field(default_factory=dict)
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -48,6 +60,7 @@ class QuotaReport:
             "counts": self.counted,
             "stops": self.stops,
             "draForm": self.dra_form,
+            "draSections": {".".join(path): entries for path, entries in self.sections.items()},
         }
 
 
@@ -86,7 +99,84 @@ def quota_report(
             " this tool writes no Kueue form"
         )
         return QuotaReport(kind, scope, name, source, counted, stops)
+    if (group, kind) == (VOLCANO_GROUP, "Queue"):
+        return _volcano_queue(document, policy, source, name)
     return None
+
+
+def _volcano_queue(
+    document: JsonObject, policy: Policy, source: str, name: str
+) -> QuotaReport | None:
+    """A Volcano Queue whose capability, deserved or guarantee counts legacy resources, with
+    the DRA form of each such map (all three dimensions, or none where one cannot be known)."""
+    counted: list[str] = []
+    sections: dict[tuple[str, ...], dict[str, str]] = {}
+    missing: list[str] = []
+    for path in VOLCANO_SECTIONS:
+        resources: Any = document
+        for part in path:
+            resources = resources.get(part) if isinstance(resources, dict) else None
+        if not isinstance(resources, dict):
+            continue
+        legacy = [k for k in resources if _legacy(k, policy)]
+        if not legacy:
+            continue
+        counted += [k for k in legacy if k not in counted]
+        form = _volcano_form(resources, policy)
+        if isinstance(form, str):
+            missing.append(f"{'.'.join(path)}: {form}")
+        else:
+            sections[path] = {k: v for k, v in form.items() if k not in resources}
+    if not counted:
+        return None
+    words = ["converted pods request none of these, so Volcano stops counting their GPUs here"]
+    if sections:
+        words.append(
+            "claims are counted by deviceclass/, memory.deviceclass/ and cores.deviceclass/"
+            f"{policy.webhook.device_class_name} with Volcano v1.15's capacity plugin"
+            " (convert adds them)"
+        )
+    words += missing
+    return QuotaReport("Queue", "", name, source, sorted(counted), "; ".join(words), {}, sections)
+
+
+def _volcano_form(resources: JsonObject, policy: Policy) -> dict[str, str] | str:
+    """The three entries Volcano v1.15 counts claims by, from a map's legacy entries; or what
+    keeps one of them from being known."""
+    names = policy.legacy_resource_names
+    device_class = policy.webhook.device_class_name
+    try:
+        count = _whole(resources.get(names.gpus))
+        memory = _whole(resources.get(names.memory))
+        cores = _whole(resources.get(names.cores))
+    except ValueError as error:
+        return str(error)
+    if count is None:
+        return (
+            f"no {names.gpus} to count devices by: add deviceclass/{device_class}"
+            " (devices) yourself"
+        )
+    largest = policy.largest_memory_mib
+    if memory is None and not largest:
+        return (
+            f"no {names.memory} and no card sizes (hamiDraWebhook.deviceMemorySizes): give"
+            f" memory.deviceclass/{device_class} yourself"
+        )
+    mebibytes = memory if memory is not None else count * largest
+    return {
+        f"deviceclass/{device_class}": str(count),
+        f"memory.deviceclass/{device_class}": f"{mebibytes}Mi",
+        f"cores.deviceclass/{device_class}": str(cores if cores is not None else count * 100),
+    }
+
+
+def _whole(value: Any) -> int | None:
+    if value is None:
+        return None
+    text = str(value)
+    if not text.isdigit():
+        raise ValueError(f"{text!r} is not a whole number: give the DRA entries yourself")
+    return int(text)
 
 
 def _resource_quota(
@@ -137,11 +227,17 @@ def _strings(node: Any, depth: int = 0) -> list[str]:
 
 
 def dra_quota_ops(document: Any, report: QuotaReport) -> list[patch.PatchOp]:
-    """Adds the DRA form's entries a ResourceQuota lacks (the legacy ones stay: pods that are
-    not converted, opted out or in excluded namespaces, still carry them)."""
-    hard = document["spec"]["hard"]
-    return [
-        patch.add(patch.pointer("spec", "hard", key), value)
-        for key, value in report.dra_form.items()
-        if key not in hard
-    ]
+    """Adds the DRA form's entries a ResourceQuota (or a Volcano Queue's map) lacks; the legacy
+    ones stay: pods that are not converted, opted out or in excluded namespaces, still carry
+    them."""
+    ops = []
+    if report.dra_form:
+        hard = document["spec"]["hard"]
+        ops += [
+            patch.add(patch.pointer("spec", "hard", key), value)
+            for key, value in report.dra_form.items()
+            if key not in hard
+        ]
+    for path, entries in report.sections.items():
+        ops += [patch.add(patch.pointer(*path, key), value) for key, value in entries.items()]
+    return ops

@@ -77,6 +77,11 @@ def as_table(
             if quota is not None:
                 out.write(f"    - {quota.stops}\n")
                 out.writelines(f"    - DRA form: {k}: {v}\n" for k, v in quota.dra_form.items())
+                out.writelines(
+                    f"    - DRA form in {'.'.join(path)}: {k}: {v}\n"
+                    for path, entries in quota.sections.items()
+                    for k, v in entries.items()
+                )
                 out.write(f"    - from {quota.source}\n" if quota.source else "")
     for problem in unreadable or []:
         out.write(f"unreadable: {problem}\n")

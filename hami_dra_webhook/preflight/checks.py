@@ -479,10 +479,17 @@ def _extended_resources(snapshot: Snapshot, policy: Policy, target: Target, repo
     if _failed(classes, check, report):
         return
     legacy = set(policy.converted_names)
+    web = policy.webhook
+    whole = (web.device_class_name, policy.legacy_resource_names.gpus)
     clashes = [
         f"{c['metadata']['name']} ({c['spec']['extendedResourceName']})"
         for c in (classes if isinstance(classes, list) else [])
         if (c.get("spec") or {}).get("extendedResourceName") in legacy
+        # wholeGpusByExtendedResource: the webhook's own class gives count-only pods whole GPUs
+        and not (
+            web.whole_gpus_by_extended_resource
+            and (c["metadata"]["name"], c["spec"]["extendedResourceName"]) == whole
+        )
     ]
     if clashes:
         report.add(

@@ -68,7 +68,7 @@ def node_versions() -> list[str]:
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "node_minor" in metafunc.fixturenames:
         versions = node_versions()
-        if metafunc.module.__name__.endswith("test_staged_migration"):
+        if metafunc.module.__name__.rsplit(".", 1)[-1].startswith("test_staged_"):
             versions = [v for v in versions if v in STAGED_VERSIONS]
         metafunc.parametrize("node_minor", versions, scope="package", ids=versions)
 
@@ -100,6 +100,7 @@ def node_images(tmp_path_factory: pytest.TempPathFactory) -> LocalImages:
         binaries.plugin,
         binaries.cert_manager,
         IMAGE_NAMES,
+        previous=any(version in STAGED_VERSIONS for version in node_versions()),
     )
 
 
@@ -130,7 +131,8 @@ class NodeCluster(Cluster):
         if wait:
             self.wait_chart_ready(name)
 
-    def wait_chart_ready(self, name: str = RELEASE) -> None:
+    def wait_chart_ready(self, name: str = RELEASE, drivers: int = 1) -> None:
+        """The webhook rolled out, and `drivers` driver pods ready (one: the DRA node only)."""
         fullname = name if "hami-dra-webhook" in name else f"{name}-hami-dra-webhook"
         self.kubectl(
             "rollout", "status", f"deployment/{fullname}", "-n", NAMESPACE, "--timeout=180s"
@@ -139,7 +141,7 @@ class NodeCluster(Cluster):
             "rollout", "status", f"daemonset/{fullname}-driver", "-n", NAMESPACE, "--timeout=180s"
         )
         daemonset = self.get("daemonset", f"{fullname}-driver", "-n", NAMESPACE)
-        assert daemonset["status"]["numberReady"] == 1, daemonset["status"]
+        assert daemonset["status"]["numberReady"] == drivers, daemonset["status"]
         wait_for(self.driver_slice, "the driver's ResourceSlice", timeout=60)
 
     def driver_slice(self) -> dict[str, Any] | None:

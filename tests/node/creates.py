@@ -61,7 +61,12 @@ class Creates:
 
 
 def _client(
-    cluster: NodeCluster, namespace: str, stop: threading.Event, out: Creates, max_seconds: float
+    cluster: NodeCluster,
+    namespace: str,
+    stop: threading.Event,
+    out: Creates,
+    max_seconds: float,
+    converted_only: bool,
 ) -> None:
     deadline = time.monotonic() + max_seconds
     path = f"/api/v1/namespaces/{namespace}/pods"
@@ -76,7 +81,7 @@ def _client(
         out.by_phase[out.phase] = out.by_phase.get(out.phase, 0) + 1
         out.worst = max(out.worst, elapsed)
         converted = status == 201 and body["spec"].get("resourceClaims")
-        if not converted:
+        if not converted if converted_only else status != 201:
             message = body.get("message", str(body)) if isinstance(body, dict) else str(body)
             out.failures.append(f"{out.phase}: {status} {message[-400:]}")
             out.failure_times.append((out.phase, started))
@@ -88,12 +93,19 @@ def _client(
 
 @contextmanager
 def creating_pods(
-    cluster: NodeCluster, namespace: str, max_seconds: float = MAX_SECONDS
+    cluster: NodeCluster,
+    namespace: str,
+    max_seconds: float = MAX_SECONDS,
+    converted_only: bool = True,
 ) -> Iterator[Creates]:
-    """Creates GPU pods in `namespace` until the block ends (or MAX_CREATES, or max_seconds)."""
+    """Creates GPU pods in `namespace` until the block ends (or MAX_CREATES, or max_seconds).
+    A create fails unless it comes back converted; with `converted_only=False` (the webhook
+    is being uninstalled), unless it is created at all."""
     stop, creates = threading.Event(), Creates()
     client = threading.Thread(
-        target=_client, args=(cluster, namespace, stop, creates, max_seconds), daemon=True
+        target=_client,
+        args=(cluster, namespace, stop, creates, max_seconds, converted_only),
+        daemon=True,
     )
     client.start()
     try:

@@ -40,6 +40,10 @@ from tests.controlplane.build import _locked, cache_root
 ROOT = Path(__file__).resolve().parents[2]
 PYTHON_BASE = "localhost/python:3.11-bookworm"
 PROJECT_IMAGE = "localhost/hami-dra-webhook:node-test"
+# The chart and image as they landed before the staged migration (chart 0.1.0): the upgrade
+# test (tests/node/test_staged_upgrade.py) installs them and upgrades to this checkout.
+PREVIOUS_COMMIT = "90a9c3d53c8cb6463d7ecc6c62f87edff9abac45"
+PREVIOUS_IMAGE = "localhost/hami-dra-webhook:previous"
 TEST_IMAGE = "localhost/node-test/shell:v1"
 PAUSE_IMAGE = "localhost/node-test/pause:v1"
 PLUGIN_IMAGE = "localhost/node-test/hami-kubelet-plugin:v1"
@@ -304,8 +308,30 @@ def _buildah(*arguments: str) -> list[str]:
     ]
 
 
-def project_image(scratch: Path) -> tuple[Path, float]:
-    """The project's image, built from the Dockerfile as it ships, as an OCI archive."""
+def previous_source(scratch: Path) -> Path:
+    """PREVIOUS_COMMIT's tree (chart, Dockerfile, package), from this repository's history."""
+    folder = scratch / "previous-source"
+    if not folder.is_dir():
+        folder.mkdir(parents=True)
+        archive = subprocess.run(
+            ["git", "-C", str(ROOT), "archive", PREVIOUS_COMMIT],
+            capture_output=True,
+            check=False,
+        )
+        if archive.returncode != 0:
+            raise RuntimeError(
+                f"commit {PREVIOUS_COMMIT} is not in this clone's history (a shallow clone?):"
+                f" {archive.stderr.decode(errors='replace')}"
+            )
+        subprocess.run(["tar", "-x", "-C", str(folder)], input=archive.stdout, check=True)
+    return folder
+
+
+def project_image(
+    scratch: Path, source: Path = ROOT, name: str = PROJECT_IMAGE
+) -> tuple[Path, float]:
+    """The project's image, built from the Dockerfile as it ships in `source`, as an OCI
+    archive named `name`."""
     base = python_base()
     started = time.monotonic()
     with _locked(cache_root() / "buildah.lock"):
@@ -322,24 +348,29 @@ def project_image(scratch: Path) -> tuple[Path, float]:
                 "--build-arg",
                 f"BASE={PYTHON_BASE}",
                 "-t",
-                PROJECT_IMAGE,
+                name,
                 "-f",
                 "Dockerfile",
                 ".",
             ),
             "buildah build of the project's Dockerfile",
-            cwd=ROOT,
+            cwd=source,
         )
-        archive = scratch / "project.tar"
+        archive = scratch / f"project-{name.rsplit(':', 1)[-1]}.tar"
         _run(
-            _buildah("push", "-q", PROJECT_IMAGE, f"oci-archive:{archive}:{PROJECT_IMAGE}"),
+            _buildah("push", "-q", name, f"oci-archive:{archive}:{name}"),
             "buildah push of the project's image",
         )
     return archive, time.monotonic() - started
 
 
 def local_images(
-    scratch: Path, pause: Path, plugin: Path, cert_manager: Path, names: Iterable[str]
+    scratch: Path,
+    pause: Path,
+    plugin: Path,
+    cert_manager: Path,
+    names: Iterable[str],
+    previous: bool = False,
 ) -> LocalImages:
     """Every image the node runs, as archives in `scratch` (the project's built anew)."""
     scratch.mkdir(parents=True, exist_ok=True)
@@ -349,4 +380,9 @@ def local_images(
     archives.update(_cert_manager_archives(scratch, cert_manager))
     project, seconds = project_image(scratch)
     archives[project] = (PROJECT_IMAGE,)
+    if previous:
+        # Its dependency layer is the one just built (same lock files): no network needed.
+        old, old_seconds = project_image(scratch, previous_source(scratch), PREVIOUS_IMAGE)
+        archives[old] = (PREVIOUS_IMAGE,)
+        seconds += old_seconds
     return LocalImages(archives, seconds)

@@ -24,9 +24,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+import yaml
 
 from hami_dra_webhook.core.quantity import parse_quantity
-from tests.node.conftest import LEGACY_NODE, NAMESPACE, RELEASE, NodeCluster, _release
+from tests.node.conftest import (
+    DEVICE_CONFIG,
+    LEGACY_NODE,
+    NAMESPACE,
+    RELEASE,
+    NodeCluster,
+    _release,
+)
 from tests.node.creates import creating_pods
 from tests.node.legacy import (
     CARDS,
@@ -154,10 +162,13 @@ def driver_devices(cluster: NodeCluster, node: str) -> int:
     )
 
 
-def set_scope(cluster: NodeCluster, scope: str) -> None:
+def set_scope(cluster: NodeCluster, scope: str, whole_gpus: bool) -> None:
+    """The chart's migration.scope, and hamiDraWebhook.wholeGpusByExtendedResource."""
+    config = DEVICE_CONFIG + ("  wholeGpusByExtendedResource: true\n" if whole_gpus else "")
+    values = cluster.folder / "staged-values.yaml"
+    values.write_text(yaml.safe_dump({"deviceConfig": config, "migration": {"scope": scope}}))
     cluster.helm(
-        "upgrade", RELEASE, str(CHART), "-n", NAMESPACE, "--reuse-values",
-        "--set", f"migration.scope={scope}",
+        "upgrade", RELEASE, str(CHART), "-n", NAMESPACE, "--reuse-values", "-f", str(values),
     )  # fmt: skip
     cluster.wait_chart_ready()
 
@@ -168,13 +179,13 @@ def mixed(chart: NodeCluster) -> Iterator[NodeCluster]:
     served by the device plugin stand-in, and hami-scheduler running."""
     assert chart.legacy is not None, "the 1.37 cluster has a legacy node"
     chart.kubectl("label", "node", chart.node.name, f"{POOL}=dra", "--overwrite")
-    set_scope(chart, "namespaces")
+    set_scope(chart, "namespaces", whole_gpus=True)
     chart.ensure_namespace(LEGACY_NAMESPACE)
     apply(chart, LEGACY_NAMESPACE, device_plugin_daemonset())
     wait_legacy_served(chart, LEGACY_NODE)
     yield chart
     chart.kubectl("delete", "daemonset", "--all", "-n", LEGACY_NAMESPACE)
-    set_scope(chart, "all")
+    set_scope(chart, "all", whole_gpus=False)
 
 
 @pytest.fixture(scope="module")
@@ -257,6 +268,34 @@ def test_scope_sends_each_namespace_to_its_pool(
     finally:
         _release(mixed, opted)
         _release(mixed, legacy)
+
+
+def test_whole_gpus_are_left_to_kube_scheduler(mixed: NodeCluster) -> None:
+    """wholeGpusByExtendedResource (1.37: KEP-5004 GA): a count-only pod never reaches the
+    webhook; kube-scheduler makes its claim from the DeviceClass's extendedResourceName and
+    the container sees a whole card, as legacy HAMi's count-only request meant. A pod with
+    gpumem beside the count is still converted."""
+    namespace = mixed.create_namespace("staged-whole")
+    mixed.kubectl("label", "namespace", namespace, f"{OPT_IN}=dra")
+    whole = gpu_pod("whole")
+    whole["spec"].pop("tolerations")  # the legacy node is tainted: the DRA node only
+    whole["spec"]["containers"][0]["resources"]["limits"] = {"nvidia.com/gpu": 1}
+    shared = gpu_pod("shared")
+    shared["spec"].pop("tolerations")
+    try:
+        apply(mixed, namespace, whole, shared)
+        pod = wait_for(lambda: running(mixed, namespace, "whole"), "the whole-GPU pod", 120)
+        assert not pod["spec"].get("resourceClaims"), pod["spec"]
+        assert "hami.io/dra" not in (pod["metadata"].get("labels") or {})
+        assert legacy_limits(pod) == {"nvidia.com/gpu": "1"}
+        assert pod["status"].get("extendedResourceClaimStatus"), pod["status"]
+        assert pod["spec"]["nodeName"] == mixed.node.name
+        ((memory, cores),) = limits_of(container_env(mixed, namespace, "whole"))
+        assert (memory, cores) in {("24576m", "100"), ("81920m", "100")}, (memory, cores)
+        converted = wait_for(lambda: running(mixed, namespace, "shared"), "the shared pod", 120)
+        assert converted["spec"]["resourceClaims"] and not legacy_limits(converted)
+    finally:
+        _release(mixed, namespace)
 
 
 @dataclass

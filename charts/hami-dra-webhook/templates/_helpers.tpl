@@ -76,11 +76,14 @@ deviceConfig (the webhook's defaults where absent), as JSON: driver, class, type
 {{- $config := fromYaml .Values.deviceConfig -}}
 {{- $web := default dict (get $config "hamiDraWebhook") -}}
 {{- $attributes := default dict (get $web "attributes") -}}
+{{- $nvidia := default dict (get $config "nvidia") -}}
 {{- toJson (dict
   "driver" (default "hami-core-gpu.project-hami.io" (get $web "driverName"))
   "class" (default "hami-core-gpu.project-hami.io" (get $web "deviceClassName"))
   "type" (default "hami-gpu" (get $web "deviceType"))
-  "typeAttribute" (default "type" (get $attributes "type"))) -}}
+  "typeAttribute" (default "type" (get $attributes "type"))
+  "wholeGpus" (eq (toString (default false (get $web "wholeGpusByExtendedResource"))) "true")
+  "count" (ternary (get $nvidia "resourceCountName") "nvidia.com/gpu" (hasKey $nvidia "resourceCountName"))) -}}
 {{- end -}}
 
 {{- define "hdw.tlsSecret" -}}
@@ -192,6 +195,20 @@ which: drivers that ship their own class are left to do so), as a JSON list of
 {{- end -}}
 {{- end -}}
 {{- toJson $classes -}}
+{{- end -}}
+
+{{/* CEL: is the pod count-only (hamiDraWebhook.wholeGpusByExtendedResource, as
+core/whole_gpus.py judges it): no legacy resource but the count in any app container, none in
+an init container, no annotation the webhook reads, kube-scheduler as its scheduler. Such a
+pod is left to kube-scheduler's extended-resource claims. Arguments: the root context and the
+CEL list of legacy names. */}}
+{{- define "hdw.countOnly" -}}
+{{- $root := index . 0 -}}
+{{- $legacy := index . 1 -}}
+{{- $s := include "hdw.deviceClassSettings" $root | fromJson -}}
+{{- $only := printf "(!has(c.resources) || ((!has(c.resources.limits) || c.resources.limits.all(k, k == '%s' || !(k in %s))) && (!has(c.resources.requests) || c.resources.requests.all(k, k == '%s' || !(k in %s)))))" $s.count $legacy $s.count $legacy -}}
+{{- $annotations := "['nvidia.com/use-gpuuuid', 'nvidia.com/nouse-gpuuuid', 'nvidia.com/use-gputype', 'nvidia.com/nouse-gputype', 'nvidia.com/vgpu-mode', 'nvidia.com/numa-bind', 'hami.io/gpu-scheduler-policy', 'hami.io/node-scheduler-policy']" -}}
+{{- printf "object.spec.containers.all(c, %s) && !(has(object.spec.initContainers) && %s) && !(has(object.metadata.annotations) && %s.exists(a, a in object.metadata.annotations)) && (!has(object.spec.schedulerName) || object.spec.schedulerName == 'default-scheduler')" $only (include "hdw.usesLegacy" (list "object.spec.initContainers" $legacy)) $annotations -}}
 {{- end -}}
 
 {{/* CEL: does a list of containers name a legacy resource in limits or requests? */}}
