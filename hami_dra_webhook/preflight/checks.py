@@ -423,7 +423,29 @@ def _legacy_hami(snapshot: Snapshot, policy: Policy, target: Target, report: Rep
         if any("vgpu.hami.io" in str(w.get("name")) for w in config.get("webhooks") or [])
     ]
     unrestricted = [_where(item) for item in plugins if plugin_unrestricted(item)]
-    if unrestricted:
+    schedulers = [
+        item for item in deployments if _looks_legacy(item, ("hami-scheduler", "vgpu-scheduler"))
+    ]
+    classes = snapshot.device_classes if isinstance(snapshot.device_classes, list) else []
+    count = policy.legacy_resource_names.gpus
+    mapping = [
+        str(c["metadata"]["name"])
+        for c in classes
+        if (c.get("spec") or {}).get("extendedResourceName") == count
+    ]
+    if schedulers and mapping:
+        report.add(
+            "FAIL",
+            check,
+            f"hami-scheduler cannot place legacy pods that ask for {count} with gpumem or"
+            f" gpucores while DeviceClass {', '.join(mapping)} maps {count}: kube-scheduler"
+            " 1.36+ refuses extended resources no node advertises once one of the pod's is"
+            " backed by DRA",
+            "turn hamiDraWebhook.wholeGpusByExtendedResource off while legacy HAMi serves"
+            " shared pods (on 1.36 hami-scheduler may run with"
+            " --feature-gates=DRAExtendedResource=false; 1.37 locks it on)",
+        )
+    elif unrestricted:
         report.add(
             "FAIL",
             check,

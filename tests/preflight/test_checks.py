@@ -173,6 +173,13 @@ def _with(**changes: Any) -> Snapshot:
             "legacy HAMi", "PASS", "device plugin DaemonSet kube-system/hami-device-plugin",
         ),
         (
+            {
+                "deployments": [{"metadata": {"name": "hami-scheduler", "namespace": "kube-system"}}],
+                "device_classes": [{"metadata": {"name": DRIVER}, "spec": {"extendedResourceName": "nvidia.com/gpu"}}],
+            },
+            "legacy HAMi", "FAIL", "hami-scheduler cannot place legacy pods",
+        ),
+        (
             _pools([_node("gpu-1", slots=40)], [_SLICE]),
             "GPU pools", "FAIL", "served by both HAMi's device plugin and the DRA driver: gpu-1;",
         ),
