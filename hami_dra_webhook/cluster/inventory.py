@@ -46,6 +46,8 @@ async def read_inventory(
     pods: list[GpuPod] = []
     async for page in api.workload_pages("Pod", None, timeout=timeout):
         for pod in page:
+            if (pod.get("metadata") or {}).get("deletionTimestamp"):
+                continue  # ending: neither where it runs nor where it would go counts
             found = gpu_pod(pod, policy, claims)
             if found is not None:
                 pods.append(found)

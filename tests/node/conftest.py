@@ -100,7 +100,6 @@ def node_images(tmp_path_factory: pytest.TempPathFactory) -> LocalImages:
         binaries.plugin,
         binaries.cert_manager,
         IMAGE_NAMES,
-        previous=any(version in STAGED_VERSIONS for version in node_versions()),
     )
 
 

@@ -370,7 +370,6 @@ def local_images(
     plugin: Path,
     cert_manager: Path,
     names: Iterable[str],
-    previous: bool = False,
 ) -> LocalImages:
     """Every image the node runs, as archives in `scratch` (the project's built anew)."""
     scratch.mkdir(parents=True, exist_ok=True)
@@ -380,9 +379,12 @@ def local_images(
     archives.update(_cert_manager_archives(scratch, cert_manager))
     project, seconds = project_image(scratch)
     archives[project] = (PROJECT_IMAGE,)
-    if previous:
-        # Its dependency layer is the one just built (same lock files): no network needed.
-        old, old_seconds = project_image(scratch, previous_source(scratch), PREVIOUS_IMAGE)
-        archives[old] = (PREVIOUS_IMAGE,)
-        seconds += old_seconds
     return LocalImages(archives, seconds)
+
+
+def previous_image(scratch: Path) -> LocalImages:
+    """PREVIOUS_COMMIT's image, built from its tree. Its dependency layer is the one the
+    current image's build left in buildah's cache (the same lock files), so no network is
+    needed: it can be built from inside the test network namespace."""
+    archive, seconds = project_image(scratch, previous_source(scratch), PREVIOUS_IMAGE)
+    return LocalImages({archive: (PREVIOUS_IMAGE,)}, seconds)

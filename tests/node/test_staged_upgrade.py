@@ -7,6 +7,7 @@ creating GPU pods throughout:
   images.PREVIOUS_COMMIT), then `helm upgrade` to this checkout's: every create is converted.
 
 The cluster ends with this checkout's chart installed as the package fixture installed it.
+Marked long (CI's second step, .ci/long): the previous image is built for it.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import json
 import time
 from typing import Any
 
+import pytest
 import yaml
 
 from tests.node.conftest import (
@@ -26,7 +28,7 @@ from tests.node.conftest import (
     chart_sets,
 )
 from tests.node.creates import creating_pods
-from tests.node.images import PREVIOUS_IMAGE, previous_source
+from tests.node.images import PREVIOUS_IMAGE, previous_image, previous_source
 from tests.support.chart_tools import CHART
 from tests.support.cluster import wait_for
 
@@ -75,6 +77,7 @@ def install_args(chart: str, image: tuple[str, str] | None, folder: Any) -> list
     return args
 
 
+@pytest.mark.long  # about 2 minutes with the previous image's build: CI's second step
 def test_uninstall_then_upgrade_from_the_previous_chart(chart: NodeCluster) -> None:
     namespace = chart.create_namespace("staged-upgrade")
     numbers: dict[str, Any] = {}
@@ -94,6 +97,8 @@ def test_uninstall_then_upgrade_from_the_previous_chart(chart: NodeCluster) -> N
         assert running_unrestarted(chart, namespace), "the converted pod keeps running"
 
         # The previous chart and image, then the upgrade to this checkout's.
+        assert chart.real is not None
+        chart.real.import_images(previous_image(chart.folder / "previous"))
         previous = previous_source(chart.folder / "previous")
         repository, tag = PREVIOUS_IMAGE.removeprefix("localhost/").split(":")
         old = install_args(
