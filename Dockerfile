@@ -20,7 +20,7 @@ RUN /opt/hami-dra-webhook/bin/pip install --no-compile --no-deps --no-build-isol
  && /opt/hami-dra-webhook/bin/python -m compileall -q /opt/hami-dra-webhook
 
 FROM ${BASE}
-ARG VERSION=0.1.0
+ARG VERSION=0.2.0
 LABEL org.opencontainers.image.title="hami-dra-webhook" \
       org.opencontainers.image.description="Runs HAMi legacy GPU-sharing manifests unchanged on Kubernetes DRA" \
       org.opencontainers.image.version="${VERSION}" \

@@ -1,3 +1,3 @@
 """hami-dra-webhook: run HAMi legacy GPU manifests unchanged on Kubernetes DRA."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
