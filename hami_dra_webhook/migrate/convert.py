@@ -166,6 +166,8 @@ class _Changes:
         if ops:
             self.result.converted.append(title)
         keys = [*quota.dra_form, *(k for entries in quota.sections.values() for k in entries)]
+        if quota.kueue_mapping is not None:
+            keys.append(f"deviceClassMappings {quota.kueue_mapping}")
         added = f"; added {', '.join(keys)}" if ops else ""
         self.result.notes.append(f"{title} counts {', '.join(quota.counted)}: {quota.stops}{added}")
         return ops

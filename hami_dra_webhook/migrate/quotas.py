@@ -7,7 +7,8 @@ resource_claims.go`): ResourceClaims, and devices per DeviceClass
 (`<class>.deviceclass.resource.k8s.io/devices`, a claim counting the devices it asks for). No
 quota counts consumed capacity (GPU memory or cores) yet, so gpumem and gpucores quotas have no
 DRA form. Kueue counts what pods request: its queues' nvidia.com/* quotas stop counting
-converted pods, and this tool writes no Kueue form (docs/migration.md says why).
+converted pods; it counts claims only through its Configuration's deviceClassMappings, and
+only those a Job's own pod template references (docs/migration.md).
 
 Volcano v1.15's capacity plugin (with `capacity.DynamicResourceAllocationEnable` and
 `capacity.DRAConsumableCapacityEnable`) counts a queue's claims as `deviceclass/<class>`
@@ -30,6 +31,7 @@ from hami_dra_webhook.files.manifests import api_group
 QUOTA_PREFIXES = ("requests.", "limits.")
 DEVICES_SUFFIX = ".deviceclass.resource.k8s.io/devices"
 KUEUE_GROUP = "kueue.x-k8s.io"
+KUEUE_CONFIG_GROUP = "config.kueue.x-k8s.io"
 VOLCANO_GROUP = "scheduling.volcano.sh"
 # A Volcano Queue's resource maps, by JSON pointer.
 VOLCANO_SECTIONS = (("spec", "capability"), ("spec", "deserved"), ("spec", "guarantee", "resource"))
@@ -50,6 +52,8 @@ class QuotaReport:
     dra_form: dict[str, str] = field(default_factory=dict)  # hard entries that count DRA
     # Other objects' maps (a Volcano Queue's): the map's path -> the entries to add there.
     sections: dict[tuple[str, ...], dict[str, str]] = field(default_factory=dict)
+    # A Kueue Configuration's missing deviceClassMappings entry.
+    kueue_mapping: dict[str, Any] | None = None
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -61,6 +65,7 @@ class QuotaReport:
             "stops": self.stops,
             "draForm": self.dra_form,
             "draSections": {".".join(path): entries for path, entries in self.sections.items()},
+            "kueueMapping": self.kueue_mapping,
         }
 
 
@@ -89,19 +94,49 @@ def quota_report(
     namespace = str(metadata.get("namespace") or default_namespace)
     if (group, kind) == ("", "ResourceQuota"):
         return _resource_quota(document, policy, source, namespace, name)
-    if group == KUEUE_GROUP and kind in ("ClusterQueue", "ResourceFlavor", "Configuration"):
+    if group == KUEUE_GROUP and kind in ("ClusterQueue", "ResourceFlavor"):
         counted = sorted({n for n in _strings(document) if _legacy(n, policy)})
         if not counted:
             return None
         scope = "" if kind == "ClusterQueue" else namespace
         stops = (
             "converted pods request none of these, so Kueue stops counting their GPUs here;"
-            " this tool writes no Kueue form"
+            f" it counts claims only through a Configuration's deviceClassMappings ({KUEUE_FORM})"
         )
         return QuotaReport(kind, scope, name, source, counted, stops)
+    if (group, kind) == (KUEUE_CONFIG_GROUP, "Configuration"):
+        return _kueue_configuration(document, policy, source, name)
     if (group, kind) == (VOLCANO_GROUP, "Queue"):
         return _volcano_queue(document, policy, source, name)
     return None
+
+
+KUEUE_FORM = (
+    "convert adds one naming the webhook's DeviceClass as the count resource; Kueue then counts"
+    " the devices of claims a Job's own pod template references (convert --embedded writes"
+    " them), never those of pods converted at admission, and no GPU memory or cores"
+)
+
+
+def _kueue_configuration(
+    document: JsonObject, policy: Policy, source: str, name: str
+) -> QuotaReport | None:
+    """A Kueue Configuration: the deviceClassMappings entry that makes a ClusterQueue's count
+    resource (nvidia.com/gpu) count the devices of the webhook's class (Kueue's
+    apis/config/v1beta2 DeviceClassMapping: name, deviceClassNames)."""
+    count = policy.legacy_resource_names.gpus
+    device_class = policy.webhook.device_class_name
+    resources = document.get("resources")
+    mappings = resources.get("deviceClassMappings") if isinstance(resources, dict) else None
+    if isinstance(mappings, list) and any(
+        isinstance(m, dict) and device_class in (m.get("deviceClassNames") or []) for m in mappings
+    ):
+        return None  # the class is mapped already
+    mapping = {"name": count, "deviceClassNames": [device_class]}
+    stops = f"maps no DeviceClass to {count}: Kueue counts no claim of {device_class}; {KUEUE_FORM}"
+    report = QuotaReport("Configuration", "", name, source, [count], stops)
+    report.kueue_mapping = mapping
+    return report
 
 
 def _volcano_queue(
@@ -240,4 +275,12 @@ def dra_quota_ops(document: Any, report: QuotaReport) -> list[patch.PatchOp]:
         ]
     for path, entries in report.sections.items():
         ops += [patch.add(patch.pointer(*path, key), value) for key, value in entries.items()]
+    if report.kueue_mapping is not None:
+        resources = document.get("resources")
+        if not isinstance(resources, dict):
+            ops.append(patch.add("/resources", {"deviceClassMappings": [report.kueue_mapping]}))
+        elif not isinstance(resources.get("deviceClassMappings"), list):
+            ops.append(patch.add("/resources/deviceClassMappings", [report.kueue_mapping]))
+        else:
+            ops.append(patch.add("/resources/deviceClassMappings/-", report.kueue_mapping))
     return ops

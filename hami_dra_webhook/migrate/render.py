@@ -82,6 +82,10 @@ def as_table(
                     for path, entries in quota.sections.items()
                     for k, v in entries.items()
                 )
+                if quota.kueue_mapping is not None:
+                    out.write(
+                        f"    - DRA form: resources.deviceClassMappings: {quota.kueue_mapping}\n"
+                    )
                 out.write(f"    - from {quota.source}\n" if quota.source else "")
     for problem in unreadable or []:
         out.write(f"unreadable: {problem}\n")

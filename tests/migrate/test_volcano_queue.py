@@ -79,3 +79,30 @@ def test_a_queue_without_legacy_resources_is_not_reported(tmp_path: Path) -> Non
     (tmp_path / "queue.yaml").write_text(QUEUE.replace("nvidia.com/", "example.com/"))
     code, out, _ = run("scan", str(tmp_path / "queue.yaml"))
     assert code == 0 and "Queue/" not in out, out
+
+
+KUEUE_CONFIGURATION = """apiVersion: config.kueue.x-k8s.io/v1beta2
+kind: Configuration
+metadata:
+  name: kueue
+resources:
+  excludeResourcePrefixes: []
+"""
+
+
+def test_a_kueue_configuration_gets_the_device_class_mapping(tmp_path: Path) -> None:
+    """Kueue's apis/config/v1beta2 DeviceClassMapping (name, deviceClassNames): the count
+    resource a ClusterQueue limits then counts the devices of the webhook's class."""
+    path = tmp_path / "kueue.yaml"
+    path.write_text(KUEUE_CONFIGURATION)
+    code, out, _ = run("scan", str(path))
+    assert code == 1 and "Configuration/kueue" in out, out
+    assert "never those of pods converted at admission" in out
+    code, out, err = run("convert", str(path), "--in-place")
+    assert code == 0, out + err
+    resources = yaml.safe_load(path.read_text())["resources"]
+    assert resources["deviceClassMappings"] == [
+        {"name": "nvidia.com/gpu", "deviceClassNames": [CLASS]}
+    ]
+    code, out, _ = run("scan", str(path))  # mapped: nothing left to say
+    assert code == 0 and "Configuration/kueue" not in out, out
