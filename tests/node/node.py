@@ -358,8 +358,12 @@ state = "{base}/state"
     def _start_kubelet(self) -> None:
         base = self.folder / "kubelet"
         (base / "pki").mkdir(parents=True, exist_ok=True)
-        pair = self.plane.pki.issue("node", f"system:node:{self.name}", organization="system:nodes")
-        kubeconfig = self.plane.kubeconfig("node", pair)
+        # Files named after the node: a second node's must not replace the first one's (a
+        # restarted kubelet reads them again).
+        pair = self.plane.pki.issue(
+            f"node-{self.name}", f"system:node:{self.name}", organization="system:nodes"
+        )
+        kubeconfig = self.plane.kubeconfig(f"node-{self.name}", pair)
         (base / "resolv.conf").write_text("nameserver 127.0.0.1\n")
         config = {
             "apiVersion": "kubelet.config.k8s.io/v1beta1",
