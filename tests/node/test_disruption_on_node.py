@@ -83,8 +83,14 @@ def test_no_pod_creation_fails_while_the_webhook_restarts_or_loses_a_replica(
     assert creates.attempted > 50 and creates.by_phase["rollout restart"] > 100, numbers
     assert creates.by_phase.get("after", 0) > 0, f"the client stopped early: {numbers}"
     assert all(phase == "SIGKILL" for phase, _ in creates.failure_times), numbers
-    # A request in flight on the killed process ends in EOF; new connections to its pod IP are
-    # refused until the endpoint is gone. Neither is retried by kube-apiserver.
-    transport = ("connect: connection refused", ": EOF", "connection reset by peer")
+    # A request in flight on the killed process ends in EOF (or, when kube-apiserver was still
+    # writing it, a broken pipe); new connections to its pod IP are refused until the endpoint
+    # is gone. None is retried by kube-apiserver.
+    transport = (
+        "connect: connection refused",
+        ": EOF",
+        "connection reset by peer",
+        "write: broken pipe",
+    )
     assert all(any(t in failure for t in transport) for failure in creates.failures), numbers
     assert all(0 <= t - killed_at <= 5 for _, t in creates.failure_times), numbers
