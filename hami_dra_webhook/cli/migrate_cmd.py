@@ -109,27 +109,29 @@ def _inventory(args: argparse.Namespace, policy: Any) -> Any:
     return on_cluster(args, read)
 
 
-def _policy(args: argparse.Namespace, stderr: TextIO) -> Any:
+def _read(args: argparse.Namespace, stderr: TextIO) -> tuple[Any, Any] | int:
+    """The policy and the cluster's inventory, or the exit code after saying what failed."""
     from hami_dra_webhook.cli.inputs import load_policy
+    from hami_dra_webhook.core.policy import PolicyError
 
-    return load_policy(args.config, stderr)
+    try:
+        policy = load_policy(args.config, stderr)
+        return policy, _inventory(args, policy)
+    except PolicyError as error:
+        stderr.write(f"error: {error}\n")
+    except ClusterUnavailable as error:
+        say_unavailable(error, stderr)
+    return exit_codes.UNREADABLE
 
 
 # -- status -----------------------------------------------------------------------------------
 
 
 def run_status(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
-    from hami_dra_webhook.core.policy import PolicyError
-
-    try:
-        policy = _policy(args, stderr)
-        inventory = _inventory(args, policy)
-    except PolicyError as error:
-        stderr.write(f"error: {error}\n")
-        return exit_codes.UNREADABLE
-    except ClusterUnavailable as error:
-        say_unavailable(error, stderr)
-        return exit_codes.UNREADABLE
+    read = _read(args, stderr)
+    if isinstance(read, int):
+        return read
+    policy, inventory = read
     report = status_report(inventory, policy)
     if args.output == "json":
         stdout.write(json.dumps(report, indent=2) + "\n")
@@ -328,7 +330,6 @@ class _Progress:
 
 def run_node(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
     from hami_dra_webhook.cluster.node_move import MoveError, NodeMove
-    from hami_dra_webhook.core.policy import PolicyError
     from hami_dra_webhook.core.pool_plan import plan_move
 
     try:
@@ -336,15 +337,10 @@ def run_node(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: Te
     except argparse.ArgumentTypeError as error:
         stderr.write(f"error: --timeout: {error}\n")
         return exit_codes.USAGE
-    try:
-        policy = _policy(args, stderr)
-        inventory = _inventory(args, policy)
-    except PolicyError as error:
-        stderr.write(f"error: {error}\n")
-        return exit_codes.UNREADABLE
-    except ClusterUnavailable as error:
-        say_unavailable(error, stderr)
-        return exit_codes.UNREADABLE
+    read = _read(args, stderr)
+    if isinstance(read, int):
+        return read
+    policy, inventory = read
     if args.node not in inventory.nodes:
         stderr.write(f"error: no node named {args.node}\n")
         return exit_codes.UNREADABLE
