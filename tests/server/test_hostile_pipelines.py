@@ -98,9 +98,42 @@ def _all_rejections(webhook: Webhook) -> dict[str, float]:
     return samples_by(metrics, "hami_dra_http_rejections_total", "reason")
 
 
+SLICE = 1 << 16
+
+
+def _exchange(sock: ssl.SSLSocket, payload: bytes, within: float) -> list[int]:
+    """Send `payload` while reading what comes back (the server may stop reading and close
+    before all is sent), in ONE thread: an SSL object used by two threads at once (a reader
+    and a writer) is undefined behaviour in OpenSSL, and it crashed this test process once
+    (SIGSEGV in CI). Short timeouts interleave the two; the statuses read are returned."""
+    data, sent, end = b"", 0, time.monotonic() + within
+    while time.monotonic() < end:
+        if sent < len(payload):
+            sock.settimeout(0.05)
+            try:
+                sent += sock.send(payload[sent : sent + SLICE])
+            except TimeoutError:
+                pass
+            except (OSError, ssl.SSLError):
+                sent = len(payload)  # the server closed: read what it said
+        sock.settimeout(0.05 if sent < len(payload) else max(0.05, end - time.monotonic()))
+        try:
+            chunk = sock.recv(SLICE)
+        except TimeoutError:
+            if sent >= len(payload):
+                break
+            continue
+        except (OSError, ssl.SSLError):
+            break
+        if not chunk:
+            break
+        data += chunk
+    return [int(p.split(b" ", 1)[0]) for p in data.split(b"HTTP/1.1 ")[1:]]
+
+
 def _flood(webhook: Webhook, connections: int, payload: bytes, answers: list[list[int]]) -> None:
-    """Each connection sends `payload` while a thread of its own reads what comes back (the
-    server may stop reading and close before all is sent); `answers` gets the statuses."""
+    """Each connection sends `payload` and reads what comes back, a thread per connection
+    (`_exchange`); `answers` gets the statuses."""
 
     def one() -> None:
         try:
@@ -108,14 +141,10 @@ def _flood(webhook: Webhook, connections: int, payload: bytes, answers: list[lis
         except (OSError, ssl.SSLError):
             answers.append([-1])
             return
-        got: list[list[int]] = []
-        reader = threading.Thread(target=lambda: got.append(_read_answers(sock, 10)[0]))
-        reader.start()
-        with contextlib.suppress(OSError, ssl.SSLError):
-            sock.sendall(payload)
-        reader.join(timeout=15)
-        sock.close()
-        answers.append(got[0] if got else [-2])
+        try:
+            answers.append(_exchange(sock, payload, 10))
+        finally:
+            sock.close()
 
     threads = [threading.Thread(target=one) for _ in range(connections)]
     for thread in threads:
