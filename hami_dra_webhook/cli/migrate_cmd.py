@@ -25,7 +25,7 @@ from hami_dra_webhook.cli.cluster_access import (
     say_unavailable,
 )
 
-MIB = 1024 * 1024
+MIB = 1 << 20  # core.quantity.MIB (the CLI imports the core lazily)
 
 
 def add_parser(commands: Any) -> None:

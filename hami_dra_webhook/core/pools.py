@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from hami_dra_webhook.core.quantity import QuantityError, parse_byte_size, parse_quantity
+from hami_dra_webhook.core.quantity import MIB, QuantityError, parse_byte_size, parse_quantity
 from hami_dra_webhook.core.types import JsonObject
 
 POOL_LABEL = "hami.io/gpu-pool"
@@ -30,9 +30,9 @@ SCOPE_LABEL = "hami.io/gpu-migration"
 SCOPE_VALUE = "dra"
 ScopeMode = Literal["all", "namespaces", "workloads"]
 SCOPES: tuple[ScopeMode, ...] = ("all", "namespaces", "workloads")
-# How clusters label NVIDIA GPU nodes (the chart's driver.nodeAffinity uses the same two).
+# How clusters label NVIDIA GPU nodes: GPU feature discovery, Node Feature Discovery's PCI
+# vendor label (10de is NVIDIA); the chart's driver.nodeAffinity uses the same two.
 GPU_NODE_LABELS = ("nvidia.com/gpu.present", "feature.node.kubernetes.io/pci-10de.present")
-MIB = 1024 * 1024
 FULL_CORES = 100
 
 

@@ -16,7 +16,7 @@ from cryptography.exceptions import InvalidSignature
 from hami_dra_webhook.cluster.state import capacity_kept
 from hami_dra_webhook.core.policy import Policy
 from hami_dra_webhook.core.pool_plan import Inventory
-from hami_dra_webhook.core.pools import DRA, LEGACY, MOVING, POOL_LABEL
+from hami_dra_webhook.core.pools import DRA, GPU_NODE_LABELS, LEGACY, MOVING, POOL_LABEL
 from hami_dra_webhook.core.quantity import QuantityError, format_bytes, parse_byte_size
 from hami_dra_webhook.core.types import JsonObject
 from hami_dra_webhook.preflight.pools import judge_pools, plugin_unrestricted
@@ -25,9 +25,6 @@ from hami_dra_webhook.preflight.snapshot import Failed, Read, Snapshot
 from hami_dra_webhook.preflight.vendors import vendors
 
 EXPIRY_MARGIN = datetime.timedelta(days=30)
-# How clusters label NVIDIA GPU nodes: GPU feature discovery, Node Feature Discovery's PCI
-# vendor label (10de is NVIDIA); the chart's driver.nodeAffinity uses the same two.
-GPU_NODE_LABELS = ("nvidia.com/gpu.present", "feature.node.kubernetes.io/pci-10de.present")
 DEVICE_NAME = re.compile(r"^hami-gpu-\d+$")
 PRIVILEGED_LEVELS = ("", "privileged")
 LEGACY_QUOTA_KEYS = (
@@ -412,20 +409,16 @@ def _legacy_hami(snapshot: Snapshot, policy: Policy, target: Target, report: Rep
         if _looks_legacy(item, ("hami-device-plugin", "vgpu-device-plugin"))
     ]
     found = [f"device plugin DaemonSet {_where(item)}" for item in plugins]
-    found += [
-        f"scheduler Deployment {_where(item)}"
-        for item in deployments
-        if _looks_legacy(item, ("hami-scheduler", "vgpu-scheduler"))
+    schedulers = [
+        item for item in deployments if _looks_legacy(item, ("hami-scheduler", "vgpu-scheduler"))
     ]
+    found += [f"scheduler Deployment {_where(item)}" for item in schedulers]
     found += [
         f"webhook {config['metadata']['name']}"
         for config in configs
         if any("vgpu.hami.io" in str(w.get("name")) for w in config.get("webhooks") or [])
     ]
     unrestricted = [_where(item) for item in plugins if plugin_unrestricted(item)]
-    schedulers = [
-        item for item in deployments if _looks_legacy(item, ("hami-scheduler", "vgpu-scheduler"))
-    ]
     classes = snapshot.device_classes if isinstance(snapshot.device_classes, list) else []
     count = policy.legacy_resource_names.gpus
     mapping = [

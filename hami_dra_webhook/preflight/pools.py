@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from hami_dra_webhook.core.pool_plan import Inventory
 from hami_dra_webhook.core.pools import DRA, LEGACY, MOVING, POOL_LABEL, label_selector_matches
+from hami_dra_webhook.core.quantity import MIB
 from hami_dra_webhook.core.types import JsonObject
 from hami_dra_webhook.preflight.report import PoolRow, Report
 
-MIB = 1024 * 1024
 CHECK = "GPU pools"
 
 
