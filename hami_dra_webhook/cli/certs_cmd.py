@@ -28,7 +28,7 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
 
     if args.days < 1:
         stderr.write("error: --days must be at least 1\n")
-        return exit_codes.UNREADABLE
+        return exit_codes.USAGE
     bundle = issue(service_names(args.service, args.namespace), days=args.days)
     try:
         paths = write(bundle, args.out_dir)

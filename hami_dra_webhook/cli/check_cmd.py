@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 from typing import Any, TextIO
 
 from hami_dra_webhook.cli import exit_codes
@@ -13,6 +12,7 @@ from hami_dra_webhook.cli.cluster_access import (
     on_cluster,
     say_unavailable,
 )
+from hami_dra_webhook.cli.inputs import add_output, write_data
 
 # A report's worst line as the command's exit code (the README's table).
 EXIT_CODE_OF_LEVEL = {
@@ -32,12 +32,15 @@ def add_parser(commands: Any) -> None:
     add_cluster_flags(parser)
     parser.add_argument("--config", metavar="FILE", help="HAMi device-config.yaml (policy)")
     parser.add_argument(
-        "--webhook-namespace", default="hami-system", help="where the chart is installed"
+        "-n",
+        "--namespace",
+        "--webhook-namespace",
+        dest="webhook_namespace",
+        default="hami-system",
+        help="where the chart is installed (hami-system, the documented one, not the context's)",
     )
     parser.add_argument("--release", default="hami-dra-webhook", help="the chart's full name")
-    parser.add_argument(
-        "-o", "--output", choices=("text", "json"), default="text", help="text or json"
-    )
+    add_output(parser, "one line a check")
     parser.set_defaults(run=run)
 
 
@@ -68,8 +71,8 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
     except ClusterUnavailable as error:
         say_unavailable(error, stderr)
         return exit_codes.UNREADABLE
-    if args.output == "json":
-        stdout.write(json.dumps(report.as_json(), indent=2) + "\n")
+    if args.output != "text":
+        write_data(report.as_json(), args.output, stdout)
     else:
         for line in report.lines:
             fix = f"\n      fix: {line.fix}" if line.fix and line.level != "PASS" else ""

@@ -44,5 +44,15 @@ def on_cluster(args: argparse.Namespace, work: Callable[[Any], Awaitable[T]]) ->
         raise ClusterUnavailable(f"{what}: {error}") from error
 
 
+def context_namespace(args: argparse.Namespace) -> str:
+    """`-n`'s default, as kubectl's: the context's namespace (raises ClusterUnavailable)."""
+    from hami_dra_webhook.kube import kubeconfig
+
+    try:
+        return kubeconfig.namespace(args.kubeconfig, args.context)
+    except kubeconfig.KubeconfigProblem as problem:
+        raise ClusterUnavailable(str(problem)) from None
+
+
 def say_unavailable(error: ClusterUnavailable, stderr: TextIO) -> None:
     stderr.write(f"error: {error}\n")

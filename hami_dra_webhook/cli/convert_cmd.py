@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -56,6 +57,9 @@ def _convert_stdin(
     from hami_dra_webhook.migrate.convert import WrittenWrong, convert_text
 
     text = stdin.read()
+    if not text.strip():
+        stderr.write("error: <stdin>: empty, no Kubernetes objects in it\n")
+        return exit_codes.UNREADABLE
     try:
         json_file = text.lstrip().startswith("{")
         result = convert_text(text, policy, args.namespace, json_file, embedded=args.embedded)
@@ -70,11 +74,35 @@ def _convert_stdin(
     return exit_codes.REFUSED if result.refused else exit_codes.OK
 
 
+@dataclass(frozen=True)
+class _Form:
+    """What a file's text has that the conversion must give back: CRLF line ends, a BOM."""
+
+    crlf: bool = False
+    bom: bool = False
+
+    def restore(self, text: str) -> str:
+        if self.crlf:
+            text = text.replace("\r\n", "\n").replace("\n", "\r\n")
+        return ("\ufeff" if self.bom else "") + text
+
+
+def _read_text(path: Path) -> tuple[str, _Form]:
+    """The file's text with LF line ends and no BOM, and what to give back when writing it.
+    A file of mixed line ends is converted as it is (YAML reads either): new lines get LF."""
+    with path.open(encoding="utf-8", newline="") as file:
+        text = file.read()
+    bom = text.startswith("\ufeff")
+    text = text.removeprefix("\ufeff")
+    crlf = "\r\n" in text and text.count("\r\n") == text.count("\n")
+    return (text.replace("\r\n", "\n") if crlf else text), _Form(crlf, bom)
+
+
 def _report(result: Any, where: object, stderr: TextIO) -> None:
     for line in result.refused:
         stderr.write(f"refused: {where}: {line}\n")
     for line in result.notes:
-        stderr.write(f"note: {where}: {line}\n")
+        stderr.write(f"info: {where}: {line}\n")
 
 
 class OutputError(ValueError):
@@ -127,12 +155,8 @@ def _targets(files: list[tuple[Path, Path]], out: Path) -> dict[Path, Path]:
 
 
 def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
-    from ruamel.yaml.error import YAMLError
-    from yaml import YAMLError as LibYAMLError
-
     from hami_dra_webhook.cli.inputs import load_policy
     from hami_dra_webhook.core.policy import PolicyError
-    from hami_dra_webhook.migrate.convert import WrittenWrong, convert_text
 
     named = inputs(args)
     try:
@@ -147,38 +171,67 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
             raise OutputError("say where the results go: --out DIR or --in-place")
         files = _files(named)
         targets = {} if args.in_place else _targets(files, args.out)
-    except (PolicyError, FileNotFoundError, OutputError) as error:
+    except OutputError as error:
+        stderr.write(f"error: {error}\n")
+        return exit_codes.USAGE
+    except (PolicyError, FileNotFoundError) as error:
         stderr.write(f"error: {error}\n")
         return exit_codes.UNREADABLE
-    refused = unreadable = False
-    for path, _ in files:
-        try:
-            text = path.read_text(encoding="utf-8")
-            json_file = path.suffix == ".json"
-            result = convert_text(text, policy, args.namespace, json_file, embedded=args.embedded)
-        except WrittenWrong as error:
-            stderr.write(f"error: {path}: {WRITTEN_WRONG.format(error=error)}\n")
-            unreadable = True
-            continue
-        except (OSError, UnicodeDecodeError, ValueError, YAMLError, LibYAMLError) as error:
-            # Reported and left as it is (a Helm template in the tree, say); the rest goes on.
-            stderr.write(f"unreadable: {path}: {error}\n")
-            unreadable = True
-            continue
-        _report(result, path, stderr)
-        refused = refused or bool(result.refused)
-        target = path if args.in_place else targets[path]
-        if args.in_place and not result.changed:
-            continue
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(result.text, encoding="utf-8")
-        what = ", ".join(result.converted) or "nothing to convert"
-        if len(result.converted) > MAX_LISTED:
-            shown = ", ".join(result.converted[:MAX_LISTED])
-            what = f"{len(result.converted)} workloads ({shown}, ...)"
-        templates = f"; {len(result.templates)} template(s) added" if result.templates else ""
-        stdout.write(f"{target}: {what}{templates}\n")
-    return exit_codes.worst(
-        exit_codes.REFUSED if refused else exit_codes.OK,
-        exit_codes.UNREADABLE if unreadable else exit_codes.OK,
-    )
+    codes = [
+        _convert_file(path, path if args.in_place else targets[path], args, policy, stdout, stderr)
+        for path, _ in files
+    ]
+    return exit_codes.worst(*codes)
+
+
+def _convert_file(
+    path: Path,
+    target: Path,
+    args: argparse.Namespace,
+    policy: Any,
+    stdout: TextIO,
+    stderr: TextIO,
+) -> int:
+    """One file converted into `target`; its exit code. A file that cannot be read is reported
+    and left as it is (a Helm template in the tree, say); the rest goes on."""
+    from ruamel.yaml.error import YAMLError
+    from yaml import YAMLError as LibYAMLError
+
+    from hami_dra_webhook.migrate.convert import WrittenWrong, convert_text
+
+    try:
+        text, form = _read_text(path)
+        if not text.strip():
+            stderr.write(f"warning: {path}: empty, no Kubernetes objects in it\n")
+            return exit_codes.OK
+        json_file = path.suffix == ".json"
+        result = convert_text(text, policy, args.namespace, json_file, embedded=args.embedded)
+    except WrittenWrong as error:
+        stderr.write(f"error: {path}: {WRITTEN_WRONG.format(error=error)}\n")
+        return exit_codes.UNREADABLE
+    except UnicodeDecodeError as error:
+        stderr.write(
+            f"unreadable: {path}: not UTF-8 text (byte 0x{error.object[error.start]:02x} at"
+            f" offset {error.start}): manifests are UTF-8; convert it, or leave it out\n"
+        )
+        return exit_codes.UNREADABLE
+    except OSError as error:
+        stderr.write(f"unreadable: {path}: cannot read: {error.strerror or error}\n")
+        return exit_codes.UNREADABLE
+    except (ValueError, YAMLError, LibYAMLError) as error:
+        stderr.write(f"unreadable: {path}: {error}\n")
+        return exit_codes.UNREADABLE
+    _report(result, path, stderr)
+    code = exit_codes.REFUSED if result.refused else exit_codes.OK
+    if args.in_place and not result.changed:
+        return code
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with target.open("w", encoding="utf-8", newline="") as written:
+        written.write(form.restore(result.text))
+    what = ", ".join(result.converted) or "nothing to convert"
+    if len(result.converted) > MAX_LISTED:
+        shown = ", ".join(result.converted[:MAX_LISTED])
+        what = f"{len(result.converted)} workloads ({shown}, ...)"
+    templates = f"; {len(result.templates)} template(s) added" if result.templates else ""
+    stdout.write(f"{target}: {what}{templates}\n")
+    return code

@@ -11,7 +11,7 @@ from hami_dra_webhook.admission.translation_cache import TranslationCache
 from hami_dra_webhook.cli import exit_codes
 from hami_dra_webhook.cli.inputs import EXIT_CODES, add_inputs, inputs, load_policy
 from hami_dra_webhook.core import patch
-from hami_dra_webhook.core.decision import Converted, Outcome, Refusal
+from hami_dra_webhook.core.decision import Converted, Decision, Outcome, Refusal
 from hami_dra_webhook.core.policy import Policy, PolicyError
 from hami_dra_webhook.core.translate import translate_pod
 from hami_dra_webhook.core.types import JsonObject
@@ -37,6 +37,7 @@ class DryRunResult:
     outcome: Outcome
     message: str | None = None
     warnings: list[str] = field(default_factory=list)
+    info: list[str] = field(default_factory=list)  # what each GPU container gets
     patch: list[patch.PatchOp] = field(default_factory=list)
     object: Any = None
     templates: list[JsonObject] = field(default_factory=list)
@@ -54,6 +55,7 @@ class DryRunResult:
             "source": self.source,
             "outcome": self.outcome,
             "message": self.message,
+            "info": self.info,
             "warnings": self.warnings,
             "patch": self.patch,
             "object": self.object,
@@ -80,12 +82,14 @@ class EmbeddedResult:
     message: str | None
     warnings: list[str]
     templates: list[JsonObject]
+    info: list[str] = field(default_factory=list)
 
     def as_json(self) -> JsonObject:
         return {
             "path": self.path,
             "outcome": self.outcome,
             "message": self.message,
+            "info": self.info,
             "warnings": self.warnings,
             "resourceClaimTemplates": self.templates,
         }
@@ -121,31 +125,39 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
         policy = load_policy(args.config, stderr)
         named = inputs(args)
         if not named:
-            raise ManifestError("give manifest files or folders (or - for stdin)")
+            stderr.write("error: give manifest files or folders (or - for stdin)\n")
+            return exit_codes.USAGE
         read = read_manifests(named, stdin)
     except (PolicyError, ManifestError) as error:
         stderr.write(f"error: {error}\n")
         return exit_codes.UNREADABLE
     for problem in read.unreadable:
         stderr.write(f"unreadable: {problem}\n")
+    for source in read.empty:
+        stderr.write(f"warning: {source}: empty, no Kubernetes objects in it\n")
+    if not read.manifests and not read.unreadable:
+        stderr.write(f"error: no Kubernetes objects in {', '.join(named)}: the input is empty\n")
+        return exit_codes.UNREADABLE
     objects = []
     for manifest in read.manifests:
         if _is_object(manifest.document):
             objects.append(manifest)
         else:
-            stderr.write(
-                f"warning: {manifest.source}: skipped a document without apiVersion/kind\n"
-            )
+            stderr.write(f"info: {manifest.source}: skipped a document without apiVersion/kind\n")
     # The pods of a file repeat (one template per workload, copies of it): each kind is
     # translated once.
     cache = TranslationCache(from_yaml=True)
     results = [convert(m, policy, args.namespace, cache) for m in objects]
     for result in results:
+        for line in result.info:
+            stderr.write(f"info: {result.title}: {line}\n")
         for warning in result.warnings:
             stderr.write(f"warning: {result.title}: {warning}\n")
         if result.outcome == "refused":
             stderr.write(f"refused: {result.title}: {result.message}\n")
         for inside in result.embedded:
+            for line in inside.info:
+                stderr.write(f"info: {result.title} {inside.path}: {line}\n")
             for warning in inside.warnings:
                 stderr.write(f"warning: {result.title} {inside.path}: {warning}\n")
             if inside.outcome == "refused":
@@ -210,7 +222,7 @@ def convert(
     namespace = str(namespace) if namespace else None
     translation = cache.decide(pod, policy, namespace)
     result.outcome = translation.outcome
-    result.warnings = list(translation.warnings)  # the decision may be another pod's too
+    result.info, result.warnings = split_summaries(translation)
     if isinstance(translation, Refusal):
         result.message = translation.message
     if isinstance(translation, Converted):
@@ -227,19 +239,29 @@ def convert(
     return result
 
 
+def split_summaries(decision: Decision) -> tuple[list[str], list[str]]:
+    """(info, warnings): the conversion's summary lines apart from the real warnings (new
+    lists: the decision may be another pod's too)."""
+    info = decision.summaries if isinstance(decision, Converted) else []
+    said = set(info)
+    return info, [w for w in decision.warnings if w not in said]
+
+
 def _embedded(document: Any, policy: Policy, namespace: Any) -> list[EmbeddedResult]:
     found = []
     for inside in embedded_pods(document):
         if not uses_legacy(inside.pod, policy):
             continue
         decision = translate_pod(inside.pod, policy, str(namespace) if namespace else None)
+        info, warnings = split_summaries(decision)
         found.append(
             EmbeddedResult(
                 path=inside.where,
                 outcome=decision.outcome,
                 message=decision.message if isinstance(decision, Refusal) else None,
-                warnings=decision.warnings,
+                warnings=warnings,
                 templates=decision.templates if isinstance(decision, Converted) else [],
+                info=info,
             )
         )
     return found

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import time
-from typing import Any, TextIO
+from typing import Any, TextIO, cast
 
 from hami_dra_webhook.cli import exit_codes
 from hami_dra_webhook.cli.cluster_access import (
@@ -13,14 +13,12 @@ from hami_dra_webhook.cli.cluster_access import (
     on_cluster,
     say_unavailable,
 )
+from hami_dra_webhook.cli.inputs import add_dry_run, dry_run, duration
 
 
 def _seconds(text: str) -> float:
-    """A positive, finite number of seconds (argparse turns the error into a usage message)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    """A positive, finite duration (argparse turns the error into a usage message)."""
+    value = duration(text)
     if not 0 < value < float("inf"):
         raise argparse.ArgumentTypeError(
             f"{text} must be more than 0 seconds: templates younger than it are kept"
@@ -37,24 +35,39 @@ def add_parser(commands: Any) -> None:
     )
     add_cluster_flags(parser)
     parser.add_argument(
-        "--grace", type=_seconds, default=3600.0, help="seconds, more than 0 (3600)"
+        "--grace", type=_seconds, default=3600.0, help="more than 0, as 3600, 90m or 1h (1h)"
     )
-    parser.add_argument("--dry-run", action="store_true", help="list what would be deleted")
+    parser.add_argument(
+        "-n",
+        "--namespace",
+        help="only this namespace (default: every namespace, as the webhook's own collector)",
+    )
+    add_dry_run(
+        parser,
+        "list what would be deleted",
+        "also ask the API server to check each delete (RBAC, preconditions), deleting nothing",
+    )
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
-    from hami_dra_webhook.cluster.gc import collect_garbage
+    from hami_dra_webhook.cluster.gc import DryRun, collect_garbage
 
     async def collect(api: Any) -> Any:
-        return await collect_garbage(api, now=time.time(), grace=args.grace, dry_run=args.dry_run)
+        return await collect_garbage(
+            api,
+            now=time.time(),
+            grace=args.grace,
+            dry_run=cast(DryRun, dry_run(args)),
+            namespace=args.namespace,
+        )
 
     try:
         report = on_cluster(args, collect)
     except ClusterUnavailable as error:
         say_unavailable(error, stderr)
         return exit_codes.UNREADABLE
-    verb = "would delete" if args.dry_run else "deleted"
+    verb = "would delete" if dry_run(args) else "deleted"
     for where in report.deleted:
         stdout.write(f"{verb} {where}\n")
     stderr.write(report.summary() + "\n")

@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import argparse
-from typing import TextIO
+import json
+import re
+from typing import Any, TextIO
 
 from hami_dra_webhook.core.policy import Policy
 from hami_dra_webhook.files.policy_file import read_policy
@@ -48,3 +50,64 @@ def table(headers: list[str], rows: list[list[str]]) -> list[str]:
         "  ".join(str(cell).ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
         for row in [headers, *rows]
     ]
+
+
+OUTPUTS = ("text", "json", "yaml")
+
+
+def add_output(parser: argparse.ArgumentParser, text_help: str = "lines for people") -> None:
+    """`-o text|json|yaml`; json and yaml hold the same data."""
+    parser.add_argument(
+        "-o",
+        "--output",
+        choices=OUTPUTS,
+        default="text",
+        help=f"text ({text_help}; `table` is the same), json or yaml (the same data)",
+        type=lambda value: "text" if value in ("table", "wide") else value,
+    )
+
+
+def write_data(data: Any, output: str, stdout: TextIO) -> None:
+    """`data` (JSON-shaped) as JSON or YAML."""
+    if output == "yaml":
+        import yaml
+
+        stdout.write(yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
+    else:
+        stdout.write(json.dumps(data, indent=2) + "\n")
+
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
+_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def duration(text: str) -> float:
+    """Seconds from `90`, `90s`, `15m`, `1h30m`, `2d` (Go's units, kubectl's form, and days);
+    argparse's `type=`: a wrong one is a usage error that shows the form."""
+    if re.fullmatch(r"\d+(\.\d+)?", text):
+        return float(text)
+    parts = _DURATION.findall(text)
+    if not parts or "".join(n + u for n, u in parts) != text:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a duration: write it as 90, 90s, 15m, 1h30m or 2d"
+        )
+    return sum(float(number) * _SECONDS[unit] for number, unit in parts)
+
+
+def add_dry_run(parser: argparse.ArgumentParser, client: str, server: str) -> None:
+    """kubectl's `--dry-run[=client|server]` (`none`, the default, does it); the value is None,
+    "client" or "server"."""
+    parser.add_argument(
+        "--dry-run",
+        nargs="?",
+        const="client",
+        default=None,
+        choices=("none", "client", "server"),
+        type=lambda value: value,
+        help=f"client (also bare --dry-run): {client}; server: {server}",
+    )
+
+
+def dry_run(args: argparse.Namespace) -> str | None:
+    value: str | None = args.dry_run
+    return None if value == "none" else value

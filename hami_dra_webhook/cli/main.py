@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from typing import NoReturn, TextIO
 
@@ -10,6 +11,7 @@ from hami_dra_webhook import __version__
 from hami_dra_webhook.cli import (
     certs_cmd,
     check_cmd,
+    completion,
     convert_cmd,
     dry_run,
     exit_codes,
@@ -17,7 +19,11 @@ from hami_dra_webhook.cli import (
     migrate_cmd,
     scan_cmd,
     serve,
+    version_cmd,
 )
+
+PROGRAM = "hami-dra-webhook"
+KUBECTL_PLUGIN = "kubectl hami"  # the `kubectl-hami` entry point: `kubectl hami scan ...`
 
 
 class _Parser(argparse.ArgumentParser):
@@ -28,12 +34,13 @@ class _Parser(argparse.ArgumentParser):
         self.exit(exit_codes.USAGE, f"{self.prog}: error: {message}\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(prog: str = PROGRAM) -> argparse.ArgumentParser:
     parser = _Parser(
-        prog="hami-dra-webhook",
+        prog=prog,
         description="Run HAMi legacy GPU manifests unchanged on Kubernetes DRA.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.set_defaults(prog_name=prog)
     commands = parser.add_subparsers(
         dest="command", required=True, metavar="COMMAND", parser_class=_Parser
     )
@@ -45,6 +52,8 @@ def build_parser() -> argparse.ArgumentParser:
     certs_cmd.add_parser(commands)
     gc_cmd.add_parser(commands)
     migrate_cmd.add_parser(commands)
+    version_cmd.add_parser(commands)
+    completion.add_parser(commands)
     return parser
 
 
@@ -53,12 +62,32 @@ def main(
     stdin: TextIO | None = None,
     stdout: TextIO | None = None,
     stderr: TextIO | None = None,
+    prog: str = PROGRAM,
 ) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == [completion.COMPLETE_COMMAND]:
+        return completion.run_complete(build_parser(prog), argv[1:], stdout or sys.stdout)
+    stdout, stderr = stdout or sys.stdout, stderr or sys.stderr
+    try:  # usage errors, --help and --version go where the caller's streams go
+        with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+            args = build_parser(prog).parse_args(argv)
+    except SystemExit as done:
+        return done.code if isinstance(done.code, int) else exit_codes.USAGE
     try:
-        code: int = args.run(args, stdin or sys.stdin, stdout or sys.stdout, stderr or sys.stderr)
+        code: int = args.run(args, stdin or sys.stdin, stdout, stderr)
     except BrokenPipeError:  # `hami-dra-webhook dry-run ... | head`
         return 0
     except KeyboardInterrupt:
         return 130
     return code
+
+
+def kubectl_plugin() -> int:
+    """`kubectl-hami` on PATH: kubectl runs it for `kubectl hami ...`."""
+    return main(prog=KUBECTL_PLUGIN)
+
+
+def kubectl_plugin_completion() -> int:
+    """`kubectl_complete-hami` on PATH: kubectl (1.26+) runs it for `kubectl hami <TAB>` with
+    the words after `hami`, and reads cobra's format, which `__complete` writes."""
+    return completion.run_complete(build_parser(KUBECTL_PLUGIN), sys.argv[1:], sys.stdout)

@@ -13,7 +13,6 @@ not be read or the move stopped (run it again: it resumes), 64 usage.
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from typing import Any, TextIO
 
@@ -24,6 +23,7 @@ from hami_dra_webhook.cli.cluster_access import (
     on_cluster,
     say_unavailable,
 )
+from hami_dra_webhook.cli.inputs import add_dry_run, add_output, dry_run, duration, write_data
 
 MIB = 1 << 20  # core.quantity.MIB (the CLI imports the core lazily)
 
@@ -57,7 +57,12 @@ def add_parser(commands: Any) -> None:
     )
     node.add_argument("node", metavar="NODE")
     node.add_argument("--to", required=True, choices=("dra", "legacy"), help="the pool to join")
-    node.add_argument("--dry-run", action="store_true", help="print the plan only")
+    add_dry_run(
+        node,
+        "print the plan only",
+        "print the plan and ask the API server whether each pod may be evicted now"
+        " (PodDisruptionBudgets, RBAC), changing nothing",
+    )
     node.add_argument(
         "--force",
         action="store_true",
@@ -65,8 +70,9 @@ def add_parser(commands: Any) -> None:
     )
     node.add_argument(
         "--timeout",
-        default="10m",
-        help="the whole move's limit (e.g. 600, 90s, 10m); when it passes, run again to resume",
+        default=600.0,
+        type=duration,
+        help="the whole move's limit (600, 90s, 10m, 1h; 10m); when it passes, run again to resume",
     )
     _common(node)
     node.set_defaults(run=run_node)
@@ -85,17 +91,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
         choices=("all", "namespaces", "workloads"),
         help="judge with this migration scope instead of the installed webhook's",
     )
-    parser.add_argument("-o", "--output", choices=("text", "json"), default="text")
-
-
-def _duration(text: str) -> float:
-    units = {"s": 1, "m": 60, "h": 3600}
-    try:
-        if text and text[-1] in units:
-            return float(text[:-1]) * units[text[-1]]
-        return float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (e.g. 600, 90s, 10m)") from None
+    add_output(parser, "progress lines and tables")
 
 
 def _inventory(args: argparse.Namespace, policy: Any) -> Any:
@@ -133,8 +129,8 @@ def run_status(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: 
         return read
     policy, inventory = read
     report = status_report(inventory, policy)
-    if args.output == "json":
-        stdout.write(json.dumps(report, indent=2) + "\n")
+    if args.output != "text":
+        write_data(report, args.output, stdout)
     else:
         stdout.write(status_text(report))
     return exit_codes.OK
@@ -332,11 +328,7 @@ def run_node(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: Te
     from hami_dra_webhook.cluster.node_move import MoveError, NodeMove
     from hami_dra_webhook.core.pool_plan import plan_move
 
-    try:
-        timeout = _duration(args.timeout)
-    except argparse.ArgumentTypeError as error:
-        stderr.write(f"error: --timeout: {error}\n")
-        return exit_codes.USAGE
+    timeout: float = args.timeout
     read = _read(args, stderr)
     if isinstance(read, int):
         return read
@@ -356,14 +348,25 @@ def run_node(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: Te
     text = args.output == "text"
     if text:
         stdout.write(_plan_text(args.node, args.to, plan))
-    if args.dry_run or (blockers and not args.force):
-        if blockers and not args.dry_run and text:
+    preview = dry_run(args)
+    if preview == "server":
+        try:
+            result["evictions"] = on_cluster(args, lambda api: _evictions_now(api, plan))
+        except ClusterUnavailable as error:
+            say_unavailable(error, stderr)
+            return exit_codes.UNREADABLE
+        if text:
+            for answer in result["evictions"]:
+                where = f"{answer['namespace']}/{answer['name']}"
+                stdout.write(f"eviction of {where} now: {answer['answer']}\n")
+    if preview or (blockers and not args.force):
+        if blockers and not preview and text:
             stdout.write(
                 f"refusing: {len(blockers)} pod(s) would be lost or fit nowhere;"
                 " free capacity, re-create bare pods elsewhere, or --force\n"
             )
         if not text:
-            stdout.write(json.dumps(result | {"moved": False}, indent=2) + "\n")
+            write_data(result | {"moved": False}, args.output, stdout)
         return exit_codes.REFUSED if blockers else exit_codes.OK
     progress = _Progress(stdout, quiet=not text)
 
@@ -387,8 +390,24 @@ def run_node(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: Te
     result["timeline"] = progress.timeline
     result["seconds"] = round(time.monotonic() - progress.started, 1)
     if not text:
-        stdout.write(json.dumps(result, indent=2) + "\n")
+        write_data(result, args.output, stdout)
     return code
+
+
+async def _evictions_now(api: Any, plan: list[Any]) -> list[dict[str, str]]:
+    """What the Eviction API answers now for each pod of the plan, asked with dryRun=All."""
+    from hami_dra_webhook.kube.port import ApiError
+
+    answers = []
+    for step in plan:
+        try:
+            await api.evict(step.namespace, step.name, timeout=30, dry_run=True)
+            answer = "allowed"
+        except ApiError as error:
+            refused = {429: "refused by a PodDisruptionBudget", 404: "gone", 403: "forbidden"}
+            answer = f"{refused.get(error.status, f'HTTP {error.status}')}: {error}"
+        answers.append({"namespace": step.namespace, "name": step.name, "answer": answer})
+    return answers
 
 
 def _plan_text(node: str, to: str, plan: list[Any]) -> str:

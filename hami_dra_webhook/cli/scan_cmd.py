@@ -10,10 +10,11 @@ from hami_dra_webhook.cli import exit_codes
 from hami_dra_webhook.cli.cluster_access import (
     ClusterUnavailable,
     add_cluster_flags,
+    context_namespace,
     on_cluster,
     say_unavailable,
 )
-from hami_dra_webhook.cli.inputs import EXIT_CODES, add_inputs, inputs
+from hami_dra_webhook.cli.inputs import EXIT_CODES, add_inputs, add_output, inputs, write_data
 
 
 def add_parser(commands: Any) -> None:
@@ -27,19 +28,16 @@ def add_parser(commands: Any) -> None:
     parser.add_argument("--cluster", action="store_true", help="scan the live cluster instead")
     add_cluster_flags(parser)
     parser.add_argument(
-        "-n", "--namespace", help="only this namespace (cluster), or the default for manifests"
+        "-n",
+        "--namespace",
+        help="the namespace to scan (cluster; default: the context's, as kubectl's), or the one"
+        " of manifests without one (default: default)",
     )
     parser.add_argument(
         "-A", "--all-namespaces", action="store_true", help="every namespace (cluster)"
     )
     parser.add_argument("--config", metavar="FILE", help="HAMi device-config.yaml (policy)")
-    parser.add_argument(
-        "-o",
-        "--output",
-        choices=("text", "table", "json"),
-        default="text",
-        help="text (a table; `table` is the same), or json",
-    )
+    add_output(parser, "a table")
     parser.set_defaults(run=run)
 
 
@@ -54,7 +52,7 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
 
     if args.cluster == bool(inputs(args)):
         stderr.write("error: give manifest PATHs or --cluster (not both)\n")
-        return exit_codes.UNREADABLE
+        return exit_codes.USAGE
     notes: list[str] = []
     unreadable: list[str] = []
     quotas: list[Any] = []  # from manifests; `check` judges a cluster's ResourceQuotas
@@ -85,6 +83,11 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
             stderr.write(f"error: {error}\n")
             return exit_codes.UNREADABLE
         unreadable = read.unreadable
+        for source in read.empty:
+            stderr.write(f"warning: {source}: empty, no Kubernetes objects in it\n")
+        if not read.manifests and not unreadable:
+            stderr.write("error: no Kubernetes objects in the input: it is empty\n")
+            return exit_codes.UNREADABLE
         workloads = from_manifests(read.manifests, args.namespace or "default")
         found = (
             quota_report(m.document, policy, m.where, args.namespace or "default")
@@ -105,8 +108,8 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
         if uses_legacy(w.pod, policy)
     ]
     reports.sort(key=lambda r: (r.namespace, r.kind, r.name, r.embedded_at, r.source))
-    if args.output == "json":
-        stdout.write(render.as_json(reports, notes, unreadable, quotas))
+    if args.output != "text":
+        write_data(render.as_data(reports, notes, unreadable, quotas), args.output, stdout)
     else:
         render.as_table(reports, notes, stdout, unreadable, quotas)
     outcomes = {r.outcome for r in reports}
@@ -128,7 +131,7 @@ def _cluster_workloads(
     from hami_dra_webhook.migrate.report import uses_legacy
     from hami_dra_webhook.migrate.sources import from_cluster
 
-    namespace = None if args.all_namespaces else (args.namespace or "default")
+    namespace = None if args.all_namespaces else (args.namespace or context_namespace(args))
     progress = _Progress(stderr, total=7)
     with progress:
 

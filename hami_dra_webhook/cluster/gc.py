@@ -31,6 +31,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Literal
 
 from hami_dra_webhook.cluster.template_store import MAX_TEMPLATE_BYTES
 from hami_dra_webhook.core.claims import MANAGED_BY, MANAGED_BY_LABEL
@@ -44,6 +45,8 @@ from hami_dra_webhook.core.template_identity import (
 from hami_dra_webhook.core.types import JsonObject
 from hami_dra_webhook.kube.port import AnswerTooLarge, ApiError, KubeApi
 
+# kubectl's --dry-run: None deletes; "client" lists; "server" asks the API to check each delete.
+DryRun = Literal["client", "server"] | None
 MANAGED_SELECTOR = f"{MANAGED_BY_LABEL}={MANAGED_BY}"
 log = logging.getLogger("hami_dra_webhook.gc")
 
@@ -137,12 +140,14 @@ async def collect_garbage(
     *,
     now: float,
     grace: float,
-    dry_run: bool = False,
+    dry_run: DryRun = None,
     timeout: float = 30.0,
     known_foreign: KnownForeign | None = None,
+    namespace: str | None = None,
 ) -> GcReport:
-    """One pass over every namespace; `now` is wall-clock seconds. `known_foreign`, kept
-    across passes, spares reading again what an earlier pass found not to be the webhook's."""
+    """One pass over every namespace (or `namespace` only); `now` is wall-clock seconds.
+    `known_foreign`, kept across passes, spares reading again what an earlier pass found not to
+    be the webhook's."""
     known_foreign = known_foreign if known_foreign is not None else KnownForeign()
     report = GcReport()
     by_namespace: dict[str, list[_Candidate]] = {}
@@ -152,26 +157,28 @@ async def collect_garbage(
             metadata = item.get("metadata") if isinstance(item, dict) else None
             if not isinstance(metadata, dict):
                 continue
-            namespace, name = str(metadata.get("namespace", "")), str(metadata.get("name", ""))
+            where, name = str(metadata.get("namespace", "")), str(metadata.get("name", ""))
+            if namespace is not None and where != namespace:
+                continue
             if foreign_metadata(metadata) is not None:
-                report.foreign.append(f"{namespace}/{name}")
+                report.foreign.append(f"{where}/{name}")
                 continue
             version = (str(metadata.get("uid", "")), str(metadata.get("resourceVersion", "")))
-            candidate = _Candidate(namespace, name, last_used({"metadata": metadata}), version)
+            candidate = _Candidate(where, name, last_used({"metadata": metadata}), version)
             if candidate in known_foreign:
-                report.foreign.append(f"{namespace}/{name}")
+                report.foreign.append(f"{where}/{name}")
                 continue
-            by_namespace.setdefault(namespace, []).append(candidate)
+            by_namespace.setdefault(where, []).append(candidate)
         del page
     report.skipped = api.skipped_items - skipped_before
-    for namespace, candidates in sorted(by_namespace.items()):
+    for each, candidates in sorted(by_namespace.items()):
         used: set[str] = set()
         skipped_before = api.skipped_items
-        async for pods in api.pod_pages(namespace, timeout=timeout):  # never all at once
+        async for pods in api.pod_pages(each, timeout=timeout):  # never all at once
             used |= referenced_templates(pods)
         pods_unread = api.skipped_items != skipped_before
         for candidate in candidates:
-            name, where = candidate.name, f"{namespace}/{candidate.name}"
+            name, where = candidate.name, f"{each}/{candidate.name}"
             if name in used:
                 report.in_use.append(where)
             elif pods_unread:
@@ -186,7 +193,7 @@ async def collect_garbage(
 
 
 async def _collect(
-    api: KubeApi, candidate: _Candidate, report: GcReport, *, dry_run: bool, timeout: float
+    api: KubeApi, candidate: _Candidate, report: GcReport, *, dry_run: DryRun, timeout: float
 ) -> str:
     """Read the whole candidate (within a bound), verify that it is the webhook's and still
     unused for the grace period, and delete that very version; "foreign" when it is not the
@@ -210,18 +217,23 @@ async def _collect(
         return "foreign"
     if last_used(template) != candidate.last_used:
         report.raced.append(where)  # stamped since it was listed: in use again
-    elif dry_run:
+    elif dry_run == "client":
         report.deleted.append(where)
     else:
         try:
-            await _delete(api, namespace, template, timeout)
+            if dry_run == "server":  # no mark: the delete must name the version read
+                version = str(template["metadata"].get("resourceVersion", ""))
+                await api.delete_template(namespace, name, version, timeout=timeout, dry_run=True)
+            else:
+                await _delete(api, namespace, template, timeout)
         except ApiError as error:
             if error.status not in (404, 409, 422):
                 raise
             report.raced.append(where)
         else:
             report.deleted.append(where)
-            log.info("deleted unused ResourceClaimTemplate %s", where)
+            if dry_run is None:
+                log.info("deleted unused ResourceClaimTemplate %s", where)
     return ""
 
 

@@ -93,6 +93,13 @@ class Converted:
     def shares_a_gpu(self) -> bool:
         return any(container.shares_a_gpu for container in self.plan)
 
+    @property
+    def summaries(self) -> list[str]:
+        """The lines of `warnings` that say what each GPU container gets: the conversion's
+        summary, which the webhook sends as a warning (kubectl shows nothing else) and the
+        command line prints as `info:`."""
+        return [f"{c.ref.label}: {c.summary} -> {c.template}" for c in self.plan if c.template]
+
     def apply(self, pod: JsonObject) -> JsonObject:
         """The converted pod; the input is not modified."""
         result: JsonObject = patch.apply(pod, self.patch)

@@ -42,6 +42,10 @@ LEGACY_ONLY_KEYS = frozenset(
         "knownMigGeometries",
         "disablecorelimit",
         "migstrategy",
+        # in HAMi v2.10's chart default (../shared/realworld/configs): the device plugin's
+        "preConfiguredDeviceMemory",
+        "enableNumaTopology",
+        "migProfileAllowlist",
     }
 )
 

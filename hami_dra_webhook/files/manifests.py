@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -57,6 +57,7 @@ class ReadResult:
     manifests: list[Manifest]
     # "<file>: <why>" for each file that could not be read or parsed; the rest was read.
     unreadable: list[str]
+    empty: list[str] = field(default_factory=list)  # sources with no document in them
 
 
 def read_manifests(paths: list[str], stdin: TextIO) -> ReadResult:
@@ -65,6 +66,7 @@ def read_manifests(paths: list[str], stdin: TextIO) -> ReadResult:
     raises ManifestError (the command line is wrong)."""
     manifests: list[Manifest] = []
     unreadable: list[str] = []
+    empty: list[str] = []
     for path in paths:
         if path == "-":
             sources: list[tuple[str, str | None]] = [("<stdin>", stdin.read())]
@@ -74,17 +76,28 @@ def read_manifests(paths: list[str], stdin: TextIO) -> ReadResult:
             if text is None:
                 continue
             try:
-                manifests += _parse(text, source)
+                parsed = _parse(text, source)
             except ManifestError as error:
                 unreadable.append(str(error))
-    return ReadResult([m for item in manifests for m in _expand_lists(item)], unreadable)
+                continue
+            if not parsed:
+                empty.append(source)
+            manifests += parsed
+    expanded = [m for item in manifests for m in _expand_lists(item)]
+    return ReadResult(expanded, unreadable, empty)
 
 
 def _read(file: Path, unreadable: list[str]) -> str | None:
     try:
         return file.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
-        unreadable.append(f"{file}: cannot read: {error}")
+    except UnicodeDecodeError as error:
+        unreadable.append(
+            f"{file}: not UTF-8 text (byte 0x{error.object[error.start]:02x} at offset"
+            f" {error.start}): manifests are UTF-8; convert it, or leave the file out"
+        )
+        return None
+    except OSError as error:
+        unreadable.append(f"{file}: cannot read: {error.strerror or error}")
         return None
 
 

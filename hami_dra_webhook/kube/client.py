@@ -25,6 +25,7 @@ import kubernetes.aio.config
 from kubernetes.aio.client.exceptions import ApiException
 
 from hami_dra_webhook.core.types import JsonObject
+from hami_dra_webhook.kube import kubeconfig as kubeconfig_file
 from hami_dra_webhook.kube.port import AnswerTooLarge, ApiError, in_cluster, paths
 
 log = logging.getLogger(__name__)
@@ -89,6 +90,10 @@ async def connect(kubeconfig: str | None, context: str | None = None) -> Kuberne
     $KUBECONFIG, else ~/.kube/config, else the in-cluster service account."""
     configuration = Configuration()
     source = kubeconfig or _default_kubeconfig()
+    try:
+        kubeconfig_file.check(kubeconfig, context)
+    except kubeconfig_file.KubeconfigProblem as problem:
+        raise ClusterAccessError(str(problem)) from None
     try:
         if source is not None:
             await kubernetes.aio.config.load_kube_config(
@@ -238,16 +243,25 @@ class KubernetesApi:
         return self._pages(paths.pods(namespace), [], timeout)
 
     async def delete_template(
-        self, namespace: str, name: str, resource_version: str, *, timeout: float
+        self,
+        namespace: str,
+        name: str,
+        resource_version: str,
+        *,
+        timeout: float,
+        dry_run: bool = False,
     ) -> None:
         path = paths.template(namespace, name)
         # The precondition makes the delete fail (409) when anyone touched it since we read it.
-        body = {
+        body: JsonObject = {
             "apiVersion": "v1",
             "kind": "DeleteOptions",
             "preconditions": {"resourceVersion": resource_version},
         }
-        await self._call("DELETE", path, [], body, timeout)
+        if dry_run:  # in the body: kube-apiserver reads a DELETE's options from its body
+            body["dryRun"] = ["All"]
+        query = [("dryRun", "All")] if dry_run else []
+        await self._call("DELETE", path, query, body, timeout)
 
     async def list_device_classes(self, *, timeout: float) -> list[JsonObject]:
         return await self._list(paths.DEVICE_CLASSES, [], timeout)
@@ -297,13 +311,18 @@ class KubernetesApi:
             "PATCH", paths.node(name), query, merge_patch, timeout, content_type=MERGE_PATCH
         )
 
-    async def evict(self, namespace: str, name: str, *, timeout: float) -> None:
-        body = {
+    async def evict(
+        self, namespace: str, name: str, *, timeout: float, dry_run: bool = False
+    ) -> None:
+        body: JsonObject = {
             "apiVersion": "policy/v1",
             "kind": "Eviction",
             "metadata": {"name": name, "namespace": namespace},
         }
-        await self._call("POST", paths.eviction(namespace, name), [], body, timeout)
+        if dry_run:
+            body["deleteOptions"] = {"dryRun": ["All"]}
+        query = [("dryRun", "All")] if dry_run else []
+        await self._call("POST", paths.eviction(namespace, name), query, body, timeout)
 
     async def _list(self, path: str, query: list[tuple[str, str]], timeout: float) -> list[Any]:
         return [item async for page in self._pages(path, query, timeout) for item in page]

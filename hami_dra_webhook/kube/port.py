@@ -198,8 +198,16 @@ class KubeApi(Protocol):
         ...
 
     async def delete_template(
-        self, namespace: str, name: str, resource_version: str, *, timeout: float
-    ) -> None: ...
+        self,
+        namespace: str,
+        name: str,
+        resource_version: str,
+        *,
+        timeout: float,
+        dry_run: bool = False,
+    ) -> None:
+        """Delete that version (409 if it changed); `dry_run`: the server checks, keeps it."""
+        ...
 
     async def list_device_classes(self, *, timeout: float) -> list[JsonObject]: ...
 
@@ -237,9 +245,12 @@ class KubeApi(Protocol):
         (`migrate node`)."""
         ...
 
-    async def evict(self, namespace: str, name: str, *, timeout: float) -> None:
+    async def evict(
+        self, namespace: str, name: str, *, timeout: float, dry_run: bool = False
+    ) -> None:
         """Ask the Eviction API to evict a pod: 429 when a PodDisruptionBudget forbids it now,
-        404 when the pod is gone (`migrate node`)."""
+        404 when the pod is gone (`migrate node`); `dry_run`: the server answers, evicts
+        nothing."""
         ...
 
     async def patch_webhook_configuration(

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from typing import TextIO
+from typing import Any, TextIO
 
 from hami_dra_webhook.migrate.quotas import QuotaReport
 from hami_dra_webhook.migrate.report import ContainerReport, WorkloadReport
@@ -20,7 +20,7 @@ def summary(reports: list[WorkloadReport]) -> dict[str, dict[str, int]]:
     for report in reports:
         by_namespace.setdefault(report.namespace, Counter())[report.outcome] += 1
     return {
-        namespace: {outcome: counts[outcome] for outcome in ("converts", "attention", "refused")}
+        namespace: {outcome: counts[outcome] for outcome in ("converted", "attention", "refused")}
         for namespace, counts in sorted(by_namespace.items())
     }
 
@@ -31,14 +31,23 @@ def as_json(
     unreadable: list[str] | None = None,
     quotas: list[QuotaReport] | None = None,
 ) -> str:
-    document = {
+    return json.dumps(as_data(reports, notes, unreadable, quotas), indent=2) + "\n"
+
+
+def as_data(
+    reports: list[WorkloadReport],
+    notes: list[str],
+    unreadable: list[str] | None = None,
+    quotas: list[QuotaReport] | None = None,
+) -> dict[str, Any]:
+    """The report as data (`-o json` and `-o yaml` write it)."""
+    return {
         "workloads": [r.as_json() for r in reports],
         "summary": summary(reports),
         "quotas": [q.as_json() for q in quotas or []],
         "unreadable": unreadable or [],
         "notes": notes,
     }
-    return json.dumps(document, indent=2) + "\n"
 
 
 def columns(rows: list[tuple[str, ...]]) -> list[str]:
@@ -62,9 +71,9 @@ def as_table(
     else:
         _workloads(reports, out)
         out.write("\nPer namespace\n")
-        rows: list[tuple[str, ...]] = [("NAMESPACE", "CONVERTS", "NEEDS ATTENTION", "REFUSED")]
+        rows: list[tuple[str, ...]] = [("NAMESPACE", "CONVERTED", "NEEDS ATTENTION", "REFUSED")]
         rows += [
-            (namespace, str(c["converts"]), str(c["attention"]), str(c["refused"]))
+            (namespace, str(c["converted"]), str(c["attention"]), str(c["refused"]))
             for namespace, c in summary(reports).items()
         ]
         out.writelines(line + "\n" for line in columns(rows))

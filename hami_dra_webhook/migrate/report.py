@@ -29,7 +29,7 @@ from hami_dra_webhook.core.translate import TASK_PRIORITY_ENV, translate_pod
 from hami_dra_webhook.core.types import Attention, ContainerRef, JsonObject
 from hami_dra_webhook.core.vendors.families import container_families, names_a_family
 
-Outcome = Literal["converts", "attention", "refused"]
+Outcome = Literal["converted", "attention", "refused"]
 
 
 @dataclass
@@ -92,7 +92,7 @@ def assess(
         namespace=namespace,
         kind=kind,
         name=name,
-        outcome="converts",
+        outcome="converted",
         selectors=_selectors_in_words(annotations),
         containers=_containers(pod, policy, plan, decision),
         attention=unsupported_annotations(annotations),

@@ -87,7 +87,7 @@ def test_gc_dry_run_deletes_nothing(kube: Cluster, real_api: KubernetesApi) -> N
     namespace = kube.create_namespace("gc")
     name = make(real_api, namespace, "1000", time.time())
     api = CallsThrough(real_api)
-    report = run(collect_garbage(api, now=time.time() + 2 * HOUR, grace=HOUR, dry_run=True))
+    report = run(collect_garbage(api, now=time.time() + 2 * HOUR, grace=HOUR, dry_run="client"))
     assert only(report, namespace)["deleted"] == [f"{namespace}/{name}"]
     assert names(kube, namespace) == {name}
     assert "delete_template" not in api.calls
@@ -171,7 +171,7 @@ def test_gc_reads_pods_a_page_at_a_time(kube: Cluster) -> None:
             namespace=namespace,
         )
         use(kube, namespace, used, name="z-last")  # listed in name order: the last page
-        report = run(collect_garbage(api, now=now + 2 * HOUR, grace=HOUR, dry_run=True))
+        report = run(collect_garbage(api, now=now + 2 * HOUR, grace=HOUR, dry_run="client"))
     finally:
         run(api.close())
     assert only(report, namespace) == {

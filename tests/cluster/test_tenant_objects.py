@@ -247,7 +247,9 @@ def test_the_collector_stays_bounded_whatever_tenants_create(
     for _ in range(2):
         before = api.calls["get_template"]
         report = run(
-            collect_garbage(api, now=time.time() + 7200, grace=1, dry_run=True, known_foreign=known)
+            collect_garbage(
+                api, now=time.time() + 7200, grace=1, dry_run="client", known_foreign=known
+            )
         )
         mine = [entry for entry in report.foreign if entry.startswith(f"{namespace}/")]
         assert len(mine) == count

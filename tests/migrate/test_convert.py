@@ -110,12 +110,12 @@ def test_the_same_file_twice_or_out_onto_an_input_is_an_error(tmp_path: Path) ->
     manifest.write_text((TREE / "team-a" / "apps.yaml").read_text())
     before = manifest.read_text()
     code, out, err = run("convert", str(manifest), "--out", str(manifest))
-    assert code == 3 and out == ""
+    assert code == 64 and out == ""
     assert err == f"error: --out {manifest} is a file; give a folder (or use --in-place)\n"
     code, _, err = run("convert", str(manifest), "--out", str(tmp_path))
-    assert code == 3 and "would overwrite the input" in err
+    assert code == 64 and "would overwrite the input" in err
     code, _, err = run("convert", str(manifest), str(manifest), "--out", str(tmp_path / "o"))
-    assert code == 3 and "would both be written to" in err
+    assert code == 64 and "would both be written to" in err
     assert manifest.read_text() == before and not (tmp_path / "o").exists()
 
 

@@ -82,6 +82,6 @@ def test_status_lists_pools_namespaces_and_what_blocks_a_legacy_pod(kube: Cluste
 
 def test_usage_and_unknown_nodes_are_named(kube: Cluster) -> None:
     code, _, err = migrate(kube, "node", kube.node.name, "--to", "dra", "--timeout", "soon")
-    assert code == 64 and "--timeout: not a duration: 'soon'" in err, err
+    assert code == 64 and "--timeout: 'soon' is not a duration: write it as 90" in err, err
     code, _, err = migrate(kube, "node", "no-such-node", "--to", "dra", "--dry-run")
     assert code == 3 and err == "error: no node named no-such-node\n", err

@@ -29,12 +29,12 @@ def test_manifest_tree_outcomes_and_exit_code() -> None:
     report = json.loads(out)
     workloads = by_name(report)
     assert {name: w["outcome"] for name, w in workloads.items()} == {
-        "triton": "converts",
+        "triton": "converted",
         "notebooks": "refused",  # gpumem-percentage without memory sizes, as dry-run says
         "nightly": "attention",
         "big-memory": "refused",
         "exclusive-cores": "attention",
-        "probe": "converts",
+        "probe": "converted",
     }
     assert "no-gpu" not in workloads and "triton" in workloads
     triton = workloads["triton"]["containers"][0]
@@ -55,8 +55,8 @@ def test_manifest_tree_outcomes_and_exit_code() -> None:
         "cores 100 with part of the memory" in a for a in workloads["exclusive-cores"]["attention"]
     )
     assert report["summary"] == {
-        "team-a": {"converts": 1, "attention": 1, "refused": 1},
-        "team-b": {"converts": 1, "attention": 1, "refused": 1},
+        "team-a": {"converted": 1, "attention": 1, "refused": 1},
+        "team-b": {"converted": 1, "attention": 1, "refused": 1},
     }
 
 
@@ -91,7 +91,7 @@ def test_sizes_from_config_turn_attention_into_converts(tmp_path: Path) -> None:
     )
     _, out, _ = scan(str(TREE / "team-a" / "apps.yaml"), "--config", str(config), "-o", "json")
     report = json.loads(out)
-    assert by_name(report)["notebooks"]["outcome"] == "converts"
+    assert by_name(report)["notebooks"]["outcome"] == "converted"
     assert (
         by_name(report)["notebooks"]["containers"][0]["dra"]
         == "1 GPU, 25% of each card's memory, no SM limit"
@@ -109,7 +109,7 @@ def test_helm_output_on_stdin() -> None:
 
 
 def test_bad_arguments_and_input() -> None:
-    assert scan()[0] == 3  # neither paths nor --cluster
+    assert scan()[0] == 64  # neither paths nor --cluster: a usage error
     code, _, err = scan("missing-folder")
     assert code == 3 and "no such file" in err
 
@@ -194,9 +194,9 @@ def test_cluster_scan_skips_owned_objects_and_reads_sizes(kube: Cluster) -> None
     report = json.loads(out)
     assert code == 2
     assert sorted((w["kind"], w["name"], w["outcome"]) for w in report["workloads"]) == [
-        ("ConfigMap", "raycluster", "converts"),
-        ("CronJob", "nightly", "converts"),
-        ("Deployment", "d", "converts"),
+        ("ConfigMap", "raycluster", "converted"),
+        ("CronJob", "nightly", "converted"),
+        ("Deployment", "d", "converted"),
         ("Pod", "lonely", "refused"),
     ]
     assert by_name(report)["raycluster"]["embedded_at"].startswith("its pods (read from pod")
@@ -282,7 +282,7 @@ def test_init_and_app_gpu_containers_need_attention() -> None:
     assert report.outcome == "attention"
     assert INIT_CLAIMS_HELD in report.attention
     only_app = {"spec": {"containers": [container("serve", "20000")]}}
-    assert assess("Pod", "q", "ml", only_app, DEFAULT_POLICY).outcome == "converts"
+    assert assess("Pod", "q", "ml", only_app, DEFAULT_POLICY).outcome == "converted"
 
 
 HELM_TEMPLATE = """apiVersion: v1

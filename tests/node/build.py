@@ -57,6 +57,9 @@ DEBIAN = {
     "unshare": "util-linux",
     "nsenter": "util-linux",
     "ip": "iproute2",
+    # not the node's: the shells whose completion tests/migrate/test_cli_install.py runs
+    "zsh": "zsh",
+    "fish": "fish",
 }
 
 

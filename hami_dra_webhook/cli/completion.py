@@ -1,0 +1,197 @@
+"""Shell completion, derived from the argument parser at the moment of the <TAB>, so that it
+cannot drift from the commands.
+
+`hami-dra-webhook __complete WORD... CURRENT` prints the candidates one a line, then `:N`, the
+directive in cobra's format (0: the shell may complete file names, 4: it must not). kubectl
+reads the same format from `kubectl_complete-hami` for `kubectl hami <TAB>`, and the scripts of
+`completion bash|zsh|fish` are small shims that call it.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+FILES = 0  # cobra's ShellCompDirectiveDefault: no candidates means file names
+NO_FILES = 4  # cobra's ShellCompDirectiveNoFileComp
+COMPLETE_COMMAND = "__complete"
+# Values that are paths: the shell completes file names for them.
+PATH_METAVARS = frozenset({"PATH", "FILE", "DIR", "KUBECONFIG"})
+SHELLS = ("bash", "zsh", "fish")
+
+
+@dataclass(frozen=True)
+class Completion:
+    candidates: list[str]
+    directive: int
+
+    def render(self) -> str:
+        return "".join(f"{c}\n" for c in self.candidates) + f":{self.directive}\n"
+
+
+def complete(parser: argparse.ArgumentParser, words: list[str]) -> Completion:
+    """What may follow `words[:-1]`, starting with `words[-1]` (the word being typed)."""
+    *done, current = words or [""]
+    expecting: argparse.Action | None = None
+    positionals = 0
+    for word in done:
+        if expecting is not None:
+            expecting = None
+            continue
+        if word.startswith("-") and word != "-":
+            action = _option(parser, word.split("=", 1)[0])
+            if action is not None and action.nargs != 0 and "=" not in word:
+                expecting = action if _takes_value(action) else None
+            continue
+        sub = _subcommands(parser).get(word)
+        if sub is not None:
+            parser, positionals = sub, 0
+        else:
+            positionals += 1
+    if expecting is not None:
+        return _values(expecting, current)
+    if current.startswith("-"):
+        if "=" in current:
+            name, value = current.split("=", 1)
+            action = _option(parser, name)
+            if action is None:
+                return Completion([], NO_FILES)
+            values = _values(action, value)
+            return Completion([f"{name}={v}" for v in values.candidates], values.directive)
+        options = [
+            name
+            for action in parser._actions
+            for name in action.option_strings
+            if name.startswith("--") or len(action.option_strings) == 1
+        ]
+        return Completion(sorted(o for o in options if o.startswith(current)), NO_FILES)
+    subcommands = _subcommands(parser)
+    if subcommands:
+        names = [n for n in subcommands if not n.startswith("_") and n.startswith(current)]
+        return Completion(sorted(names), NO_FILES)
+    positional = _positional(parser, positionals)
+    if positional is None:
+        return Completion([], NO_FILES)
+    return _values(positional, current)
+
+
+def _option(parser: argparse.ArgumentParser, name: str) -> argparse.Action | None:
+    return parser._option_string_actions.get(name)
+
+
+def _takes_value(action: argparse.Action) -> bool:
+    return action.nargs != 0 and not isinstance(
+        action, argparse._StoreConstAction | argparse._HelpAction | argparse._VersionAction
+    )
+
+
+def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            found: dict[str, argparse.ArgumentParser] = action.choices
+            return found
+    return {}
+
+
+def _positional(parser: argparse.ArgumentParser, index: int) -> argparse.Action | None:
+    positionals = [a for a in parser._actions if not a.option_strings]
+    for action in positionals:
+        if action.nargs in ("*", "+", argparse.REMAINDER):
+            return action
+        if index == 0:
+            return action
+        index -= 1
+    return None
+
+
+def _values(action: argparse.Action, current: str) -> Completion:
+    if action.choices is not None:
+        choices: Any = action.choices
+        return Completion([str(c) for c in choices if str(c).startswith(current)], NO_FILES)
+    metavar = action.metavar if isinstance(action.metavar, str) else ""
+    wants_path = metavar in PATH_METAVARS or action.dest in ("kubeconfig", "out_dir", "out")
+    return Completion([], FILES if wants_path else NO_FILES)
+
+
+def script(shell: str, program: str) -> str:
+    """The shim for `shell`: it asks `program __complete` at each <TAB>."""
+    function = "_" + program.replace("-", "_")
+    if shell == "bash":
+        return BASH.format(program=program, function=function)
+    if shell == "zsh":
+        return ZSH.format(program=program, function=function)
+    return FISH.format(program=program, function=function)
+
+
+BASH = """\
+# bash completion for {program} (generated by `{program} completion bash`)
+{function}() {{
+    local out directive
+    out=$("{program}" __complete "${{COMP_WORDS[@]:1:COMP_CWORD}}" 2>/dev/null) || return
+    directive=${{out##*:}}
+    out=${{out%:*}}
+    local IFS=$'\\n'
+    COMPREPLY=($out)
+    if [ "${{#COMPREPLY[@]}}" -eq 0 ] && [ "$directive" = 0 ]; then
+        COMPREPLY=($(compgen -f -- "${{COMP_WORDS[COMP_CWORD]}}"))
+    fi
+}}
+complete -o filenames -F {function} {program}
+"""
+
+ZSH = """\
+#compdef {program}
+# zsh completion for {program} (generated by `{program} completion zsh`)
+{function}() {{
+    local -a out
+    out=("${{(@f)$({program} __complete "${{(@)words[2,CURRENT]}}" 2>/dev/null)}}")
+    local directive=${{out[-1]#:}}
+    out=("${{(@)out[1,-2]}}")
+    if (( ${{#out}} )); then
+        compadd -- "${{out[@]}}"
+    elif [[ $directive == 0 ]]; then
+        _files
+    fi
+}}
+compdef {function} {program}
+"""
+
+FISH = """\
+# fish completion for {program} (generated by `{program} completion fish`)
+function {function}
+    set -l words (commandline -opc)
+    set -l out ({program} __complete $words[2..-1] (commandline -ct) 2>/dev/null)
+    set -l directive (string replace ':' '' -- $out[-1])
+    set -e out[-1]
+    if test (count $out) -gt 0
+        printf '%s\\n' $out
+    else if test "$directive" = 0
+        __fish_complete_path (commandline -ct)
+    end
+end
+complete -c {program} -f -a '({function})'
+"""
+
+
+def add_parser(commands: Any) -> None:
+    parser = commands.add_parser(
+        "completion",
+        help="print the shell completion script for bash, zsh or fish",
+        description="Print a completion script. bash: `source <(hami-dra-webhook completion"
+        ' bash)`; zsh: `hami-dra-webhook completion zsh > "${fpath[1]}/_hami-dra-webhook"`;'
+        " fish: `hami-dra-webhook completion fish | source`.",
+    )
+    parser.add_argument("shell", choices=SHELLS)
+    parser.set_defaults(run=lambda args, stdin, stdout, stderr: _print(args, stdout))
+
+
+def _print(args: argparse.Namespace, stdout: TextIO) -> int:
+    stdout.write(script(args.shell, "hami-dra-webhook"))
+    return 0
+
+
+def run_complete(root: argparse.ArgumentParser, words: list[str], stdout: TextIO) -> int:
+    """`__complete WORD...`: read before argparse, which would take the words for options."""
+    stdout.write(complete(root, words).render())
+    return 0

@@ -1,0 +1,150 @@
+"""Getting the command line without a clone, as a user does: a wheel that builds and installs
+with its console scripts (`hami-dra-webhook`, `kubectl-hami`, `kubectl_complete-hami`), the
+kubectl plugin run by the real kubectl (`kubectl hami ...`, and its <TAB> through kubectl's
+plugin completion), and the completion scripts of `completion bash|zsh|fish` run by the real
+shells (Debian's; `./scripts/test` installs zsh and fish)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from hami_dra_webhook import __version__
+from tests.support.tools import tool
+
+REPO = Path(__file__).parents[2]
+EXAMPLE = REPO / "examples" / "deployment.yaml"
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The wheel built from this tree and installed into a new virtual environment, whose
+    dependencies come from the test run's environment (a .pth line: nothing is downloaded).
+    Yields its bin folder."""
+    where = tmp_path_factory.mktemp("wheel")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+         "-w", str(where / "dist"), str(REPO)],
+        check=True, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    wheels = list((where / "dist").glob("hami_dra_webhook-*.whl"))
+    assert [w.name for w in wheels] == [f"hami_dra_webhook-{__version__}-py3-none-any.whl"]
+    venv = where / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    site = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+        check=True, capture_output=True, text=True,
+    ).stdout.strip()  # fmt: skip
+    # The test run's packages, but not its editable install of this tree: the wheel's copy
+    # must be the one imported.
+    (Path(site) / "deps.pth").write_text(sysconfig.get_path("purelib") + "\n")
+    subprocess.run(
+        [str(venv / "bin" / "python"), "-m", "pip", "install", "--no-deps", "-q", str(wheels[0])],
+        check=True, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    yield venv / "bin"
+
+
+def _run(command: list[str], bin_dir: Path, **options: object) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    env.pop("PYTHONPATH", None)
+    return subprocess.run(
+        command,
+        check=False,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd="/",
+        **options,
+    )  # type: ignore[call-overload, no-any-return]
+
+
+def test_the_wheel_installs_a_working_command(installed: Path) -> None:
+    done = _run(["hami-dra-webhook", "version"], installed)
+    assert (done.returncode, done.stdout) == (0, f"hami-dra-webhook {__version__}\n"), done.stderr
+    where = _run(
+        [
+            str(installed / "python"),
+            "-c",
+            "import hami_dra_webhook; print(hami_dra_webhook.__file__)",
+        ],
+        installed,
+    )
+    assert "site-packages" in where.stdout and str(REPO) not in where.stdout, where
+    scan = _run(["hami-dra-webhook", "scan", str(EXAMPLE), "-o", "json"], installed)
+    assert scan.returncode == 0 and '"outcome": "converted"' in scan.stdout, scan.stderr
+    serve = _run(["hami-dra-webhook", "serve", "--help"], installed)
+    assert serve.returncode == 0 and "--port" in serve.stdout
+
+
+def test_kubectl_runs_it_as_a_plugin(installed: Path) -> None:
+    kubectl = tool("kubectl")
+    done = _run([kubectl, "hami", "version"], installed)
+    assert (done.returncode, done.stdout) == (0, f"kubectl hami {__version__}\n"), done.stderr
+    scan = _run([kubectl, "hami", "scan", str(EXAMPLE)], installed)
+    assert scan.returncode == 0 and "converted" in scan.stdout, scan.stderr
+    usage = _run([kubectl, "hami", "scan", "-o", "xml"], installed)
+    assert usage.returncode == 64 and usage.stderr.startswith("usage: kubectl hami scan")
+    # kubectl's own <TAB> for plugins asks kubectl_complete-hami
+    tab = _run([kubectl, "__complete", "hami", "mig"], installed)
+    assert tab.stdout.splitlines()[:2] == ["migrate", ":4"], tab
+    tab = _run([kubectl, "__complete", "hami", "migrate", "node", "n1", "--to", ""], installed)
+    assert tab.stdout.splitlines()[:3] == ["dra", "legacy", ":4"], tab
+
+
+def test_bash_completes_commands_options_choices_and_files(installed: Path, tmp_path: Path) -> None:
+    script = _run(["hami-dra-webhook", "completion", "bash"], installed).stdout
+
+    def tab(*words: str) -> list[str]:
+        array = " ".join(f"'{w}'" for w in ("hami-dra-webhook", *words))
+        program = (
+            f"{script}\nCOMP_WORDS=({array}); COMP_CWORD={len(words)};"
+            ' _hami_dra_webhook; printf "%s\\n" "${COMPREPLY[@]}"'
+        )
+        done = _run(
+            ["bash", "-c", program],
+            installed,
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout.split()
+
+    assert tab("mig") == ["migrate"]
+    assert tab("migrate", "") == ["node", "status"]
+    assert tab("scan", "--all") == ["--all-namespaces"]
+    assert tab("scan", "-o", "") == ["text", "json", "yaml"]
+    assert tab("completion", "") == ["bash", "zsh", "fish"]
+    for name in ("apps.yaml", "apps-gpu.yaml", "other.yaml"):
+        (tmp_path / name).write_text("")
+    assert sorted(tab("dry-run", f"{tmp_path}/app")) == [
+        f"{tmp_path}/apps-gpu.yaml",
+        f"{tmp_path}/apps.yaml",
+    ]
+
+
+@pytest.mark.parametrize("shell", ["zsh", "fish"])
+def test_zsh_and_fish_complete_through_the_same_answers(installed: Path, shell: str) -> None:
+    if shutil.which(shell) is None:
+        pytest.fail(f"{shell} is not installed: ./scripts/test installs it from Debian")
+    script = _run(["hami-dra-webhook", "completion", shell], installed).stdout
+    if shell == "zsh":
+        # compdef and compadd are the completion system's; here they only record their words
+        program = (
+            'compdef() { :; }; compadd() { shift; print -l -- "$@"; }\n'
+            f"{script}\nwords=(hami-dra-webhook migrate ''); CURRENT=3; _hami_dra_webhook"
+        )
+        done = _run(["zsh", "-f", "-c", program], installed)
+    else:
+        done = _run(
+            ["fish", "--no-config", "-c", f"{script}\ncomplete -C 'hami-dra-webhook migrate '"],
+            installed,
+        )
+    assert done.returncode == 0, done.stderr
+    assert [line.split("\t")[0] for line in done.stdout.split()] == ["node", "status"], done
