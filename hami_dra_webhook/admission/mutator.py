@@ -42,6 +42,7 @@ REAPPLIED = "legacy GPU resources re-applied to a converted pod were dropped"
 # A namespace name is a DNS label (RFC 1123), as kube-apiserver validates it.
 _NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 INTERNAL_ERROR = "internal error in hami-dra-webhook; see its log"
+MAX_AUDIT_MESSAGE = 1024  # characters of a refusal's message in its audit annotation
 _UNCHANGED = Unchanged(warnings=[])
 
 
@@ -61,6 +62,8 @@ class MutationRecord:
     dry_run: bool = False
     templates: list[str] = field(default_factory=list)
     resources: list[str] = field(default_factory=list)
+    reason: str = ""  # a refusal's stable tag
+    message: str = ""  # a refusal's message, as the pod's creator gets it
 
 
 def internal_error(request: review.Request) -> MutationRecord:
@@ -75,6 +78,8 @@ def internal_error(request: review.Request) -> MutationRecord:
         user=request.user,
         resource=request.resource_name,
         dry_run=request.dry_run,
+        reason="internal-error",
+        message=INTERNAL_ERROR,
     )
 
 
@@ -149,6 +154,8 @@ class PodMutator:
             dry_run=request.dry_run,
             templates=templates,
             resources=converted.resources if converted else [],
+            reason=decision.reason if isinstance(decision, Refusal) else "",
+            message=decision.message if isinstance(decision, Refusal) else "",
         )
 
     async def _decide(
@@ -187,9 +194,9 @@ class PodMutator:
             excluded = f"namespace {namespace} is excluded from conversion; nothing changed"
             return Unchanged(warnings=[excluded], left_alone=excluded), []
         if off is None:
-            decision = self.cache.decide(pod, self._effective_policy(), namespace)
+            decision = self.cache.decide(pod, self.policy_now(), namespace)
         else:  # not kept: the cache is the loop's, and pods this large do not repeat
-            decision = await _run(off, _translate, pod, self._effective_policy(), namespace)
+            decision = await _run(off, _translate, pod, self.policy_now(), namespace)
         if not isinstance(decision, Converted):
             return decision, []
         return await self._cluster_side(request, namespace, decision)
@@ -227,7 +234,7 @@ class PodMutator:
             return refusal, warnings
         return decision, warnings
 
-    def _effective_policy(self) -> Policy:
+    def policy_now(self) -> Policy:
         """The policy, with what the cluster says when one is reachable: the GPU memory sizes
         and Hygon compute units its ResourceSlices publish (configured values are the
         fallback), and no capacity requests where kube-apiserver drops them (so templates are
@@ -279,7 +286,8 @@ def _audit(
     """The audit annotations of an answer, from the final decision: every refusal (with its
     reason when it has one), and a pod created converted with its templates."""
     if isinstance(decision, Refusal):
-        return {"outcome": "refused", **({"reason": decision.reason} if decision.reason else {})}
+        audit = {"outcome": "refused", "message": decision.message[:MAX_AUDIT_MESSAGE]}
+        return audit | ({"reason": decision.reason} if decision.reason else {})
     if isinstance(decision, Converted) and request.operation == "CREATE":
         return {"outcome": "converted", "templates": ",".join(templates) or "none"}
     return None

@@ -1,5 +1,5 @@
 """Self-managed certificates: the webhook keeps its own CA and serving certificate in a Secret
-and keeps its MutatingWebhookConfiguration's caBundle pointing at that CA.
+and keeps its webhook configurations' caBundle pointing at that CA.
 
 The chart creates the Secret empty; the first replica to start fills it. Replicas that race
 both read, both issue, and both try a resourceVersion-guarded update: exactly one wins, the
@@ -159,17 +159,28 @@ def issue_with_ca_key(names: list[str], days: int) -> tuple[Bundle, bytes]:
 async def publish_ca_bundle(
     api: KubeApi, target: Target, ca_pem: bytes, timeout: float = 10.0
 ) -> bool:
-    """Point every webhook of our configuration at the CA; True when something changed."""
+    """Point every webhook of our configurations at the CA: the MutatingWebhookConfiguration,
+    and the ValidatingWebhookConfiguration of the workloads' preview where the chart made one;
+    True when something changed."""
+    changed = await _publish(api, target, ca_pem, timeout, validating=False)
+    return await _publish(api, target, ca_pem, timeout, validating=True) or changed
+
+
+async def _publish(
+    api: KubeApi, target: Target, ca_pem: bytes, timeout: float, *, validating: bool
+) -> bool:
     wanted = base64.b64encode(ca_pem).decode()
+    kind = "ValidatingWebhookConfiguration" if validating else "MutatingWebhookConfiguration"
+    name = target.webhook_configuration
     for _ in range(5):
         try:
             config = await api.get_webhook_configuration(
-                target.webhook_configuration, timeout=timeout
+                name, timeout=timeout, validating=validating
             )
         except ApiError as error:
-            raise CertificateSetupError(
-                f"cannot read MutatingWebhookConfiguration {target.webhook_configuration} ({error})"
-            ) from error
+            if validating and error.status == 404:
+                return False  # workloadPreview.enabled false: there is none
+            raise CertificateSetupError(f"cannot read {kind} {name} ({error})") from error
         operations: list[JsonObject] = [
             {
                 "op": "test",
@@ -190,15 +201,12 @@ async def publish_ca_bundle(
             return False
         try:
             await api.patch_webhook_configuration(
-                target.webhook_configuration, operations, timeout=timeout
+                name, operations, timeout=timeout, validating=validating
             )
         except ApiError as error:
             if error.status in (409, 422):
                 continue  # changed since we read it: read again
-            raise CertificateSetupError(
-                f"cannot patch MutatingWebhookConfiguration {target.webhook_configuration}"
-                f" ({error})"
-            ) from error
-        log.info("set the caBundle of %s", target.webhook_configuration)
+            raise CertificateSetupError(f"cannot patch {kind} {name} ({error})") from error
+        log.info("set the caBundle of %s %s", kind, name)
         return True
-    raise CertificateSetupError(f"{target.webhook_configuration} keeps changing")
+    raise CertificateSetupError(f"{kind} {name} keeps changing")

@@ -20,6 +20,11 @@ MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGED_BY = "hami-dra-webhook"
 DRA_LABEL = "hami.io/dra"
 LEGACY_REQUEST_ANNOTATION = "hami.io/legacy-request"
+# On a converted pod: what each GPU container asked for, with the names' domains left out (so
+# that a search for a legacy resource name finds only what is still legacy), e.g.
+# `server: gpu=1,gpumem=8000` (`; ` between containers).
+CONVERTED_FROM_ANNOTATION = "hami.io/converted-from"
+MAX_CONVERTED_FROM = 1024  # characters; the containers that do not fit are counted instead
 HASH_LENGTH = 16
 DNS_LABEL_MAX = 63
 _NOT_DNS_LABEL = re.compile(r"[^a-z0-9-]+")
@@ -38,6 +43,21 @@ def legacy_record(request: LegacyRequest, policy: Policy) -> str:
         if value is not None
     ]
     return ",".join(pairs)
+
+
+def converted_from(entries: list[tuple[str, str]]) -> str:
+    """The converted-from annotation of (container, legacy record) pairs, within
+    MAX_CONVERTED_FROM characters."""
+    text = ""
+    for index, (container, record) in enumerate(entries):
+        short = ",".join(pair.rpartition("/")[2] for pair in record.split(","))
+        entry = f"{'; ' if text else ''}{container}: {short}"
+        left = len(entries) - index
+        more = f"; (+{left} more containers)"
+        if len(text) + len(entry) > MAX_CONVERTED_FROM - (len(more) if left > 1 else 0):
+            return text + (more if text else more[2:])
+        text += entry
+    return text
 
 
 def ask_template(ask: DeviceAsk, record: str, policy: Policy, namespace: str | None) -> JsonObject:

@@ -9,10 +9,12 @@ import orjson
 
 from hami_dra_webhook.core import patch
 from hami_dra_webhook.core.claims import (
+    CONVERTED_FROM_ANNOTATION,
     DRA_LABEL,
     Taken,
     ask_template,
     claim_name,
+    converted_from,
     legacy_record,
 )
 from hami_dra_webhook.core.containers import containers
@@ -187,6 +189,7 @@ class _Translation:
         pod_claims: list[JsonObject] = []
         plan: list[ContainerPlan] = []
         taken = _existing_claim_names(spec)
+        records: list[tuple[str, str]] = []
         for gpu in gpus:
             ops += _strip_ops(gpu)
             planned, ask, record = gpu.plan, gpu.plan.ask, gpu.record
@@ -201,6 +204,7 @@ class _Translation:
                 pod_claims.append({"name": claim, "resourceClaimTemplateName": template_name})
                 ops.append(_container_claim_op(gpu, claim))
                 warnings.append(f"{gpu.ref.label}: {ask.summary} -> {template_name}")
+                records.append((gpu.ref.name, record))
                 planned = ContainerPlan(
                     gpu.ref, gpu.request, gpu.share, template_name, claim, planned.family, ask
                 )
@@ -214,6 +218,8 @@ class _Translation:
         ops += _pod_ops(
             metadata, spec, pod_claims, any(g.is_gpu for g in gpus), runtime_class, policy, warnings
         )
+        if records:
+            ops += _annotation_ops(metadata, CONVERTED_FROM_ANNOTATION, converted_from(records))
         used = {key for gpu in gpus for key in (*gpu.request.in_limits, *gpu.request.in_requests)}
         resources = [name for name in names if name in used]
         resources += sorted(used.difference(names))
@@ -549,6 +555,16 @@ def _env_ops(
     if env is None:
         return [patch.add(patch.pointer(*path), entries)]
     return [patch.add(patch.pointer(*path, "-"), entry) for entry in entries]
+
+
+def _annotation_ops(metadata: JsonObject | None, key: str, value: str) -> list[patch.PatchOp]:
+    """Set one annotation (after _pod_ops, which gives the pod its metadata if it had none)."""
+    annotations = None if metadata is None else metadata.get("annotations")
+    if annotations is None:
+        return [patch.add("/metadata/annotations", {key: value})]
+    if not isinstance(annotations, dict):
+        raise NotConvertible("metadata.annotations is not a map", code=400)
+    return [patch.add(patch.pointer("metadata", "annotations", key), value)]
 
 
 def _pod_ops(

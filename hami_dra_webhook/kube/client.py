@@ -294,14 +294,21 @@ class KubernetesApi:
         path = paths.secret(metadata["namespace"], metadata["name"])
         return await self._call("PUT", path, [("fieldManager", FIELD_MANAGER)], secret, timeout)
 
-    async def get_webhook_configuration(self, name: str, *, timeout: float) -> JsonObject:
-        path = paths.webhook_configuration(name)
+    async def get_webhook_configuration(
+        self, name: str, *, timeout: float, validating: bool = False
+    ) -> JsonObject:
+        path = paths.webhook_configuration(name, validating)
         return await self._call("GET", path, [], None, timeout)
 
     async def patch_webhook_configuration(
-        self, name: str, operations: list[JsonObject], *, timeout: float
+        self,
+        name: str,
+        operations: list[JsonObject],
+        *,
+        timeout: float,
+        validating: bool = False,
     ) -> JsonObject:
-        path = paths.webhook_configuration(name)
+        path = paths.webhook_configuration(name, validating)
         query = [("fieldManager", FIELD_MANAGER)]
         return await self._call("PATCH", path, query, operations, timeout, content_type=JSON_PATCH)
 

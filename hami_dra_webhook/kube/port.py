@@ -38,6 +38,7 @@ class paths:  # noqa: N801 (a namespace of functions, read as paths.template(...
 
     DRA_GROUP = TEMPLATES_PATH
     WEBHOOKS = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"
+    VALIDATING_WEBHOOKS = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations"
     RESOURCE_QUOTAS = "/api/v1/resourcequotas"
     DEVICE_CLASSES = f"{TEMPLATES_PATH}/deviceclasses"
     RESOURCE_SLICES = f"{TEMPLATES_PATH}/resourceslices"
@@ -82,8 +83,8 @@ class paths:  # noqa: N801 (a namespace of functions, read as paths.template(...
         return f"/api/v1/namespaces/{_name(namespace)}/secrets/{_name(name)}"
 
     @staticmethod
-    def webhook_configuration(name: str) -> str:
-        return f"{paths.WEBHOOKS}/{_name(name)}"
+    def webhook_configuration(name: str, validating: bool = False) -> str:
+        return f"{paths.VALIDATING_WEBHOOKS if validating else paths.WEBHOOKS}/{_name(name)}"
 
     @staticmethod
     def endpoint_slices(namespace: str) -> str:
@@ -238,7 +239,11 @@ class KubeApi(Protocol):
         """PUT with the secret's resourceVersion: a concurrent writer makes it fail with 409."""
         ...
 
-    async def get_webhook_configuration(self, name: str, *, timeout: float) -> JsonObject: ...
+    async def get_webhook_configuration(
+        self, name: str, *, timeout: float, validating: bool = False
+    ) -> JsonObject:
+        """The Mutating (or, `validating`, the Validating) WebhookConfiguration named."""
+        ...
 
     async def patch_node(self, name: str, merge_patch: JsonObject, *, timeout: float) -> JsonObject:
         """A JSON merge patch (RFC 7386) of a Node: labels, annotations, spec.unschedulable
@@ -254,7 +259,12 @@ class KubeApi(Protocol):
         ...
 
     async def patch_webhook_configuration(
-        self, name: str, operations: list[JsonObject], *, timeout: float
+        self,
+        name: str,
+        operations: list[JsonObject],
+        *,
+        timeout: float,
+        validating: bool = False,
     ) -> JsonObject:
         """An RFC 6902 JSON patch (its `test` operations make it fail with 422 when stale)."""
         ...

@@ -9,7 +9,7 @@ import functools
 import inspect
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -23,6 +23,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from hami_dra_webhook.admission.mutator import MutationRecord, PodMutator, internal_error
+from hami_dra_webhook.admission.workloads import WorkloadPreview
 from hami_dra_webhook.cluster.gc import KnownForeign, collect_garbage
 from hami_dra_webhook.cluster.state import ClusterState
 from hami_dra_webhook.cluster.template_store import ApiTemplateStore
@@ -129,7 +130,12 @@ def create_app(parts: Parts) -> Dispatch:
 
     limit, timeout = settings.max_body_bytes, settings.request_read_timeout
     budget = BodyBudget(settings.max_bodies_bytes, on_drained=memory.trim_soon)
-    posts: dict[str, Any] = {"/mutate": BodyEndpoint(mutate, limit, timeout, rejected, budget)}
+    posts: dict[str, Any] = {
+        "/mutate": BodyEndpoint(mutate, limit, timeout, rejected, budget),
+        "/validate-workloads": BodyEndpoint(
+            _validate_workloads(parts), limit, timeout, rejected, budget
+        ),
+    }
     if settings.bare_endpoint:
 
         async def bare(body: bytes) -> tuple[int, bytes]:
@@ -139,6 +145,32 @@ def create_app(parts: Parts) -> Dispatch:
 
     _add_operations(app, parts)
     return Dispatch(posts, app)
+
+
+def _validate_workloads(parts: Parts) -> Callable[[bytes], Awaitable[tuple[int, bytes]]]:
+    """POST /validate-workloads: what the pods of an applied workload will become, as warnings
+    (admission/workloads.py). It never denies: a failure here answers `allowed`, no warnings."""
+    metrics = parts.metrics
+    scope = parts.settings.migration_scope
+    preview = WorkloadPreview(parts.mutator, opted_in_only=scope == "workloads")
+
+    async def validate(body: bytes) -> tuple[int, bytes]:
+        try:
+            request = review.parse_review(body).request
+        except review.MalformedReview as error:
+            metrics.rejected("malformed")
+            return message(400, str(error))
+        try:
+            answered = preview.answer(request)
+        except Exception:
+            log.exception("workload preview %s failed unexpectedly", request.uid)
+            allowed = {"uid": request.uid, "allowed": True}
+            document = {"apiVersion": review.API_VERSION, "kind": review.KIND, "response": allowed}
+            return 200, orjson.dumps(document)
+        metrics.workload_previews.labels(answered.outcome).inc()
+        return 200, orjson.dumps(answered.answer)
+
+    return validate
 
 
 _BODY_REJECTIONS = {413: "too_large", 408: "read_timeout", 503: "bodies_in_flight"}
@@ -212,20 +244,21 @@ def _add_operations(app: Starlette, parts: Parts) -> None:
 def _record(metrics: Metrics, log_: AdmissionLog, result: MutationRecord, elapsed: float) -> None:
     metrics.admitted(result.operation, result.outcome, elapsed, result.resources)
     if result.operation in ("CREATE", "UPDATE"):
-        log_.write(
-            {
-                "uid": result.uid,
-                "user": result.user,
-                "resource": result.resource,
-                "namespace": result.namespace,
-                "pod": result.name,
-                "operation": result.operation,
-                "dryRun": result.dry_run,
-                "outcome": result.outcome,
-                "templates": result.templates,
-                "duration_ms": round(elapsed * 1000, 3),
-            }
-        )
+        line = {
+            "uid": result.uid,
+            "user": result.user,
+            "resource": result.resource,
+            "namespace": result.namespace,
+            "pod": result.name,
+            "operation": result.operation,
+            "dryRun": result.dry_run,
+            "outcome": result.outcome,
+            "templates": result.templates,
+            "duration_ms": round(elapsed * 1000, 3),
+        }
+        if result.message:  # a refusal: why, as the pod's creator was told
+            line |= {"reason": result.reason, "message": result.message}
+        log_.write(line)
 
 
 def readiness(parts: Parts, now: float) -> dict[str, Any]:

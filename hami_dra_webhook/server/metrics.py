@@ -110,6 +110,15 @@ class Metrics:
             ["job"],
             registry=r,
         )
+        self.workload_previews = Counter(
+            "hami_dra_workload_previews",
+            "Workloads answered by POST /validate-workloads, by the worst outcome of their pod"
+            " templates (none: no template with legacy GPU resources)",
+            ["outcome"],
+            registry=r,
+        )
+        for outcome in ("refused", "converted", "unchanged", "none"):
+            self.workload_previews.labels(outcome).inc(0)
         self.capacity.set(-1)
         self._admissions: dict[tuple[str, str], Any] = {}
         self._conversions: dict[str, Any] = {}

@@ -156,6 +156,12 @@ class Settings(BaseSettings):
     template_burst: float = Field(
         100.0, ge=1, description="new ResourceClaimTemplates at once, per namespace"
     )
+    migration_scope: Literal["all", "namespaces", "workloads"] = Field(
+        "all",
+        description="the chart's migration.scope; with workloads, POST /validate-workloads"
+        " judges only pod templates labelled hami.io/gpu-migration=dra, as the pod webhook's"
+        " objectSelector sends only those pods",
+    )
     bare_endpoint: bool = Field(
         False, description="serve POST /bare (reads the body, fixed answer): for benchmarks"
     )

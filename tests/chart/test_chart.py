@@ -346,7 +346,7 @@ def test_rbac_is_least_privilege() -> None:
         },
         {
             "apiGroups": ["admissionregistration.k8s.io"],
-            "resources": ["mutatingwebhookconfigurations"],
+            "resources": ["mutatingwebhookconfigurations", "validatingwebhookconfigurations"],
             "resourceNames": ["hami-dra-webhook"],
             "verbs": ["get", "patch"],
         },
@@ -364,6 +364,7 @@ def test_rbac_is_least_privilege() -> None:
     assert not [d for d in custom if d["kind"] == "Role"]
     assert all(
         "mutatingwebhookconfigurations" not in r["resources"]
+        and "validatingwebhookconfigurations" not in r["resources"]
         for r in find(custom, "ClusterRole", "hami-dra-webhook")["rules"]
     )
 

@@ -352,13 +352,38 @@ def test_log_level_and_a_label_already_in_place() -> None:
     result = translate_pod(pod, policy, "ns")
     converted = result.apply(pod)
     assert _env(converted, 0) == [{"name": "LIBCUDA_LOG_LEVEL", "value": "3"}]
-    assert not any(op["path"].startswith("/metadata") for op in result.patch)
+    # the label is not added again; only the annotation of what the pod was converted from
+    assert [op["path"] for op in result.patch if op["path"].startswith("/metadata")] == [
+        "/metadata/annotations"
+    ]
 
 
 def test_a_pod_template_without_metadata_gets_the_label() -> None:
     template = {"spec": {"containers": [GPU]}}
     converted = translate_pod(template, DEFAULT_POLICY, "ns").apply(template)
-    assert converted["metadata"] == {"labels": {"hami.io/dra": "true"}}
+    assert converted["metadata"] == {
+        "labels": {"hami.io/dra": "true"},
+        "annotations": {"hami.io/converted-from": "cuda: gpu=1"},
+    }
+
+
+def test_the_converted_from_annotation_is_short_and_bounded() -> None:
+    from hami_dra_webhook.core.claims import MAX_CONVERTED_FROM, converted_from
+
+    pod = _pod(GPU)
+    pod["metadata"]["annotations"] = {"team": "a"}
+    converted = translate_pod(pod, DEFAULT_POLICY, "ns").apply(pod)
+    assert converted["metadata"]["annotations"] == {
+        "team": "a",
+        "hami.io/converted-from": "cuda: gpu=1",
+    }
+    entries = [(f"c{i}", "nvidia.com/gpu=1,nvidia.com/gpumem=20000") for i in range(100)]
+    text = converted_from(entries)
+    assert len(text) <= MAX_CONVERTED_FROM
+    assert text.startswith("c0: gpu=1,gpumem=20000; c1: gpu=1,gpumem=20000; ")
+    shown = text.count("gpu=1,")
+    assert text.endswith(f"; (+{100 - shown} more containers)"), text
+    assert converted_from([("c", "x=" + "9" * 2000)]) == "(+1 more containers)"
 
 
 def test_existing_claims_that_are_not_maps_are_kept() -> None:

@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hami_dra_webhook.core.claims import DRA_LABEL
 from hami_dra_webhook.core.decision import Converted, Refusal, Unchanged
 from hami_dra_webhook.core.policy import Policy
+from hami_dra_webhook.core.claims import CONVERTED_FROM_ANNOTATION
 from hami_dra_webhook.core.translate import translate_pod
 from tests.support import dra_limits, k8s_schema
 from tests.support.cel_k8s import program
@@ -28,6 +29,10 @@ def without_allowed_changes(pod: dict[str, Any], original: dict[str, Any], polic
     labels.pop(DRA_LABEL, None)
     if not labels and "labels" not in original.get("metadata", {}):
         metadata.pop("labels", None)
+    annotations = metadata.get("annotations", {})
+    annotations.pop(CONVERTED_FROM_ANNOTATION, None)
+    if not annotations and "annotations" not in original.get("metadata", {}):
+        metadata.pop("annotations", None)
     if not metadata and "metadata" not in original:
         pod.pop("metadata", None)
     spec, before = pod["spec"], original["spec"]

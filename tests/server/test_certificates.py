@@ -95,7 +95,7 @@ def test_certs_command_refuses_bad_days(tmp_path: Path) -> None:
             stdout=io.StringIO(),
             stderr=err,
         )
-        == 3
+        == 64
     )
     assert "--days" in err.getvalue()
 

@@ -262,20 +262,28 @@ them, and the webhook refuses to write templates there when called directly. */}
 
 {{/* How kube-apiserver reaches the webhook (both webhooks of its configuration). */}}
 {{- define "hdw.clientConfig" -}}
+{{- $top := . -}}
+{{- $path := "/mutate" -}}
+{{- if kindIs "slice" . -}}
+{{- $top = index . 0 -}}
+{{- $path = index . 1 -}}
+{{- end -}}
+{{- with $top -}}
 {{- $name := include "hdw.fullname" . -}}
 clientConfig:
   {{- with .Values.admission.url }}
-  url: {{ . | quote }}
+  url: {{ printf "%s%s" (trimSuffix "/mutate" .) $path | quote }}
   {{- else }}
   service:
     name: {{ $name }}
     namespace: {{ .Release.Namespace }}
-    path: /mutate
+    path: {{ $path }}
     port: 443
   {{- end }}
   {{- if eq .Values.certificates.mode "custom" }}
   caBundle: {{ required "certificates.custom.caBundle is required in custom mode" .Values.certificates.custom.caBundle }}
   {{- end }}
+{{- end }}
 {{- end }}
 
 {{/*

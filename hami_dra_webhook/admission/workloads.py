@@ -1,0 +1,142 @@
+"""The workloads' validating webhook: `kubectl apply` of a Deployment, a Job, a RayCluster...
+answered with what its pods will become, since the pod webhook's own answer goes to the
+controller that creates them, and a refusal then shows only as a FailedCreate event.
+
+It never denies and never changes anything: each pod template is judged as the pod webhook will
+judge its pods (the same core decision, the same policy with the cluster's facts), and every
+line goes back as a warning, which kubectl prints. Bounded: at most MAX_TEMPLATES templates of
+one object are judged and MAX_LINES lines sent.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from hami_dra_webhook.admission.mutator import PodMutator
+from hami_dra_webhook.core import review
+from hami_dra_webhook.core.decision import Converted, Refusal, Unchanged
+from hami_dra_webhook.core.pod_view import OPT_OUT_LABEL
+from hami_dra_webhook.core.pools import SCOPE_LABEL
+from hami_dra_webhook.core.types import MAX_WARNING_LENGTH, JsonObject
+from hami_dra_webhook.files.manifests import embedded_pods, pod_template
+
+MAX_TEMPLATES = 32
+# kube-apiserver keeps a warning's first MAX_WARNING_LENGTH characters and ignores warnings past
+# 4,096 characters in all: longer lines are split at spaces, and the answer stays within.
+MAX_WARNINGS_TOTAL = 4000
+CONTINUED = "  "  # the start of each further piece of a split line
+PreviewOutcome = Literal["refused", "converted", "unchanged", "none"]
+# Where a refusal of the pods of each kind shows: the FailedCreate event of their creator.
+REFUSAL_SHOWS = {
+    "Deployment": "a FailedCreate event of its ReplicaSet",
+    "CronJob": "a FailedCreate event of each Job it starts",
+}
+
+
+@dataclass(frozen=True)
+class Preview:
+    """The answer and what to count: the worst outcome among the templates."""
+
+    answer: review.ReviewAnswer
+    outcome: PreviewOutcome
+
+
+@dataclass
+class WorkloadPreview:
+    mutator: PodMutator
+    # migration.scope `workloads`: only pod templates labelled hami.io/gpu-migration=dra are
+    # converted (the pod webhook's objectSelector); `namespaces` is the configuration's
+    # namespaceSelector, the same for both webhooks.
+    opted_in_only: bool = False
+
+    def answer(self, request: review.AdmissionRequest) -> Preview:
+        lines: list[str] = []
+        outcome: PreviewOutcome = "none"
+        document = request.object
+        if request.operation in ("CREATE", "UPDATE") and isinstance(document, dict):
+            outcome = self._judge(request, document, lines)
+        allowed: dict[str, Any] = {"uid": request.uid, "allowed": True}
+        if lines:
+            allowed["warnings"] = warnings(lines)
+        answer: Any = {"apiVersion": review.API_VERSION, "kind": review.KIND, "response": allowed}
+        return Preview(answer, outcome)
+
+    def _judge(
+        self, request: review.AdmissionRequest, document: JsonObject, lines: list[str]
+    ) -> PreviewOutcome:
+        metadata = document.get("metadata")
+        metadata = metadata if isinstance(metadata, dict) else {}
+        namespace = request.namespace or str(metadata.get("namespace") or "") or "default"
+        if namespace in self.mutator.excluded_namespaces:
+            return "none"
+        kind, name = str(document.get("kind", "")), str(request.name or metadata.get("name") or "")
+        templates = _templates(document)
+        policy = self.mutator.policy_now()
+        worst: PreviewOutcome = "none"
+        for where, pod in templates[:MAX_TEMPLATES]:
+            if not self._converted_here(pod):
+                continue
+            title = f"pods of {kind} {name}{f' {where}' if where else ''}"
+            decision = self.mutator.cache.decide(pod, policy, namespace)
+            if isinstance(decision, Refusal):
+                shows = REFUSAL_SHOWS.get(kind, f"a FailedCreate event of this {kind}")
+                lines.append(f"{title} will be refused at admission ({shows}): {decision.message}")
+                worst = "refused"
+            elif isinstance(decision, Converted):
+                said = set(decision.summaries)
+                lines += [f"{title}: {line}" for line in decision.summaries]
+                lines += [f"{title}: {w}" for w in decision.warnings if w not in said]
+                worst = worst if worst == "refused" else "converted"
+            elif isinstance(decision, Unchanged) and decision.left_alone:
+                lines.append(f"{title} are left as they are: {decision.left_alone}")
+                worst = "unchanged" if worst == "none" else worst
+        if len(templates) > MAX_TEMPLATES:
+            lines.append(
+                f"{kind} {name} has {len(templates)} pod templates; the first {MAX_TEMPLATES}"
+                " were judged: `hami-dra-webhook dry-run` judges them all"
+            )
+        return worst
+
+    def _converted_here(self, pod: JsonObject) -> bool:
+        """Whether the pod webhook is sent this template's pods (its objectSelector)."""
+        metadata = pod.get("metadata")
+        labels = metadata.get("labels") if isinstance(metadata, dict) else None
+        labels = labels if isinstance(labels, dict) else {}
+        if labels.get(OPT_OUT_LABEL) == "ignore":
+            return False
+        return not self.opted_in_only or labels.get(SCOPE_LABEL) == "dra"
+
+
+def warnings(lines: list[str]) -> list[str]:
+    """`lines` as admission warnings: each split at spaces into pieces kube-apiserver keeps
+    whole, and no more than it passes on; what is left out is counted in a last one."""
+    pieces: list[str] = []
+    total = 0
+    for index, line in enumerate(lines):
+        split = _split(line)
+        size = sum(len(piece) for piece in split)
+        if total + size > MAX_WARNINGS_TOTAL - MAX_WARNING_LENGTH:
+            pieces.append(f"... {len(lines) - index} more: `hami-dra-webhook dry-run` says all")
+            break
+        pieces += split
+        total += size
+    return pieces
+
+
+def _split(line: str) -> list[str]:
+    return textwrap.wrap(
+        line,
+        width=MAX_WARNING_LENGTH,
+        subsequent_indent=CONTINUED,
+        break_on_hyphens=False,  # template names and paths stay whole where they can
+    ) or [line]
+
+
+def _templates(document: JsonObject) -> list[tuple[str, JsonObject]]:
+    """(where, pod) for the pod template of a built-in workload, else every one inside."""
+    found = pod_template(document)
+    if found is not None:
+        return [("", found[1])]
+    return [(inside.where, inside.pod) for inside in embedded_pods(document)]
