@@ -97,8 +97,19 @@ def test_the_webhooks_account_may_change_only_the_ca_bundle(
     for what, ops in refused.items():
         answer = _patch(cluster, webhook_account, kind, name, ops)
         assert "may change only clientConfig.caBundle" in answer, (what, answer)
+    # The workloads' preview's ValidatingWebhookConfiguration: the same, caBundle only.
+    preview = "validatingwebhookconfiguration"
+    bundle = cluster.get(preview, name)["webhooks"][0]["clientConfig"].get("caBundle", "")
+    same = [{"op": "add", "path": "/webhooks/0/clientConfig/caBundle", "value": bundle}]
+    assert _patch(cluster, webhook_account, preview, name, same) == ""
+    # its failurePolicy is Ignore already: Fail would block every workload while it is down
+    refused["failurePolicy"][0]["value"] = "Fail"
+    for what in ("failurePolicy", "rules", "namespaceSelector", "matchConditions"):
+        answer = _patch(cluster, webhook_account, preview, name, refused[what])
+        assert "may change only clientConfig.caBundle" in answer, (what, answer)
     # RBAC: nothing else, and no other configuration.
     assert "forbidden" in _as(cluster, webhook_account, "delete", kind, name, "--dry-run=server")
+    assert "forbidden" in _as(cluster, webhook_account, "delete", preview, name, "--dry-run=server")
     assert "forbidden" in _as(cluster, webhook_account, "get", "secrets", "-n", "kube-system")
 
 
