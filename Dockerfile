@@ -14,17 +14,24 @@ COPY requirements.lock requirements-build.lock ./
 RUN python -m venv /opt/hami-dra-webhook \
  && /opt/hami-dra-webhook/bin/pip install --no-compile --require-hashes --only-binary=:all: \
       -r requirements.lock -r requirements-build.lock
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md LICENSE ./
 COPY hami_dra_webhook ./hami_dra_webhook
 RUN /opt/hami-dra-webhook/bin/pip install --no-compile --no-deps --no-build-isolation . \
  && /opt/hami-dra-webhook/bin/python -m compileall -q /opt/hami-dra-webhook
 
 FROM ${BASE}
+# Set by a release build (docs/install.md): the commit and the build time, RFC 3339.
 ARG VERSION=0.2.0
+ARG REVISION=unknown
+ARG CREATED=unknown
 LABEL org.opencontainers.image.title="hami-dra-webhook" \
       org.opencontainers.image.description="Runs HAMi legacy GPU-sharing manifests unchanged on Kubernetes DRA" \
       org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.revision="${REVISION}" \
+      org.opencontainers.image.created="${CREATED}" \
       org.opencontainers.image.licenses="Apache-2.0" \
+      org.opencontainers.image.url="https://github.com/Project-HAMi/hami-dra-webhook" \
+      org.opencontainers.image.documentation="https://github.com/Project-HAMi/hami-dra-webhook/tree/main/docs" \
       org.opencontainers.image.source="https://github.com/Project-HAMi/hami-dra-webhook"
 COPY --from=build /opt/hami-dra-webhook /opt/hami-dra-webhook
 # Byte code is compiled at build time; nothing is written at run time, so the root filesystem
@@ -33,6 +40,7 @@ ENV PATH=/opt/hami-dra-webhook/bin:$PATH \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1
 USER 65532:65532
-EXPOSE 8443
+# 8443: HTTPS (/mutate, /validate-workloads); 8080: plain HTTP probes and /metrics
+EXPOSE 8443 8080
 ENTRYPOINT ["hami-dra-webhook"]
 CMD ["serve"]

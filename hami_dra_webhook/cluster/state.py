@@ -59,6 +59,22 @@ def capacity_kept(answer: JsonObject) -> bool:
         return False
 
 
+def published(slices: list[JsonObject], policy: Policy) -> tuple[int, int]:
+    """How many GPUs the driver publishes, and on how many nodes."""
+    web = policy.webhook
+    gpus, nodes = 0, set()
+    for resource_slice in slices:
+        spec = resource_slice.get("spec") or {}
+        if spec.get("driver") != web.driver_name:
+            continue
+        for device in spec.get("devices") or []:
+            attributes = device.get("attributes") or {}
+            if (attributes.get(web.attributes.type) or {}).get("string") == web.device_type:
+                gpus += 1
+                nodes.add(str(spec.get("nodeName", "")))
+    return gpus, len(nodes)
+
+
 def device_memory_sizes(slices: list[JsonObject], policy: Policy) -> tuple[int, ...]:
     """The distinct memory sizes (bytes) of the driver's GPUs, largest first."""
     web = policy.webhook
@@ -138,6 +154,9 @@ class ClusterState:
     memory_sizes: tuple[int, ...] = ()
     # Compute units per Hygon card model, when Hygon is converted; empty: none seen (yet).
     compute_units: tuple[int, ...] = ()
+    # GPUs the driver publishes, and on how many nodes; -1: not read yet.
+    published_gpus: int = -1
+    publishing_nodes: int = -1
 
     async def refresh(self, api: KubeApi, policy: Policy, namespace: str, timeout: float) -> None:
         """Check everything once. `api_answered` (which readiness waits for) turns true only
@@ -167,6 +186,7 @@ class ClusterState:
             }
             slices = await api.list_resource_slices(policy.webhook.driver_name, timeout=timeout)
             self.memory_sizes = device_memory_sizes(slices, policy)
+            self.published_gpus, self.publishing_nodes = published(slices, policy)
             hygon = policy.webhook.vendors.hygon
             if hygon.convert:
                 hygon_slices = await api.list_resource_slices(hygon.driver_name, timeout=timeout)

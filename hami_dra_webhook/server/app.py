@@ -78,6 +78,7 @@ def create_app(parts: Parts) -> Dispatch:
     settings, metrics = parts.settings, parts.metrics
     admission_log = AdmissionLog(settings.log_format == "json")
     metrics.watch_translation_cache(parts.mutator.cache)
+    metrics.watch_readiness(lambda: bool(readiness(parts, time.time())["ready"]))
 
     lifespan = _lifespan(parts, admission_log)
 

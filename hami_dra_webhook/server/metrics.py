@@ -5,6 +5,8 @@ so no caller can grow the registry. No `_created` series: counters expose `_tota
 
 from __future__ import annotations
 
+import platform
+from collections.abc import Callable
 from typing import Any
 
 import prometheus_client
@@ -18,6 +20,7 @@ from prometheus_client import (
 )
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
+from hami_dra_webhook import __version__
 from hami_dra_webhook.cluster.state import ClusterState
 
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
@@ -72,10 +75,31 @@ class Metrics:
         )
         self.latency = Histogram(
             "hami_dra_admission_duration_seconds",
-            "Time from request body to answer",
+            "Time from request body to answer, by operation and outcome",
+            ["operation", "outcome"],
             buckets=LATENCY_BUCKETS,
             registry=r,
         )
+        self.build_info = Gauge(
+            "hami_dra_build_info",
+            "Always 1: the running version, and the Python it runs on",
+            ["version", "python"],
+            registry=r,
+        )
+        self.build_info.labels(__version__, platform.python_version()).set(1)
+        self.driver_gpus = Gauge(
+            "hami_dra_driver_gpus",
+            "GPUs the HAMi DRA driver publishes in ResourceSlices, at the last cluster check"
+            " (-1: not read yet)",
+            registry=r,
+        )
+        self.driver_nodes = Gauge(
+            "hami_dra_driver_nodes",
+            "Nodes whose ResourceSlices publish the driver's GPUs (-1: not read yet)",
+            registry=r,
+        )
+        self.driver_gpus.set(-1)
+        self.driver_nodes.set(-1)
         self.templates_created = Counter(
             "hami_dra_template_creations", "ResourceClaimTemplates created", registry=r
         )
@@ -106,8 +130,9 @@ class Metrics:
         )
         self.background_restarts = Counter(
             "hami_dra_background_restarts",
-            "Background jobs that died (or returned) and were restarted, by job",
-            ["job"],
+            "Background jobs that died (or returned) and were restarted, by task (the label is not"
+            " `job`, which Prometheus gives its scrape job)",
+            ["task"],
             registry=r,
         )
         self.workload_previews = Counter(
@@ -120,7 +145,7 @@ class Metrics:
         for outcome in ("refused", "converted", "unchanged", "none"):
             self.workload_previews.labels(outcome).inc(0)
         self.capacity.set(-1)
-        self._admissions: dict[tuple[str, str], Any] = {}
+        self._admissions: dict[tuple[str, str], tuple[Any, Any]] = {}
         self._conversions: dict[str, Any] = {}
         # Label children looked up once (`labels()` costs a few microseconds on the hot path).
         self._cache_hits, self._cache_misses = self.cache.labels("hit"), self.cache.labels("miss")
@@ -137,8 +162,11 @@ class Metrics:
         self.registry.register(_ConnectionCollector(guards))
 
     def watch_background(self, supervisor: Any) -> None:
-        """Whether each background job runs, read at scrape time."""
+        """Whether each background job runs, read at scrape time; each job's restarts counted
+        from 0 (a series from the start, for rate() and alerts)."""
         self.registry.register(_BackgroundCollector(supervisor))
+        for task in supervisor.states:
+            self.background_restarts.labels(task).inc(0)
 
     def watch_template_store(self, store: Any) -> None:
         """The template watch: standing or not, and how its watches started, at scrape time."""
@@ -153,11 +181,12 @@ class Metrics:
     def admitted(self, operation: str, outcome: str, elapsed: float, resources: list[str]) -> None:
         """Count one admission (label children are cached: `labels()` costs on the hot path)."""
         key = (operation if operation in OPERATIONS else "other", outcome)
-        child = self._admissions.get(key)
-        if child is None:
-            child = self._admissions[key] = self.admissions.labels(*key)
-        child.inc()
-        self.latency.observe(elapsed)
+        children = self._admissions.get(key)
+        if children is None:
+            children = self.admissions.labels(*key), self.latency.labels(*key)
+            self._admissions[key] = children
+        children[0].inc()
+        children[1].observe(elapsed)
         if outcome == "converted":
             for resource in resources:
                 counter = self._conversions.get(resource)
@@ -167,6 +196,12 @@ class Metrics:
 
     def observe_cluster(self, state: ClusterState) -> None:
         self.capacity.set(CAPACITY_VALUES[state.capacity])
+        self.driver_gpus.set(state.published_gpus)
+        self.driver_nodes.set(state.publishing_nodes)
+
+    def watch_readiness(self, ready: Callable[[], bool]) -> None:
+        """What /readyz answers, as a gauge read at scrape time."""
+        self.registry.register(_ReadyCollector(ready))
 
     # StoreEvents
     def cache_hit(self) -> None:
@@ -183,6 +218,18 @@ class Metrics:
 
     def oversized_event(self) -> None:  # counted by the store itself (the watch collector)
         return None
+
+
+class _ReadyCollector:
+    def __init__(self, ready: Callable[[], bool]) -> None:
+        self.ready = ready
+
+    def collect(self) -> Any:
+        gauge = GaugeMetricFamily(
+            "hami_dra_ready", "1 while /readyz answers ready (the replica takes admissions)"
+        )
+        gauge.add_metric([], 1.0 if self.ready() else 0.0)
+        return [gauge]
 
 
 class _CacheCollector:
@@ -230,8 +277,8 @@ class _BackgroundCollector:
     def collect(self) -> Any:
         up = GaugeMetricFamily(
             "hami_dra_background_up",
-            "1 while a background job runs, 0 while it waits to be restarted, by job",
-            labels=["job"],
+            "1 while a background job runs, 0 while it waits to be restarted, by task",
+            labels=["task"],
         )
         for name, state in self.supervisor.states.items():
             up.add_metric([name], 1 if state.running else 0)

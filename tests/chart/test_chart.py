@@ -554,7 +554,7 @@ def test_driver_in_a_namespace_of_its_own() -> None:
 def test_service_monitor_scrapes_plain_http() -> None:
     monitor = find(render("serviceMonitor.enabled=true"), "ServiceMonitor")
     assert monitor["spec"]["endpoints"] == [
-        {"port": "metrics", "path": "/metrics", "interval": "30s"}
+        {"port": "metrics", "path": "/metrics", "interval": "30s", "scrapeTimeout": "10s"}
     ]
 
 

@@ -40,7 +40,10 @@ def test_image_shape() -> None:
     assert 'ENTRYPOINT ["hami-dra-webhook"]' in final and 'CMD ["serve"]' in final
     assert "COPY --from=build /opt/hami-dra-webhook" in final
     assert "pip install" not in final and "apt-get" not in final  # nothing built in the final stage
-    assert "org.opencontainers.image.source" in final
+    for label in ("source", "url", "version", "revision", "created", "licenses"):
+        assert f"org.opencontainers.image.{label}=" in final, label
+    assert re.search(r"^ARG REVISION=", final, re.M) and re.search(r"^ARG CREATED=", final, re.M)
+    assert re.search(r"^EXPOSE 8443 8080$", final, re.M)  # the HTTPS and the operations port
 
 
 def test_the_lock_pins_every_runtime_dependency_with_hashes() -> None:

@@ -9,10 +9,9 @@ import jsonpatch
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from hami_dra_webhook.core.claims import DRA_LABEL
+from hami_dra_webhook.core.claims import CONVERTED_FROM_ANNOTATION, DRA_LABEL
 from hami_dra_webhook.core.decision import Converted, Refusal, Unchanged
 from hami_dra_webhook.core.policy import Policy
-from hami_dra_webhook.core.claims import CONVERTED_FROM_ANNOTATION
 from hami_dra_webhook.core.translate import translate_pod
 from tests.support import dra_limits, k8s_schema
 from tests.support.cel_k8s import program

@@ -57,9 +57,12 @@ DEBIAN = {
     "unshare": "util-linux",
     "nsenter": "util-linux",
     "ip": "iproute2",
-    # not the node's: the shells whose completion tests/migrate/test_cli_install.py runs
+    # not the node's: the shells whose completion tests/migrate/test_cli_install.py runs, and
+    # the Prometheus and promtool that tests/ops runs the chart's alerts with
     "zsh": "zsh",
     "fish": "fish",
+    "prometheus": "prometheus",
+    "promtool": "prometheus",
 }
 
 

@@ -43,9 +43,9 @@ def _sample(metrics: Metrics, name: str, job: str) -> float:
     text = generate_latest(metrics.registry).decode()
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
-            if sample.name == name and sample.labels.get("job") == job:
+            if sample.name == name and sample.labels.get("task") == job:
                 return float(sample.value)
-    raise AssertionError(f"no {name}{{job={job!r}}} in /metrics")
+    raise AssertionError(f"no {name}{{task={job!r}}} in /metrics")
 
 
 def test_a_dead_job_is_logged_restarted_with_backoff_and_counted(
