@@ -118,8 +118,15 @@ class Creator:
             raise RuntimeError(f"create {path}: {answer.status} {raw[:300]!r}")
         return elapsed
 
-    def run(self, pods: list[dict[str, Any]], clients: int, namespace: str) -> dict[str, float]:
-        path = f"/api/v1/namespaces/{namespace}/pods"
+    def run(
+        self,
+        pods: list[dict[str, Any]],
+        clients: int,
+        namespace: str,
+        collection: str = "/api/v1/namespaces/{namespace}/pods",
+    ) -> dict[str, float]:
+        """Create `pods` (or other objects: `collection` is their path) from `clients` threads."""
+        path = collection.format(namespace=namespace)
         latencies: list[float] = []
         lock = threading.Lock()
         failures: list[str] = []
@@ -216,6 +223,8 @@ class Phase:
         clients: int,
         target: str,
         processes: dict[str, int],
+        collection: str = "/api/v1/namespaces/{namespace}/pods",
+        created: str = "POST pods",
     ) -> None:
         def cpu() -> dict[str, float]:
             found = {p.name: cpu_seconds(p.popen.pid) for p in cluster.plane.processes}
@@ -223,12 +232,12 @@ class Phase:
 
         requests_before, before = api_requests(creator), cpu()
         opened = accepted_connections()
-        self.results.append(creator.run(pods, clients, target))
+        self.results.append(creator.run(pods, clients, target, collection))
         self.accepted += accepted_connections() - opened
         after, requests_after = cpu(), api_requests(creator)
         self.cpu.append({name: (after[name] - before[name]) / len(pods) * 1000 for name in after})
         requests_after.subtract(requests_before)
-        requests_after["POST pods"] -= len(pods)
+        requests_after[created] -= len(pods)
         self.other_requests.update(+requests_after)
         self.pods += len(pods)
 

@@ -14,7 +14,7 @@ from hami_dra_webhook.cli.cluster_access import (
 )
 from hami_dra_webhook.cli.inputs import add_output, write_data
 
-# A report's worst line as the command's exit code (the README's table).
+# A report's worst line as the command's exit code (docs/cli.md's table).
 EXIT_CODE_OF_LEVEL = {
     "PASS": exit_codes.OK,
     "WARN": exit_codes.ATTENTION,

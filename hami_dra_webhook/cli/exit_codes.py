@@ -1,4 +1,4 @@
-"""One exit-code table for every command (the README's "Exit codes" lists it)."""
+"""One exit-code table for every command (docs/cli.md "Exit codes" lists it)."""
 
 from __future__ import annotations
 

@@ -143,7 +143,7 @@ def _build_filter(annotations: dict[str, Any], policy: Policy) -> DeviceFilter:
 
 # HAMi 2.7 and earlier named a GPU's type "NVIDIA-" + its NVML name even when that name began
 # with NVIDIA ("NVIDIA-NVIDIA L4"); since v2.8 (HAMi PR #1139) the prefix is added only to names
-# that do not start with NVIDIA, as our CEL does (the README's translation table: use-gputype).
+# that do not start with NVIDIA, as our CEL does (docs/translation.md: use-gputype).
 _DOUBLED_PREFIX = "NVIDIA-NVIDIA"
 
 

@@ -88,3 +88,14 @@ def test_every_schema_property_is_described_and_the_readme_is_current() -> None:
         check=False,
     )
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_notes_print_commands_that_run() -> None:
+    from tests.support.chart_tools import run_helm
+
+    done = run_helm("install", "x", str(CHART), "--dry-run=client", "-n", "gpu")
+    notes = done.stdout.split("NOTES:", 1)[1]
+    assert '-l ""' not in notes and "['" not in notes
+    assert "--field-selector spec.driver=hami-core-gpu.project-hami.io" in notes
+    assert "hami-dra-webhook check -n gpu --release x-hami-dra-webhook" in notes
+    assert "pods that name nvidia.com/gpu, nvidia.com/gpumem," in notes

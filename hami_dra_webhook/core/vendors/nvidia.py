@@ -1,4 +1,4 @@
-"""NVIDIA (docs/kubernetes-facts.md; the README's translation table): a resolved legacy share
+"""NVIDIA (docs/kubernetes-facts.md; docs/translation.md): a resolved legacy share
 (`GpuShare`, core/legacy.py) as a device ask to the HAMi DRA driver, like every other family's.
 One request of one device per GPU, distinct by `uuid`; cores always explicit (the driver's
 default, 100, would make a share exclusive); gpumem-percentage as one `firstAvailable`
