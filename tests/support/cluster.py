@@ -279,6 +279,10 @@ class Release:
             flag, _, value = arg.partition("=")
             if flag in ("--ops-port", "--ops-host"):
                 continue  # the Webhook helper gives the local process a free one
+            if flag == "--drain-delay":
+                # The chart's drain waits for the pod to leave the Service's endpoints; the
+                # local process is reached by URL, so it would only wait (5 s every stop).
+                value = "0"
             if flag == "--port":
                 value = str(self.port)
             elif flag == "--config":
