@@ -10,7 +10,7 @@ from typing import Any, TextIO
 
 from hami_dra_webhook.cli import exit_codes
 from hami_dra_webhook.cli.inputs import EXIT_CODES, add_inputs, inputs
-from hami_dra_webhook.files.manifests import MANIFEST_SUFFIXES
+from hami_dra_webhook.files.manifests import MANIFEST_SUFFIXES, hidden
 
 
 def add_parser(commands: Any) -> None:
@@ -122,7 +122,7 @@ def _files(paths: list[str]) -> list[tuple[Path, Path]]:
             found += [
                 (p, p)
                 for p in sorted(path.rglob("*"))
-                if p.suffix in MANIFEST_SUFFIXES and p.is_file()
+                if p.suffix in MANIFEST_SUFFIXES and p.is_file() and not hidden(p, path)
             ]
         elif path.is_file():
             found.append((path, path))

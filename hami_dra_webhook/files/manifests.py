@@ -104,12 +104,21 @@ def _read(file: Path, unreadable: list[str]) -> str | None:
 def _files(path: Path) -> Iterator[Path]:
     if path.is_dir():
         yield from sorted(
-            p for p in path.rglob("*") if p.is_file() and p.suffix in MANIFEST_SUFFIXES
+            p
+            for p in path.rglob("*")
+            if p.is_file() and p.suffix in MANIFEST_SUFFIXES and not hidden(p, path)
         )
     elif path.exists():
         yield path
     else:
         raise ManifestError(f"{path}: no such file or folder")
+
+
+def hidden(file: Path, folder: Path) -> bool:
+    """Whether `file` is inside a hidden folder, or hidden itself, below the folder named:
+    `.git`, `.github`, and the `..data` and `..<timestamp>` folders of a mounted ConfigMap,
+    whose files would otherwise be read twice."""
+    return any(part.startswith(".") for part in file.relative_to(folder).parts)
 
 
 def _parse(text: str, source: str) -> list[Manifest]:

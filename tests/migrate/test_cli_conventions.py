@@ -282,3 +282,18 @@ def _wait_for_budget(kube: Cluster, namespace: str, name: str) -> None:
             return
         time.sleep(0.5)
     raise AssertionError(f"PodDisruptionBudget {namespace}/{name} never counted the pod")
+
+
+def test_hidden_folders_below_a_named_folder_are_not_read(tmp_path: Path) -> None:
+    """A mounted ConfigMap holds each file twice (`x.yaml` and `..<timestamp>/x.yaml`), a
+    repository has `.git` and `.github`: only what is not hidden below the named folder counts;
+    a hidden folder named itself is read."""
+    for folder in ("apps", "..2026_12_03_20_00_00.1", ".github/workflows"):
+        (tmp_path / folder).mkdir(parents=True)
+        (tmp_path / folder / "pod.yaml").write_text(LEGACY_POD)
+    _, out, _ = run("scan", str(tmp_path), "-o", "json")
+    assert [w["source"] for w in json.loads(out)["workloads"]] == [str(tmp_path / "apps/pod.yaml")]
+    _, out, _ = run("scan", str(tmp_path / ".github"), "-o", "json")
+    assert len(json.loads(out)["workloads"]) == 1
+    code, out, _ = run("convert", str(tmp_path), "--out", str(tmp_path.parent / "converted"))
+    assert code == 0 and out.count("template(s) added") == 1

@@ -202,3 +202,47 @@ def test_kubectl_apply_of_a_workload_says_what_its_pods_become(
     message = failed_create()
     assert "nvidia.com/vgpu is not one of the GPU resources" in message, message
     print("kubectl apply said:\n" + applied.stderr + "\nFailedCreate event:\n" + message)
+
+
+def test_the_image_runs_the_command_line_on_mounted_manifests(
+    chart: NodeCluster, namespace: str
+) -> None:
+    """`docker run IMAGE scan /w`, as a pod: the image's entrypoint is the command, so the
+    migration tools need no install (docs/install.md)."""
+    from tests.node.images import PROJECT_IMAGE
+
+    chart.kubectl(
+        "create", "configmap", "manifests", "-n", namespace,
+        f"--from-file=deployment.yaml={EXAMPLES / 'deployment.yaml'}",
+    )  # fmt: skip
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "scan"},
+        "spec": {
+            "restartPolicy": "Never",
+            "containers": [
+                {
+                    "name": "scan",
+                    "image": PROJECT_IMAGE,
+                    "imagePullPolicy": "Never",
+                    "args": ["scan", "/w", "-o", "json"],
+                    "volumeMounts": [{"name": "w", "mountPath": "/w", "readOnly": True}],
+                }
+            ],
+            "volumes": [{"name": "w", "configMap": {"name": "manifests"}}],
+        },
+    }
+    chart.kubectl("apply", "-n", namespace, "-f", "-", stdin=json.dumps(pod))
+    wait_for(
+        lambda: chart.pod(namespace, "scan")["status"].get("phase") == "Succeeded",
+        "the scan pod to complete",
+        timeout=90,
+    )
+    report = json.loads(chart.kubectl("logs", "-n", namespace, "scan").stdout)
+    [workload] = report["workloads"]
+    assert (workload["kind"], workload["name"], workload["outcome"]) == (
+        "Deployment",
+        "inference",
+        "converted",
+    )
