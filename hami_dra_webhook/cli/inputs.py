@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 from typing import Any, TextIO
 
+from hami_dra_webhook.core.durations import parse_seconds
 from hami_dra_webhook.core.policy import Policy
 from hami_dra_webhook.files.policy_file import read_policy
 
@@ -77,21 +77,13 @@ def write_data(data: Any, output: str, stdout: TextIO) -> None:
         stdout.write(json.dumps(data, indent=2) + "\n")
 
 
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
-_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
-
-
 def duration(text: str) -> float:
-    """Seconds from `90`, `90s`, `15m`, `1h30m`, `2d` (Go's units, kubectl's form, and days);
-    argparse's `type=`: a wrong one is a usage error that shows the form."""
-    if re.fullmatch(r"\d+(\.\d+)?", text):
-        return float(text)
-    parts = _DURATION.findall(text)
-    if not parts or "".join(n + u for n, u in parts) != text:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not a duration: write it as 90, 90s, 15m, 1h30m or 2d"
-        )
-    return sum(float(number) * _SECONDS[unit] for number, unit in parts)
+    """Seconds from `90`, `90s`, `15m`, `1h30m`, `2d` (core/durations.py); argparse's `type=`:
+    a wrong one is a usage error that shows the forms."""
+    try:
+        return parse_seconds(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def add_dry_run(parser: argparse.ArgumentParser, client: str, server: str) -> None:

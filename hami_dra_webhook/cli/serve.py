@@ -60,12 +60,15 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
     try:
         settings = Settings(**given)
     except ValidationError as error:
+        fields = set()
         for problem in error.errors():
             field = str(problem["loc"][0]) if problem["loc"] else ""
+            fields.add(field)
             where = f"{flag(field)} ({env_name(field)})" if field else "settings"
             message = problem["msg"].removeprefix("Value error, ")
             stderr.write(f"error: {where}: {message}\n")
-        return exit_codes.UNREADABLE
+        # a wrong flag is a usage error; a wrong environment variable, configuration
+        return exit_codes.USAGE if fields <= set(given) else exit_codes.UNREADABLE
     configure(settings.log_level, settings.log_format == "json")
     try:
         loaded = read_policy(str(settings.config) if settings.config else None)

@@ -581,6 +581,46 @@ def _webhook(snapshot: Snapshot, target: Target, report: Report) -> None:
         _webhook_url(snapshot, report)
     else:
         _webhook_service(snapshot, target, report)
+    _preview(snapshot, bundle, target, report)
+
+
+def _preview(snapshot: Snapshot, bundle: bytes, target: Target, report: Report) -> None:
+    """The workloads' preview: there, and trusting the same CA as the pod webhook (it is
+    failurePolicy Ignore: a wrong caBundle would only make `kubectl apply` silent)."""
+    config = snapshot.preview_configuration
+    if _failed(config, "workloads' preview", report):
+        return
+    name = target.webhook_configuration
+    if not isinstance(config, dict):
+        report.add(
+            "WARN",
+            "workloads' preview",
+            f"no ValidatingWebhookConfiguration {name}: kubectl apply of a workload does not"
+            " say what its pods become, and their refusals show only as FailedCreate events",
+            "helm upgrade with workloadPreview.enabled=true (the default from chart 0.2.0)",
+        )
+        return
+    webhooks = config.get("webhooks") or []
+    stale = [
+        str(w.get("name"))
+        for w in webhooks
+        if base64.b64decode((w.get("clientConfig") or {}).get("caBundle") or "") != bundle
+    ]
+    if stale:
+        report.add(
+            "WARN",
+            "workloads' preview",
+            f"{', '.join(stale)} of ValidatingWebhookConfiguration {name} does not trust the"
+            " pod webhook's CA: kubectl apply gets no preview (failurePolicy Ignore)",
+            "with selfManaged certificates, restart the webhook pods; with cert-manager, check"
+            " its cainjector",
+        )
+    else:
+        report.add(
+            "PASS",
+            "workloads' preview",
+            f"kubectl apply of a workload says what its pods become ({len(webhooks)} webhooks)",
+        )
 
 
 def _webhook_url(snapshot: Snapshot, report: Report) -> None:

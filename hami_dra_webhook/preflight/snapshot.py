@@ -69,6 +69,7 @@ class Snapshot:
     webhook_configurations: Read[list[JsonObject]] = field(default_factory=list)
     quotas: Read[list[JsonObject]] = field(default_factory=list)
     webhook_configuration: Read[JsonObject] = MISSING  # the chart's
+    preview_configuration: Read[JsonObject] = MISSING  # its workloads' preview (validating)
     tls_secret: Read[JsonObject] = MISSING
     endpoint_slices: Read[list[JsonObject]] = field(default_factory=list)
     webhook_url: UrlAnswer | None = None  # when the webhook is called by URL
@@ -152,6 +153,11 @@ async def _webhook(api: KubeApi, snapshot: Snapshot, target: Target, timeout: fl
     snapshot.webhook_configuration = config
     if not isinstance(config, dict):
         return
+    snapshot.preview_configuration = await _read(
+        api.get_webhook_configuration(
+            target.webhook_configuration, timeout=timeout, validating=True
+        )
+    )
     snapshot.tls_secret = await _read(
         api.get_secret(target.namespace, target.tls_secret, timeout=timeout)
     )

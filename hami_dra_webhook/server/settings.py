@@ -5,10 +5,20 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import BeforeValidator, Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from hami_dra_webhook.core.durations import parse_seconds
+
+
+def _seconds(value: Any) -> Any:
+    """A setting of seconds also takes a duration: `--gc-interval 10m`, HAMI_DRA_GC_GRACE=1h."""
+    return parse_seconds(value) if isinstance(value, str) else value
+
+
+Seconds = Annotated[float, BeforeValidator(_seconds)]
 
 ENV_PREFIX = "HAMI_DRA_"
 
@@ -46,30 +56,30 @@ class Settings(BaseSettings):
     log_format: Literal["json", "text"] = Field(
         "json", description="one JSON object a line, or text with key=value fields"
     )
-    admission_budget: float = Field(
+    admission_budget: Seconds = Field(
         5.0,
         gt=0,
         le=30,
         description="seconds one admission may take, API calls included (below the webhook's"
         " timeoutSeconds)",
     )
-    cache_ttl: float = Field(
+    cache_ttl: Seconds = Field(
         300.0, gt=0, description="seconds a template stays known without an API call"
     )
-    gc_interval: float = Field(
+    gc_interval: Seconds = Field(
         600.0, ge=0, description="seconds between template garbage collections (0: none)"
     )
-    gc_grace: float = Field(3600.0, gt=0, description="seconds an unused template is kept")
-    cluster_check_interval: float = Field(
+    gc_grace: Seconds = Field(3600.0, gt=0, description="seconds an unused template is kept")
+    cluster_check_interval: Seconds = Field(
         300.0, gt=0, description="seconds between checks of the cluster (capacity, sizes)"
     )
-    cert_reload_interval: float = Field(
+    cert_reload_interval: Seconds = Field(
         1.0, gt=0, description="seconds between looks at the certificate files"
     )
     max_body_bytes: int = Field(
         6 * 1024 * 1024, gt=0, description="largest AdmissionReview body accepted (bytes)"
     )
-    request_read_timeout: float = Field(
+    request_read_timeout: Seconds = Field(
         10.0, gt=0, description="seconds a request body may take to arrive"
     )
     max_concurrency: int = Field(
@@ -88,7 +98,7 @@ class Settings(BaseSettings):
         description="connections that have not yet sent a first request (TLS handshake"
         " included); past it a new one pushes out the oldest",
     )
-    head_timeout: float = Field(
+    head_timeout: Seconds = Field(
         10.0,
         gt=0,
         description="seconds for a TLS handshake and first request head, and for each later"
@@ -115,7 +125,7 @@ class Settings(BaseSettings):
         description="pipelined requests waiting on all connections together; past it a"
         " connection that pipelines another is closed",
     )
-    write_timeout: float = Field(
+    write_timeout: Seconds = Field(
         10.0,
         gt=0,
         description="seconds a connection may keep an answer unread (from when its send buffer"
@@ -176,10 +186,10 @@ class Settings(BaseSettings):
         " that it closes idle connections, not the webhook (a close that crosses a request"
         " fails that admission)",
     )
-    graceful_shutdown: float = Field(
+    graceful_shutdown: Seconds = Field(
         15.0, ge=0, description="seconds in-flight requests get to finish on shutdown"
     )
-    drain_delay: float = Field(
+    drain_delay: Seconds = Field(
         0.0,
         ge=0,
         description="seconds to keep serving after SIGTERM, while the pod leaves the Service's"
@@ -211,7 +221,7 @@ class Settings(BaseSettings):
         description="without --cert-file: where the generated CA and certificate go (default:"
         " a temporary folder, removed on exit)",
     )
-    cert_check_interval: float = Field(
+    cert_check_interval: Seconds = Field(
         3600.0, gt=0, description="self-managed: seconds between certificate checks"
     )
 

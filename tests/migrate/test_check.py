@@ -77,6 +77,27 @@ class Setup:
                 ],
             }
         )
+        service = dict(client["service"], path="/validate-workloads")
+        trusted = {"caBundle": ca_bundle} if ca_bundle else {}
+        self.kube.kubectl(
+            "delete", "validatingwebhookconfiguration", name or self.release, "--ignore-not-found"
+        )
+        self.create(
+            {
+                "apiVersion": "admissionregistration.k8s.io/v1",
+                "kind": "ValidatingWebhookConfiguration",
+                "metadata": {"name": name or self.release},
+                "webhooks": [
+                    {
+                        "name": "workloads.hami-dra-webhook.project-hami.io",
+                        "clientConfig": {"service": service, **trusted},
+                        "admissionReviewVersions": ["v1"],
+                        "sideEffects": "None",
+                        "failurePolicy": "Ignore",
+                    }
+                ],
+            }
+        )
 
 
 def _device_class(name: str, expression: str, **spec: Any) -> dict[str, Any]:
@@ -178,7 +199,8 @@ def test_a_healthy_cluster_passes(setup: Setup) -> None:
     code, out, _ = check(setup)
     assert code == 0, out
     lines = [line for line in out.splitlines() if line[:4] in ("PASS", "WARN", "FAIL")]
-    assert len(lines) == 17 and all(line.startswith("PASS") for line in lines), out
+    assert len(lines) == 18 and all(line.startswith("PASS") for line in lines), out
+    assert "PASS  workloads' preview: kubectl apply of a workload says what its pods become" in out
     assert "GPU pools: disjoint: 0 legacy node(s), 1 DRA node(s), no node in both" in out
     assert "POOL" not in out  # no legacy pool: no table of pools
     assert "3 shareable GPUs on 1 nodes" in out

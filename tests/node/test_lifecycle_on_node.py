@@ -261,6 +261,11 @@ def test_check_tells_the_truth_about_this_cluster(chart: NodeCluster) -> None:
         "devices": ("PASS", "hami-gpu-N devices on 1 node(s) with a driver pod"),
         "container runtime": ("PASS", "CDI-capable on every GPU node"),
         "webhook service": ("PASS", f"{len(ready)} ready endpoint(s) behind {NAMESPACE}/{RELEASE}"),
+        # the chart's ValidatingWebhookConfiguration; the webhook pods set its caBundle too
+        "workloads' preview": (
+            "PASS",
+            "kubectl apply of a workload says what its pods become (2 webhooks)",
+        ),
     }
     for check, line in expected.items():
         assert said[check] == line, (check, said)

@@ -113,6 +113,12 @@ def healthy() -> Snapshot:
         webhook_configurations=[],
         quotas=[],
         webhook_configuration={"webhooks": [{"clientConfig": {"caBundle": bundle.ca_bundle}}]},
+        preview_configuration={
+            "webhooks": [
+                {"name": n, "clientConfig": {"caBundle": bundle.ca_bundle}}
+                for n in ("workloads.hami-dra-webhook.project-hami.io", "custom-workloads")
+            ]
+        },
         tls_secret={"data": {"tls.crt": b64(bundle.cert_pem).decode()}},
         endpoint_slices=[{"endpoints": [{"conditions": {"ready": True}}]}],
         inventory=_inventory([_node("gpu-1")], [_SLICE]),
@@ -132,8 +138,21 @@ def test_a_healthy_cluster_passes_every_check() -> None:
         "Kubernetes", "resource.k8s.io/v1", "consumable capacity", "DeviceClass", "driver",
         "driver pods", "driver version", "driver image", "devices", "container runtime",
         "pod security", "legacy HAMi", "GPU pools", "extended resources", "quotas",
-        "webhook certificate", "webhook service",
+        "webhook certificate", "webhook service", "workloads' preview",
     }  # fmt: skip
+    assert lines["workloads' preview"][1] == (
+        "kubectl apply of a workload says what its pods become (2 webhooks)"
+    )
+
+
+def test_the_workloads_preview_is_warned_about_when_missing_or_distrusting() -> None:
+    lines = _lines(_with(preview_configuration=MISSING))
+    assert lines["workloads' preview"][0] == "WARN"
+    assert "no ValidatingWebhookConfiguration" in lines["workloads' preview"][1]
+    other = issue(["elsewhere"]).ca_bundle
+    stale = {"webhooks": [{"name": "workloads.x", "clientConfig": {"caBundle": other}}]}
+    level, detail = _lines(_with(preview_configuration=stale))["workloads' preview"]
+    assert level == "WARN" and detail.startswith("workloads.x of ValidatingWebhookConfiguration")
 
 
 def _with(**changes: Any) -> Snapshot:

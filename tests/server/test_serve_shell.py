@@ -106,23 +106,35 @@ def test_settings_come_from_env_and_flags_win(monkeypatch: pytest.MonkeyPatch) -
 
 
 @pytest.mark.parametrize(
-    ("args", "fragment"),
+    ("args", "fragment", "exit_code"),
     [
-        (["--port", "0"], "--port (HAMI_DRA_PORT): Input should be greater than or equal to 1"),
-        (["--ops-port", "8443"], "--ops-port must differ from --port"),
-        (["--cert-file", "/x.crt"], "both --cert-file and --key-file"),
+        (["--port", "0"], "--port (HAMI_DRA_PORT): Input should be greater than or equal to 1", 64),
+        (["--gc-interval", "soon"], "'soon' is not a duration: write it as 90, 90s, 15m", 64),
+        (["--ops-port", "8443"], "--ops-port must differ from --port", 3),
+        (["--cert-file", "/x.crt"], "both --cert-file and --key-file", 3),
         (
             ["--cert-file", "/missing.crt", "--key-file", "/missing.key"],
             "cannot load the certificate",
+            3,
         ),
-        (["--config", "/missing.yaml"], "cannot read"),
-        (["--kubeconfig", "/missing-kubeconfig"], "cannot load cluster access"),
+        (["--config", "/missing.yaml"], "cannot read", 3),
+        (["--kubeconfig", "/missing-kubeconfig"], "cannot load cluster access", 3),
     ],
 )
-def test_serve_refuses_bad_settings_with_a_message(args: list[str], fragment: str) -> None:
+def test_serve_refuses_bad_settings_with_a_message(
+    args: list[str], fragment: str, exit_code: int
+) -> None:
+    """A flag's value that cannot be one is a usage error (64); what the settings cannot do
+    together, or files that cannot be read, are 3."""
     err = io.StringIO()
     code = main(["serve", "--log-format", "text", *args], stdout=io.StringIO(), stderr=err)
-    assert code == 3 and fragment in err.getvalue() and "Traceback" not in err.getvalue()
+    assert code == exit_code and fragment in err.getvalue() and "Traceback" not in err.getvalue()
+
+
+def test_settings_of_seconds_take_durations() -> None:
+    settings = Settings(gc_interval="10m", gc_grace="2h", drain_delay="500ms", cache_ttl=30)
+    assert (settings.gc_interval, settings.gc_grace, settings.drain_delay) == (600, 7200, 0.5)
+    assert settings.cache_ttl == 30
 
 
 def test_gc_command_one_pass(kube: Cluster, real_api: KubernetesApi) -> None:
@@ -193,10 +205,10 @@ def test_gc_grace_must_be_a_positive_number(grace: str, capsys: pytest.CaptureFi
     assert "--grace" in capsys.readouterr().err
 
 
-def test_the_readme_lists_every_setting_with_its_default() -> None:
+def test_the_serve_reference_lists_every_setting_with_its_default() -> None:
     from hami_dra_webhook.server.settings import Settings, env_name, flag
 
-    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    readme = (Path(__file__).parents[2] / "docs" / "serve.md").read_text()
     rows = {
         line.split("|")[1].strip(" `"): line
         for line in readme.splitlines()
@@ -204,7 +216,7 @@ def test_the_readme_lists_every_setting_with_its_default() -> None:
     }
     for name, field in Settings.model_fields.items():
         row = rows.get(flag(name))
-        assert row is not None, f"README: no row for {flag(name)}"
+        assert row is not None, f"docs/serve.md: no row for {flag(name)}"
         assert f"`{env_name(name)}`" in row and str(field.description) in row
         if field.default_factory is None and field.default not in (None, ""):
             assert f"| {field.default} |" in row, row
