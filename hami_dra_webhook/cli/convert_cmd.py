@@ -10,7 +10,7 @@ from typing import Any, TextIO
 
 from hami_dra_webhook.cli import exit_codes
 from hami_dra_webhook.cli.inputs import EXIT_CODES, add_inputs, inputs
-from hami_dra_webhook.files.manifests import MANIFEST_SUFFIXES, hidden
+from hami_dra_webhook.files.manifests import MANIFEST_SUFFIXES, hidden, not_utf8
 
 
 def add_parser(commands: Any) -> None:
@@ -210,10 +210,7 @@ def _convert_file(
         stderr.write(f"error: {path}: {WRITTEN_WRONG.format(error=error)}\n")
         return exit_codes.UNREADABLE
     except UnicodeDecodeError as error:
-        stderr.write(
-            f"unreadable: {path}: not UTF-8 text (byte 0x{error.object[error.start]:02x} at"
-            f" offset {error.start}): manifests are UTF-8; convert it, or leave it out\n"
-        )
+        stderr.write(f"unreadable: {path}: {not_utf8(error)}\n")
         return exit_codes.UNREADABLE
     except OSError as error:
         stderr.write(f"unreadable: {path}: cannot read: {error.strerror or error}\n")

@@ -9,6 +9,7 @@ server-side dry-run create of a probe template tells: does `capacity` survive?
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -59,10 +60,9 @@ def capacity_kept(answer: JsonObject) -> bool:
         return False
 
 
-def published(slices: list[JsonObject], policy: Policy) -> tuple[int, int]:
-    """How many GPUs the driver publishes, and on how many nodes."""
+def driver_gpus(slices: list[JsonObject], policy: Policy) -> Iterator[tuple[str, JsonObject]]:
+    """(node, device) for each GPU the driver publishes (its driver name and device type)."""
     web = policy.webhook
-    gpus, nodes = 0, set()
     for resource_slice in slices:
         spec = resource_slice.get("spec") or {}
         if spec.get("driver") != web.driver_name:
@@ -70,33 +70,29 @@ def published(slices: list[JsonObject], policy: Policy) -> tuple[int, int]:
         for device in spec.get("devices") or []:
             attributes = device.get("attributes") or {}
             if (attributes.get(web.attributes.type) or {}).get("string") == web.device_type:
-                gpus += 1
-                nodes.add(str(spec.get("nodeName", "")))
-    return gpus, len(nodes)
+                yield str(spec.get("nodeName", "")), device
+
+
+def published(slices: list[JsonObject], policy: Policy) -> tuple[int, int]:
+    """How many GPUs the driver publishes, and on how many nodes."""
+    found = list(driver_gpus(slices, policy))
+    return len(found), len({node for node, _ in found})
 
 
 def device_memory_sizes(slices: list[JsonObject], policy: Policy) -> tuple[int, ...]:
     """The distinct memory sizes (bytes) of the driver's GPUs, largest first."""
-    web = policy.webhook
+    key = policy.webhook.capacity_keys.memory
     sizes: set[int] = set()
-    for resource_slice in slices:
-        spec = resource_slice.get("spec") or {}
-        if spec.get("driver") != web.driver_name:
+    for _, device in driver_gpus(slices, policy):
+        memory = ((device.get("capacity") or {}).get(key) or {}).get("value")
+        if memory is None:
             continue
-        for device in spec.get("devices") or []:
-            attributes = device.get("attributes") or {}
-            kind = (attributes.get(web.attributes.type) or {}).get("string")
-            memory = ((device.get("capacity") or {}).get(web.capacity_keys.memory) or {}).get(
-                "value"
+        try:
+            sizes.add(parse_byte_size(str(memory)))
+        except QuantityError:
+            log.warning(
+                "device %s publishes an unreadable memory size %r", device.get("name"), memory
             )
-            if kind != web.device_type or memory is None:
-                continue
-            try:
-                sizes.add(parse_byte_size(str(memory)))
-            except QuantityError:
-                log.warning(
-                    "device %s publishes an unreadable memory size %r", device.get("name"), memory
-                )
     return tuple(sorted(sizes, reverse=True))
 
 

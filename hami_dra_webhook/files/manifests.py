@@ -91,14 +91,19 @@ def _read(file: Path, unreadable: list[str]) -> str | None:
     try:
         return file.read_text(encoding="utf-8")
     except UnicodeDecodeError as error:
-        unreadable.append(
-            f"{file}: not UTF-8 text (byte 0x{error.object[error.start]:02x} at offset"
-            f" {error.start}): manifests are UTF-8; convert it, or leave the file out"
-        )
+        unreadable.append(f"{file}: {not_utf8(error)}")
         return None
     except OSError as error:
         unreadable.append(f"{file}: cannot read: {error.strerror or error}")
         return None
+
+
+def not_utf8(error: UnicodeDecodeError) -> str:
+    """What is wrong with a file that is not UTF-8, in words (not the codec's)."""
+    return (
+        f"not UTF-8 text (byte 0x{error.object[error.start]:02x} at offset {error.start}):"
+        " manifests are UTF-8; convert it, or leave the file out"
+    )
 
 
 def _files(path: Path) -> Iterator[Path]:

@@ -297,6 +297,9 @@ def test_memory_sizes_come_from_resource_slices(
             kube.kubectl("delete", "resourceslice", item["metadata"]["name"])
     # The GPU node's own cards (24Gi, 80Gi) and the extra hami-gpu slices (80Gi, 40Gi).
     assert cluster.memory_sizes == (80 << 30, 40 << 30, 24 << 30)
+    # What hami_dra_driver_gpus and _nodes say: the node's 3 cards and the extra slices' 3
+    # hami-gpu devices (not another driver's, not a mig device), on their 3 nodes.
+    assert (cluster.published_gpus, cluster.publishing_nodes) == (6, 3)
     assert answer["allowed"] is True, answer
     [template] = kube.get("resourceclaimtemplates", "-n", namespace)["items"]
     alternatives = template["spec"]["spec"]["devices"]["requests"][0]["firstAvailable"]
