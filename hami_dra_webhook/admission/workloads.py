@@ -5,7 +5,9 @@ controller that creates them, and a refusal then shows only as a FailedCreate ev
 It never denies and never changes anything: each pod template is judged as the pod webhook will
 judge its pods (the same core decision, the same policy with the cluster's facts), and every
 line goes back as a warning, which kubectl prints. Bounded: at most MAX_TEMPLATES templates of
-one object are judged and MAX_LINES lines sent.
+one object are judged, and no more warnings are sent than kube-apiserver passes on
+(MAX_WARNINGS_TOTAL). A large body is judged off the event loop, without the translation cache
+(the loop's), as the pod webhook judges a large pod.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from hami_dra_webhook.core import review
 from hami_dra_webhook.core.decision import Converted, Refusal, Unchanged
 from hami_dra_webhook.core.pod_view import OPT_OUT_LABEL
 from hami_dra_webhook.core.pools import SCOPE_LABEL
+from hami_dra_webhook.core.translate import translate_pod
 from hami_dra_webhook.core.types import MAX_WARNING_LENGTH, JsonObject
 from hami_dra_webhook.files.manifests import embedded_pods, pod_template
 
@@ -51,12 +54,13 @@ class WorkloadPreview:
     # namespaceSelector, the same for both webhooks.
     opted_in_only: bool = False
 
-    def answer(self, request: review.AdmissionRequest) -> Preview:
+    def answer(self, request: review.AdmissionRequest, cached: bool = True) -> Preview:
+        """The answer; `cached`: decide through the translation cache (on the event loop only)."""
         lines: list[str] = []
         outcome: PreviewOutcome = "none"
         document = request.object
         if request.operation in ("CREATE", "UPDATE") and isinstance(document, dict):
-            outcome = self._judge(request, document, lines)
+            outcome = self._judge(request, document, lines, cached)
         allowed: dict[str, Any] = {"uid": request.uid, "allowed": True}
         if lines:
             allowed["warnings"] = warnings(lines)
@@ -64,7 +68,11 @@ class WorkloadPreview:
         return Preview(answer, outcome)
 
     def _judge(
-        self, request: review.AdmissionRequest, document: JsonObject, lines: list[str]
+        self,
+        request: review.AdmissionRequest,
+        document: JsonObject,
+        lines: list[str],
+        cached: bool,
     ) -> PreviewOutcome:
         metadata = document.get("metadata")
         metadata = metadata if isinstance(metadata, dict) else {}
@@ -79,7 +87,11 @@ class WorkloadPreview:
             if not self._converted_here(pod):
                 continue
             title = f"pods of {kind} {name}{f' {where}' if where else ''}"
-            decision = self.mutator.cache.decide(pod, policy, namespace)
+            decision = (
+                self.mutator.cache.decide(pod, policy, namespace)
+                if cached
+                else translate_pod(pod, policy, namespace)
+            )
             if isinstance(decision, Refusal):
                 shows = REFUSAL_SHOWS.get(kind, f"a FailedCreate event of this {kind}")
                 lines.append(f"{title} will be refused at admission ({shows}): {decision.message}")

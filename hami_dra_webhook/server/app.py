@@ -156,20 +156,33 @@ def _validate_workloads(parts: Parts) -> Callable[[bytes], Awaitable[tuple[int, 
     preview = WorkloadPreview(parts.mutator, opted_in_only=scope == "workloads")
 
     async def validate(body: bytes) -> tuple[int, bytes]:
+        off_loop = parts.mutator.off_loop
+        if off_loop is not None and len(body) > OFF_LOOP_BYTES:  # a large custom resource
+            status, answer, outcome = await asyncio.get_running_loop().run_in_executor(
+                off_loop, functools.partial(judge, body, cached=False)
+            )
+        else:
+            status, answer, outcome = judge(body, cached=True)
+        if outcome is None:
+            metrics.rejected("malformed")
+        else:
+            metrics.workload_previews.labels(outcome).inc()
+        return status, answer
+
+    def judge(body: bytes, cached: bool) -> tuple[int, bytes, str | None]:
+        """Decode and judge; (status, answer, outcome), outcome None for a malformed body."""
         try:
             request = review.parse_review(body).request
         except review.MalformedReview as error:
-            metrics.rejected("malformed")
-            return message(400, str(error))
+            return (*message(400, str(error)), None)
         try:
-            answered = preview.answer(request)
+            answered = preview.answer(request, cached=cached)
         except Exception:
             log.exception("workload preview %s failed unexpectedly", request.uid)
             allowed = {"uid": request.uid, "allowed": True}
             document = {"apiVersion": review.API_VERSION, "kind": review.KIND, "response": allowed}
-            return 200, orjson.dumps(document)
-        metrics.workload_previews.labels(answered.outcome).inc()
-        return 200, orjson.dumps(answered.answer)
+            return 200, orjson.dumps(document), "none"
+        return 200, orjson.dumps(answered.answer), answered.outcome
 
     return validate
 

@@ -6,6 +6,7 @@ and where that shows. The offline template store is never asked: a preview creat
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 from hami_dra_webhook.admission.mutator import PodMutator
@@ -151,3 +152,50 @@ def test_warnings_split_long_lines_and_stop_within_what_kube_apiserver_passes_on
     assert sum(len(p) for p in many) <= MAX_WARNINGS_TOTAL
     shown = len(many) - 1
     assert many[-1] == f"... {100 - shown} more: `hami-dra-webhook dry-run` says all"
+
+
+def test_off_the_loop_it_answers_the_same_without_the_loops_cache() -> None:
+    """A large body is judged on the off-loop thread (server/app.py): without the translation
+    cache, which belongs to the event loop, and with the same answer."""
+    preview = WorkloadPreview(_mutator())
+    document = review(_deployment(GPU), kind="Deployment", group="apps", resource="deployments")
+    request = parse_review(json.dumps(document).encode()).request
+    cache = preview.mutator.cache
+    off_loop = preview.answer(request, cached=False)
+    assert (cache.hits, cache.misses) == (0, 0)
+    on_loop = preview.answer(request)
+    assert cache.misses == 1
+    assert off_loop == on_loop
+
+
+def test_the_running_webhook_previews_a_large_custom_resource(tmp_path: Path) -> None:
+    """Through the real process over TLS: a RayCluster of 300 KiB (over the size that is judged
+    off the event loop) is allowed, with the warnings of its templates, and counted."""
+    from tests.support.webhook_process import Webhook
+
+    padding = {"name": "PAD", "value": "x" * 8000}
+    groups = [
+        {"template": {"spec": {"containers": [dict(GPU, name=f"c{i}", env=[padding])]}}}
+        for i in range(40)
+    ]
+    cluster = {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayCluster",
+        "metadata": {"name": "ray", "namespace": "team-a"},
+        "spec": {"workerGroupSpecs": groups},
+    }
+    document = review(cluster, kind="RayCluster", group="ray.io", resource="rayclusters")
+    body = json.dumps(document).encode()
+    assert len(body) > 256 * 1024
+    webhook = Webhook(tmp_path)
+    try:
+        status, answer = webhook.post(body, path="/validate-workloads")
+        assert status == 200 and answer["response"]["allowed"] is True
+        warnings_ = answer["response"]["warnings"]
+        assert warnings_[0].startswith(
+            'pods of RayCluster ray spec.workerGroupSpecs[0].template: container "c0"'
+        )
+        status, metrics = webhook.get_ops("/metrics")
+        assert 'hami_dra_workload_previews_total{outcome="converted"} 1.0' in metrics.decode()
+    finally:
+        webhook.stop()

@@ -114,14 +114,17 @@ class Webhook:
             connection.close()
 
     def post(
-        self, body: bytes | dict[str, Any], connection: http.client.HTTPSConnection | None = None
+        self,
+        body: bytes | dict[str, Any],
+        connection: http.client.HTTPSConnection | None = None,
+        path: str = "/mutate",
     ) -> tuple[int, Any]:
         own = connection is None
         connection = connection or self.connection()
         data = body if isinstance(body, bytes) else json.dumps(body).encode()
         try:
             connection.request(
-                "POST", "/mutate", body=data, headers={"Content-Type": "application/json"}
+                "POST", path, body=data, headers={"Content-Type": "application/json"}
             )
             answer = connection.getresponse()
             raw = answer.read()
