@@ -61,11 +61,7 @@ class WorkloadPreview:
         document = request.object
         if request.operation in ("CREATE", "UPDATE") and isinstance(document, dict):
             outcome = self._judge(request, document, lines, cached)
-        allowed: dict[str, Any] = {"uid": request.uid, "allowed": True}
-        if lines:
-            allowed["warnings"] = warnings(lines)
-        answer: Any = {"apiVersion": review.API_VERSION, "kind": review.KIND, "response": allowed}
-        return Preview(answer, outcome)
+        return Preview(allowed(request.uid, warnings(lines)), outcome)
 
     def _judge(
         self,
@@ -119,6 +115,12 @@ class WorkloadPreview:
         if labels.get(OPT_OUT_LABEL) == "ignore":
             return False
         return not self.opted_in_only or labels.get(SCOPE_LABEL) == "dra"
+
+
+def allowed(uid: str, said: list[str] | None = None) -> review.ReviewAnswer:
+    """The preview's only answer: allowed, with what it has to say."""
+    response: Any = {"uid": uid, "allowed": True} | ({"warnings": said} if said else {})
+    return {"apiVersion": review.API_VERSION, "kind": review.KIND, "response": response}
 
 
 def warnings(lines: list[str]) -> list[str]:

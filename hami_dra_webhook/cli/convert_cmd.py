@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from hami_dra_webhook.cli import exit_codes
-from hami_dra_webhook.cli.inputs import EXIT_CODES, add_inputs, inputs
+from hami_dra_webhook.cli.inputs import EMPTY, EXIT_CODES, add_inputs, inputs
 from hami_dra_webhook.files.manifests import MANIFEST_SUFFIXES, hidden, not_utf8
 
 
@@ -51,23 +51,13 @@ WRITTEN_WRONG = (
 def _convert_stdin(
     args: argparse.Namespace, policy: Any, stdin: TextIO, stdout: TextIO, stderr: TextIO
 ) -> int:
-    from ruamel.yaml.error import YAMLError
-    from yaml import YAMLError as LibYAMLError
-
-    from hami_dra_webhook.migrate.convert import WrittenWrong, convert_text
 
     text = stdin.read()
     if not text.strip():
-        stderr.write("error: <stdin>: empty, no Kubernetes objects in it\n")
+        stderr.write(f"error: <stdin>: {EMPTY}\n")
         return exit_codes.UNREADABLE
-    try:
-        json_file = text.lstrip().startswith("{")
-        result = convert_text(text, policy, args.namespace, json_file, embedded=args.embedded)
-    except WrittenWrong as error:
-        stderr.write(f"error: <stdin>: {WRITTEN_WRONG.format(error=error)}\n")
-        return exit_codes.UNREADABLE
-    except (ValueError, YAMLError, LibYAMLError) as error:
-        stderr.write(f"unreadable: <stdin>: {error}\n")
+    result = _converted(text, "<stdin>", text.lstrip().startswith("{"), args, policy, stderr)
+    if result is None:
         return exit_codes.UNREADABLE
     _report(result, "<stdin>", stderr)
     stdout.write(result.text)
@@ -184,6 +174,25 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
     return exit_codes.worst(*codes)
 
 
+def _converted(
+    text: str, where: object, json_file: bool, args: argparse.Namespace, policy: Any, stderr: TextIO
+) -> Any:
+    """The conversion of one text, or None with what went wrong said (a file that cannot be
+    parsed, a Helm template say, is reported and left as it is)."""
+    from ruamel.yaml.error import YAMLError
+    from yaml import YAMLError as LibYAMLError
+
+    from hami_dra_webhook.migrate.convert import WrittenWrong, convert_text
+
+    try:
+        return convert_text(text, policy, args.namespace, json_file, embedded=args.embedded)
+    except WrittenWrong as error:
+        stderr.write(f"error: {where}: {WRITTEN_WRONG.format(error=error)}\n")
+    except (ValueError, YAMLError, LibYAMLError) as error:
+        stderr.write(f"unreadable: {where}: {error}\n")
+    return None
+
+
 def _convert_file(
     path: Path,
     target: Path,
@@ -194,29 +203,20 @@ def _convert_file(
 ) -> int:
     """One file converted into `target`; its exit code. A file that cannot be read is reported
     and left as it is (a Helm template in the tree, say); the rest goes on."""
-    from ruamel.yaml.error import YAMLError
-    from yaml import YAMLError as LibYAMLError
-
-    from hami_dra_webhook.migrate.convert import WrittenWrong, convert_text
 
     try:
         text, form = _read_text(path)
-        if not text.strip():
-            stderr.write(f"warning: {path}: empty, no Kubernetes objects in it\n")
-            return exit_codes.OK
-        json_file = path.suffix == ".json"
-        result = convert_text(text, policy, args.namespace, json_file, embedded=args.embedded)
-    except WrittenWrong as error:
-        stderr.write(f"error: {path}: {WRITTEN_WRONG.format(error=error)}\n")
-        return exit_codes.UNREADABLE
     except UnicodeDecodeError as error:
         stderr.write(f"unreadable: {path}: {not_utf8(error)}\n")
         return exit_codes.UNREADABLE
     except OSError as error:
         stderr.write(f"unreadable: {path}: cannot read: {error.strerror or error}\n")
         return exit_codes.UNREADABLE
-    except (ValueError, YAMLError, LibYAMLError) as error:
-        stderr.write(f"unreadable: {path}: {error}\n")
+    if not text.strip():
+        stderr.write(f"warning: {path}: {EMPTY}\n")
+        return exit_codes.OK
+    result = _converted(text, path, path.suffix == ".json", args, policy, stderr)
+    if result is None:
         return exit_codes.UNREADABLE
     _report(result, path, stderr)
     code = exit_codes.REFUSED if result.refused else exit_codes.OK

@@ -9,7 +9,13 @@ from typing import Any, TextIO
 
 from hami_dra_webhook.admission.translation_cache import TranslationCache
 from hami_dra_webhook.cli import exit_codes
-from hami_dra_webhook.cli.inputs import EXIT_CODES, add_inputs, inputs, load_policy
+from hami_dra_webhook.cli.inputs import (
+    EXIT_CODES,
+    add_inputs,
+    inputs,
+    load_policy,
+    nothing_read,
+)
 from hami_dra_webhook.core import patch
 from hami_dra_webhook.core.decision import Converted, Decision, Outcome, Refusal
 from hami_dra_webhook.core.policy import Policy, PolicyError
@@ -133,10 +139,7 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
         return exit_codes.UNREADABLE
     for problem in read.unreadable:
         stderr.write(f"unreadable: {problem}\n")
-    for source in read.empty:
-        stderr.write(f"warning: {source}: empty, no Kubernetes objects in it\n")
-    if not read.manifests and not read.unreadable:
-        stderr.write(f"error: no Kubernetes objects in {', '.join(named)}: the input is empty\n")
+    if nothing_read(read, named, stderr):
         return exit_codes.UNREADABLE
     objects = []
     for manifest in read.manifests:

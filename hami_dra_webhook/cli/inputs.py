@@ -35,6 +35,20 @@ def inputs(args: argparse.Namespace) -> list[str]:
     return [*args.paths, *args.filenames]
 
 
+EMPTY = "empty, no Kubernetes objects in it"
+
+
+def nothing_read(read: Any, named: list[str], stderr: TextIO) -> bool:
+    """Say which inputs were empty; True (said as an error) when nothing was read at all and
+    nothing was unreadable either: the command has nothing to work on."""
+    for source in read.empty:
+        stderr.write(f"warning: {source}: {EMPTY}\n")
+    if read.manifests or read.unreadable:
+        return False
+    stderr.write(f"error: no Kubernetes objects in {', '.join(named)}: the input is empty\n")
+    return True
+
+
 def load_policy(path: str | None, stderr: TextIO) -> Policy:
     """The policy for a command; its file's warning goes to stderr."""
     loaded = read_policy(path)

@@ -14,7 +14,14 @@ from hami_dra_webhook.cli.cluster_access import (
     on_cluster,
     say_unavailable,
 )
-from hami_dra_webhook.cli.inputs import EXIT_CODES, add_inputs, add_output, inputs, write_data
+from hami_dra_webhook.cli.inputs import (
+    EXIT_CODES,
+    add_inputs,
+    add_output,
+    inputs,
+    nothing_read,
+    write_data,
+)
 
 
 def add_parser(commands: Any) -> None:
@@ -83,10 +90,7 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
             stderr.write(f"error: {error}\n")
             return exit_codes.UNREADABLE
         unreadable = read.unreadable
-        for source in read.empty:
-            stderr.write(f"warning: {source}: empty, no Kubernetes objects in it\n")
-        if not read.manifests and not unreadable:
-            stderr.write("error: no Kubernetes objects in the input: it is empty\n")
+        if nothing_read(read, inputs(args), stderr):
             return exit_codes.UNREADABLE
         workloads = from_manifests(read.manifests, args.namespace or "default")
         found = (

@@ -16,7 +16,6 @@ import os
 import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -77,12 +76,9 @@ class ClusterAccessError(RuntimeError):
 
 
 def _default_kubeconfig() -> str | None:
-    """$KUBECONFIG (a list of files, as kubectl reads it), else ~/.kube/config, if present."""
-    named = os.environ.get("KUBECONFIG", "")
-    if any(Path(p).expanduser().is_file() for p in named.split(os.pathsep) if p):
-        return named
-    home = Path("~/.kube/config").expanduser()
-    return str(home) if home.is_file() else None
+    """The files kubectl reads ($KUBECONFIG's present ones, else ~/.kube/config), as the
+    client library takes a list of them; None when there is none."""
+    return os.pathsep.join(kubeconfig_file.files(None)) or None
 
 
 async def connect(kubeconfig: str | None, context: str | None = None) -> KubernetesApi:

@@ -23,7 +23,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from hami_dra_webhook.admission.mutator import MutationRecord, PodMutator, internal_error
-from hami_dra_webhook.admission.workloads import WorkloadPreview
+from hami_dra_webhook.admission.workloads import WorkloadPreview, allowed
 from hami_dra_webhook.cluster.gc import KnownForeign, collect_garbage
 from hami_dra_webhook.cluster.state import ClusterState
 from hami_dra_webhook.cluster.template_store import ApiTemplateStore
@@ -179,9 +179,7 @@ def _validate_workloads(parts: Parts) -> Callable[[bytes], Awaitable[tuple[int, 
             answered = preview.answer(request, cached=cached)
         except Exception:
             log.exception("workload preview %s failed unexpectedly", request.uid)
-            allowed = {"uid": request.uid, "allowed": True}
-            document = {"apiVersion": review.API_VERSION, "kind": review.KIND, "response": allowed}
-            return 200, orjson.dumps(document), "none"
+            return 200, orjson.dumps(allowed(request.uid)), "none"
         return 200, orjson.dumps(answered.answer), answered.outcome
 
     return validate
