@@ -153,7 +153,11 @@ class _Translation:
             if not hidden:
                 return Unchanged(warnings=warnings)
             return Converted(patch=hidden, templates=[], plan=(), warnings=warnings, resources=[])
-        by_container = [(ref, c, _one_family(ref, families)) for ref, c, families in found]
+        # A container naming two families (a GPU and an NPU) gets one claim per family, as
+        # legacy HAMi gives it both devices on one node and HAMi-DRA converts it.
+        by_container = [
+            (ref, c, f, keys) for ref, c, families in found for f, keys in families.items()
+        ]
         other = _not_converted(by_container, policy)
         if other is not None:
             if policy.webhook.other_vendors == "leave":
@@ -166,7 +170,7 @@ class _Translation:
                 reason="family-not-converted",
             )
         annotations = _annotations(metadata)
-        for ref, container, family in by_container:
+        for ref, container, family, _ in by_container:
             if family == NVIDIA:
                 self.gpus.append(_resolve(ref, container, policy, warnings))
             else:
@@ -190,8 +194,9 @@ class _Translation:
         plan: list[ContainerPlan] = []
         taken = _existing_claim_names(spec)
         records: list[tuple[str, str]] = []
+        ops += _strip_ops(gpus)
+        claimed: set[ContainerRef] = set()  # containers given a claims list already
         for gpu in gpus:
-            ops += _strip_ops(gpu)
             planned, ask, record = gpu.plan, gpu.plan.ask, gpu.record
             if gpu.share is not None:  # NVIDIA's share, asked of its driver like any family's
                 ask = nvidia.device_ask(gpu.share, selectors, gpu.ref, policy)
@@ -202,7 +207,8 @@ class _Translation:
                 templates.setdefault(template_name, template)
                 claim = claim_name(gpu.ref.name, taken)
                 pod_claims.append({"name": claim, "resourceClaimTemplateName": template_name})
-                ops.append(_container_claim_op(gpu, claim))
+                ops.append(_container_claim_op(gpu, claim, gpu.ref in claimed))
+                claimed.add(gpu.ref)
                 warnings.append(f"{gpu.ref.label}: {ask.summary} -> {template_name}")
                 records.append((gpu.ref.name, record))
                 planned = ContainerPlan(
@@ -233,24 +239,15 @@ class _Translation:
         )
 
 
-def _one_family(ref: ContainerRef, found: dict[str, list[str]]) -> str:
-    if len(found) > 1:
-        named = "; ".join(f"{', '.join(keys)} ({family})" for family, keys in found.items())
-        raise NotConvertible(
-            f"{ref.label} asks for devices of more than one family ({named}); a container gets"
-            " devices of one family: split it into one container per family",
-            code=422,
-            reason="mixed-families",
-        )
-    return next(iter(found))
-
-
-def _not_converted(by_container: list[tuple[ContainerRef, Any, str]], policy: Policy) -> str | None:
-    """Why the pod cannot move to DRA when a container names a family that is not converted."""
-    for ref, _, key in by_container:
+def _not_converted(
+    by_container: list[tuple[ContainerRef, Any, str, list[str]]], policy: Policy
+) -> str | None:
+    """Why the pod cannot move to DRA when a container names a family that is not converted
+    (naming the resources that container asks for)."""
+    for ref, _, key, asked in by_container:
         family = policy.families.get(key)
         if not family.converted:
-            return f"{ref.label}: {family.not_converted()}"
+            return f"{ref.label}: {family.not_converted(asked)}"
     return None
 
 
@@ -483,28 +480,39 @@ def _existing_claim_names(spec: JsonObject) -> Taken:
     )
 
 
-def _strip_ops(gpu: _GpuContainer) -> list[patch.PatchOp]:
-    """Remove every legacy key from limits and requests; a map left empty goes too."""
-    base = ("spec", gpu.ref.list_name, gpu.ref.position, "resources")
-    limits, requests = resource_maps(gpu.container)
+def _strip_ops(gpus: list[_GpuContainer]) -> list[patch.PatchOp]:
+    """Remove every legacy key from limits and requests (of each family a container names);
+    a map left empty goes too."""
+    keys_of: dict[ContainerRef, tuple[_GpuContainer, list[str], list[str]]] = {}
+    for gpu in gpus:
+        entry = keys_of.setdefault(gpu.ref, (gpu, [], []))
+        entry[1].extend(gpu.request.in_limits)
+        entry[2].extend(gpu.request.in_requests)
     ops = []
-    for map_name, values, keys in (
-        ("limits", limits, gpu.request.in_limits),
-        ("requests", requests, gpu.request.in_requests),
-    ):
-        if not keys:
-            continue
-        if len(values) == len(keys):
-            ops.append(patch.remove(patch.pointer(*base, map_name)))
-        else:
-            ops += [patch.remove(patch.pointer(*base, map_name, key)) for key in keys]
+    for ref, (gpu, in_limits, in_requests) in keys_of.items():
+        base = ("spec", ref.list_name, ref.position, "resources")
+        limits, requests = resource_maps(gpu.container)
+        for map_name, values, keys in (
+            ("limits", limits, in_limits),
+            ("requests", requests, in_requests),
+        ):
+            if not keys:
+                continue
+            if len(values) == len(keys):
+                ops.append(patch.remove(patch.pointer(*base, map_name)))
+            else:
+                ops += [patch.remove(patch.pointer(*base, map_name, key)) for key in keys]
     return ops
 
 
-def _container_claim_op(gpu: _GpuContainer, claim: str) -> patch.PatchOp:
+def _container_claim_op(gpu: _GpuContainer, claim: str, appended: bool) -> patch.PatchOp:
+    """Add the claim to the container's resources.claims (`appended`: this patch gave the
+    container its list already, for another family's claim)."""
     resources = gpu.container["resources"]
     path = ("spec", gpu.ref.list_name, gpu.ref.position, "resources", "claims")
     existing = resources.get("claims")
+    if appended:
+        return patch.add(patch.pointer(*path, "-"), {"name": claim})
     if existing is None:
         return patch.add(patch.pointer(*path), [{"name": claim}])
     if not isinstance(existing, list):

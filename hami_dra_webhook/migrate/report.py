@@ -87,7 +87,9 @@ def assess(
     metadata = pod.get("metadata")
     annotations = metadata.get("annotations") if isinstance(metadata, dict) else None
     annotations = annotations if isinstance(annotations, dict) else {}
-    plan = {} if isinstance(decision, Unchanged) else {p.ref: p for p in decision.plan}
+    plan: dict[ContainerRef, list[ContainerPlan]] = {}
+    for planned in () if isinstance(decision, Unchanged) else decision.plan:
+        plan.setdefault(planned.ref, []).append(planned)  # one per family it names
     report = WorkloadReport(
         namespace=namespace,
         kind=kind,
@@ -124,7 +126,7 @@ def assess(
 def _containers(
     pod: JsonObject,
     policy: Policy,
-    plan: dict[ContainerRef, ContainerPlan],
+    plan: dict[ContainerRef, list[ContainerPlan]],
     decision: object,
 ) -> list[ContainerReport]:
     reports = []
@@ -135,7 +137,20 @@ def _containers(
         keys = [k for keys in container_families(container, policy.families).values() for k in keys]
         legacy = {k: str(limits.get(k, requests.get(k))) for k in keys}
         label = ref.name if ref.list_name == "containers" else f"{ref.name} (init)"
-        reports.append(_container(label, legacy, plan.get(ref), decision, policy))
+        parts = [_container(label, legacy, p, decision, policy) for p in plan.get(ref, [])]
+        if len(parts) == 1:
+            reports.append(parts[0])
+        elif parts:  # a container naming two families: one claim each
+            reports.append(
+                ContainerReport(
+                    label,
+                    legacy,
+                    " + ".join(p.dra for p in parts),
+                    [n for p in parts for n in p.notes],
+                )
+            )
+        else:
+            reports.append(_container(label, legacy, None, decision, policy))
     return reports
 
 

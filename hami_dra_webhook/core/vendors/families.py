@@ -32,11 +32,12 @@ class Family:
     class_expression: str | None = None  # the DeviceClass's CEL selector
     enable: str = ""  # the policy setting that converts it ("" where no driver exists)
 
-    def not_converted(self) -> str:
-        """Why this webhook does not convert the family (its pods can stay on legacy HAMi)."""
+    def not_converted(self, asked: list[str]) -> str:
+        """Why this webhook does not convert the family (its pods can stay on legacy HAMi),
+        naming the resources the container `asked` for."""
         if self.enable:
             return (
-                f"{self.title} ({', '.join(self.names[:3])}) is not converted by this policy"
+                f"{self.title} ({', '.join(asked)}) is not converted by this policy"
                 f" (set {self.enable} to convert it to {self.driver})"
             )
         return f"{self.title} has no DRA driver, so this webhook cannot convert it"
