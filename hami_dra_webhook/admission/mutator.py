@@ -20,7 +20,13 @@ from hami_dra_webhook.admission.translation_cache import TranslationCache
 from hami_dra_webhook.cluster.state import ClusterState, with_cluster_facts
 from hami_dra_webhook.cluster.template_store import TemplateStore, TemplateUnavailable
 from hami_dra_webhook.core import review
-from hami_dra_webhook.core.decision import Converted, Decision, Refusal, Unchanged
+from hami_dra_webhook.core.decision import (
+    Converted,
+    Decision,
+    Refusal,
+    Unchanged,
+    excluded_namespace,
+)
 from hami_dra_webhook.core.ephemeral import privileged_ephemeral
 from hami_dra_webhook.core.policy import Policy
 from hami_dra_webhook.core.reapply import strip_reapplied
@@ -190,9 +196,9 @@ class PodMutator:
                 reason="bad-namespace",
             )
             return refusal, []
-        if namespace in self.excluded_namespaces:
-            excluded = f"namespace {namespace} is excluded from conversion; nothing changed"
-            return Unchanged(warnings=[excluded], left_alone=excluded), []
+        excluded = excluded_namespace(namespace, self.excluded_namespaces)
+        if excluded is not None:
+            return excluded, []
         if off is None:
             decision = self.cache.decide(pod, self.policy_now(), namespace)
         else:  # not kept: the cache is the loop's, and pods this large do not repeat

@@ -153,4 +153,4 @@ def _templates(document: JsonObject) -> list[tuple[str, JsonObject]]:
     found = pod_template(document)
     if found is not None:
         return [("", found[1])]
-    return [(inside.where, inside.pod) for inside in embedded_pods(document)]
+    return [(inside.where, inside.admitted) for inside in embedded_pods(document)]

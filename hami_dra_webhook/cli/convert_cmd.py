@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from hami_dra_webhook.cli import exit_codes
-from hami_dra_webhook.cli.inputs import EMPTY, EXIT_CODES, add_inputs, inputs
+from hami_dra_webhook.cli.inputs import EMPTY, EXIT_CODES, add_excluded, add_inputs, inputs
 from hami_dra_webhook.files.manifests import MANIFEST_SUFFIXES, hidden, not_utf8
 
 
@@ -30,6 +30,7 @@ def add_parser(commands: Any) -> None:
         "-n", "--namespace", help="namespace for the templates of objects without one"
     )
     parser.add_argument("--config", metavar="FILE", help="HAMi device-config.yaml (policy)")
+    add_excluded(parser)
     parser.add_argument(
         "--embedded",
         action="store_true",
@@ -185,7 +186,14 @@ def _converted(
     from hami_dra_webhook.migrate.convert import WrittenWrong, convert_text
 
     try:
-        return convert_text(text, policy, args.namespace, json_file, embedded=args.embedded)
+        return convert_text(
+            text,
+            policy,
+            args.namespace,
+            json_file,
+            embedded=args.embedded,
+            excluded=args.excluded_namespaces,
+        )
     except WrittenWrong as error:
         stderr.write(f"error: {where}: {WRITTEN_WRONG.format(error=error)}\n")
     except (ValueError, YAMLError, LibYAMLError) as error:

@@ -11,13 +11,21 @@ from hami_dra_webhook.admission.translation_cache import TranslationCache
 from hami_dra_webhook.cli import exit_codes
 from hami_dra_webhook.cli.inputs import (
     EXIT_CODES,
+    add_excluded,
     add_inputs,
     inputs,
     load_policy,
     nothing_read,
 )
 from hami_dra_webhook.core import patch
-from hami_dra_webhook.core.decision import Converted, Decision, Outcome, Refusal
+from hami_dra_webhook.core.decision import (
+    Converted,
+    Decision,
+    Outcome,
+    Refusal,
+    Unchanged,
+    excluded_namespace,
+)
 from hami_dra_webhook.core.policy import Policy, PolicyError
 from hami_dra_webhook.core.translate import translate_pod
 from hami_dra_webhook.core.types import JsonObject
@@ -116,6 +124,7 @@ def add_parser(commands: Any) -> None:
         " leave it unset, so that `kubectl apply -n` decides)",
     )
     parser.add_argument("--config", metavar="FILE", help="HAMi device-config.yaml (policy)")
+    add_excluded(parser)
     parser.add_argument(
         "-o",
         "--output",
@@ -150,7 +159,8 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
     # The pods of a file repeat (one template per workload, copies of it): each kind is
     # translated once.
     cache = TranslationCache(from_yaml=True)
-    results = [convert(m, policy, args.namespace, cache) for m in objects]
+    excluded = args.excluded_namespaces
+    results = [convert(m, policy, args.namespace, cache, excluded) for m in objects]
     for result in results:
         for line in result.info:
             stderr.write(f"info: {result.title}: {line}\n")
@@ -188,11 +198,13 @@ def convert(
     policy: Policy,
     default_namespace: str | None,
     cache: TranslationCache,
+    excluded: frozenset[str] = frozenset(),
 ) -> DryRunResult:
     """Translate the pod template of one object; other kinds pass through unchanged.
 
     A workload without a namespace, and its templates, get `--namespace` when given; with
-    neither they carry none, so that `kubectl apply -n NS` puts them side by side.
+    neither they carry none, so that `kubectl apply -n NS` puts them side by side. The pods
+    of an `excluded` namespace are left, as the webhook leaves them.
     """
     document = manifest.document
     metadata = document.get("metadata") if isinstance(document, dict) else None
@@ -210,10 +222,10 @@ def convert(
     found = pod_template(document)
     if found is None:
         result.embedded = _embedded(
-            document, policy, metadata.get("namespace") or default_namespace
+            document, policy, metadata.get("namespace") or default_namespace, excluded
         )
-        if result.embedded:
-            count = len(result.embedded)
+        count = sum(e.outcome == "converted" for e in result.embedded)
+        if count:
             result.warnings.append(
                 f"{count} pod template(s) inside this {kind} ask for legacy GPU resources: their"
                 " pods are converted when they are created (by the webhook, at admission);"
@@ -223,7 +235,8 @@ def convert(
     path, pod = found
     namespace = metadata.get("namespace") or default_namespace
     namespace = str(namespace) if namespace else None
-    translation = cache.decide(pod, policy, namespace)
+    left = excluded_namespace(namespace, excluded) if uses_legacy(pod, policy) else None
+    translation = left or cache.decide(pod, policy, namespace)
     result.outcome = translation.outcome
     result.info, result.warnings = split_summaries(translation)
     if isinstance(translation, Refusal):
@@ -250,13 +263,24 @@ def split_summaries(decision: Decision) -> tuple[list[str], list[str]]:
     return info, [w for w in decision.warnings if w not in said]
 
 
-def _embedded(document: Any, policy: Policy, namespace: Any) -> list[EmbeddedResult]:
+def _embedded(
+    document: Any, policy: Policy, namespace: Any, excluded: frozenset[str]
+) -> list[EmbeddedResult]:
+    """What the pods of each pod template inside the object become at admission (as their
+    controller creates them: a Volcano Job's take its scheduler)."""
     found = []
+    namespace = str(namespace) if namespace else None
     for inside in embedded_pods(document):
         if not uses_legacy(inside.pod, policy):
             continue
-        decision = translate_pod(inside.pod, policy, str(namespace) if namespace else None)
+        decision = excluded_namespace(namespace, excluded) or translate_pod(
+            inside.admitted, policy, namespace
+        )
         info, warnings = split_summaries(decision)
+        if inside.inherited and isinstance(decision, Unchanged) and decision.left_alone:
+            warnings = [
+                f"{inside.inherited}: {w}" if w == decision.left_alone else w for w in warnings
+            ]
         found.append(
             EmbeddedResult(
                 path=inside.where,

@@ -69,6 +69,24 @@ def table(headers: list[str], rows: list[list[str]]) -> list[str]:
 OUTPUTS = ("text", "json", "yaml")
 
 
+# The namespaces whose pods the installed webhook never sees: kube-system and the chart's own
+# (hami-system, the documented one); the chart's webhook.excludeNamespaces add to them.
+DEFAULT_EXCLUDED = "kube-system,hami-system"
+
+
+def add_excluded(parser: argparse.ArgumentParser) -> None:
+    """`--excluded-namespaces`: judge the pods of these namespaces as the webhook does (left)."""
+    parser.add_argument(
+        "--excluded-namespaces",
+        default=DEFAULT_EXCLUDED,
+        metavar="NS,NS",
+        type=lambda value: frozenset(n.strip() for n in value.split(",") if n.strip()),
+        help="namespaces the webhook never converts, comma-separated, as the chart installs it"
+        " (default: %(default)s: kube-system and the chart's namespace; add the chart's"
+        " webhook.excludeNamespaces)",
+    )
+
+
 def add_output(parser: argparse.ArgumentParser, text_help: str = "lines for people") -> None:
     """`-o text|json|yaml`; json and yaml hold the same data."""
     parser.add_argument(

@@ -16,6 +16,7 @@ from hami_dra_webhook.cli.cluster_access import (
 )
 from hami_dra_webhook.cli.inputs import (
     EXIT_CODES,
+    add_excluded,
     add_inputs,
     add_output,
     inputs,
@@ -44,6 +45,7 @@ def add_parser(commands: Any) -> None:
         "-A", "--all-namespaces", action="store_true", help="every namespace (cluster)"
     )
     parser.add_argument("--config", metavar="FILE", help="HAMi device-config.yaml (policy)")
+    add_excluded(parser)
     add_output(parser, "a table")
     parser.set_defaults(run=run)
 
@@ -107,6 +109,7 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
             policy,
             source=w.source,
             embedded_at=w.embedded_at,
+            excluded=args.excluded_namespaces,
         )
         for w in workloads
         if uses_legacy(w.pod, policy)

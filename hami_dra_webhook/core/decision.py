@@ -115,6 +115,15 @@ class Unchanged:
     outcome: ClassVar[Literal["unchanged"]] = "unchanged"
 
 
+def excluded_namespace(namespace: str | None, excluded: frozenset[str]) -> Unchanged | None:
+    """The decision for a pod of a namespace the webhook never converts (kube-system, its own,
+    those its configuration excludes), or None for one it converts."""
+    if namespace is None or namespace not in excluded:
+        return None
+    note = f"namespace {namespace} is excluded from conversion; nothing changed"
+    return Unchanged(warnings=[note], left_alone=note)
+
+
 @dataclass(frozen=True, slots=True)
 class Refusal:
     """The pod cannot be converted exactly. `code` is a 4xx HTTP status, `reason` a stable tag

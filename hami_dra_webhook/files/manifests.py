@@ -31,6 +31,12 @@ POD_TEMPLATE_PATHS: dict[tuple[str, str], tuple[str, ...]] = {
     ("batch", "Job"): ("spec", "template"),
     ("batch", "CronJob"): ("spec", "jobTemplate", "spec", "template"),
 }
+# Owners whose controller gives each pod it creates the owner's scheduler when the template
+# names none (docs/kubernetes-facts.md: Volcano): (API group, kind) -> (where the owner names
+# it, what it is when the owner names none too).
+INHERITED_SCHEDULER: dict[tuple[str, str], tuple[tuple[str, ...], str]] = {
+    ("batch.volcano.sh", "Job"): (("spec", "schedulerName"), "volcano"),
+}
 # How deep pod templates are looked for inside other objects (custom resources nest them a
 # few levels: a RayCluster's workerGroupSpecs[*].template is at depth 4).
 MAX_EMBEDDED_DEPTH = 16
@@ -194,6 +200,32 @@ class EmbeddedPod:
     path: tuple[PathPart, ...]
     pod: JsonObject
     bare: bool = False
+    # The scheduler its owner gives pods whose template names none (a Volcano Job's), or None.
+    owner_scheduler: str | None = None
+
+    @property
+    def inherits_scheduler(self) -> bool:
+        spec = self.pod.get("spec")
+        return bool(self.owner_scheduler) and not (
+            isinstance(spec, dict) and spec.get("schedulerName")
+        )
+
+    @property
+    def inherited(self) -> str:
+        """Where the scheduler its pods get comes from, in words ("" when from the template)."""
+        if not self.inherits_scheduler:
+            return ""
+        return f"its pods take their owner's schedulerName {self.owner_scheduler}"
+
+    @property
+    def admitted(self) -> JsonObject:
+        """The pod as its controller creates it, as far as admission reads it: with the
+        owner's scheduler where the template names none (a shallow copy; the template is not
+        changed)."""
+        if not self.inherits_scheduler:
+            return self.pod
+        spec = self.pod.get("spec")
+        return {**self.pod, "spec": {**(spec or {}), "schedulerName": self.owner_scheduler}}
 
     @property
     def where(self) -> str:
@@ -212,7 +244,22 @@ def embedded_pods(document: Any) -> list[EmbeddedPod]:
         return []
     found: list[EmbeddedPod] = []
     _look_inside(document, (), found, 0)
-    return found
+    scheduler = owner_scheduler(document)
+    if scheduler is None:
+        return found
+    return [EmbeddedPod(e.path, e.pod, e.bare, scheduler) for e in found]
+
+
+def owner_scheduler(document: JsonObject) -> str | None:
+    """The scheduler an owner kind gives the pods it creates (INHERITED_SCHEDULER), or None."""
+    inherited = INHERITED_SCHEDULER.get((api_group(document), str(document.get("kind"))))
+    if inherited is None:
+        return None
+    path, default = inherited
+    node: Any = document
+    for key in path:
+        node = node.get(key) if isinstance(node, dict) else None
+    return node if isinstance(node, str) and node else default
 
 
 def _look_inside(

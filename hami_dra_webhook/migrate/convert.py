@@ -22,7 +22,7 @@ from ruamel.yaml import YAML
 
 from hami_dra_webhook.admission.translation_cache import TranslationCache
 from hami_dra_webhook.core import patch
-from hami_dra_webhook.core.decision import Converted, Refusal
+from hami_dra_webhook.core.decision import Converted, Refusal, Unchanged, excluded_namespace
 from hami_dra_webhook.core.policy import Policy
 from hami_dra_webhook.core.translate import translate_pod
 from hami_dra_webhook.core.types import JsonObject
@@ -108,12 +108,14 @@ def convert_text(
     json_file: bool,
     *,
     embedded: bool = False,
+    excluded: frozenset[str] = frozenset(),
 ) -> FileResult:
     """The file converted. `embedded`: pod templates inside custom resources are rewritten too
-    (by default they are left, and listed: the webhook converts their pods at admission)."""
+    (by default they are left, and listed: the webhook converts their pods at admission).
+    The workloads of an `excluded` namespace are left, as the webhook leaves their pods."""
     if json_file:
-        return _convert_json(text, policy, default_namespace, embedded)
-    return _convert_yaml(text, policy, default_namespace, embedded)
+        return _convert_json(text, policy, default_namespace, embedded, excluded)
+    return _convert_yaml(text, policy, default_namespace, embedded, excluded)
 
 
 @dataclass
@@ -123,6 +125,7 @@ class _Changes:
     result: FileResult
     existing: set[tuple[str, str]]
     embedded: bool = False
+    excluded: frozenset[str] = frozenset()
     new_templates: list[JsonObject] = field(default_factory=list)
     # Workloads of one kind repeat in a file: each is translated once. Its decisions are
     # shared: never modified (patches are applied by copying, or to a deep copy of the ops).
@@ -139,7 +142,11 @@ class _Changes:
         namespace = metadata.get("namespace") or default_namespace
         namespace = str(namespace) if namespace else None
         found = pod_template(document)
+        left = excluded_namespace(namespace, self.excluded)
         if found is not None:
+            if left is not None and uses_legacy(found[1], policy):
+                self.result.notes.append(f"{title}: {left.left_alone}")
+                return []
             return self._template(title, found[0], found[1], policy, namespace)
         quota = quota_report(document, policy, "", namespace or "")
         if quota is not None:
@@ -149,10 +156,18 @@ class _Changes:
             if not uses_legacy(inside.pod, policy):
                 continue
             where = f"{title} {inside.where}"
-            if self.embedded and not inside.bare:
-                ops += self._template(where, inside.path, inside.pod, policy, namespace)
+            # Judged as its controller creates the pods (a Volcano Job's take its scheduler).
+            refused = left or translate_pod(inside.admitted, policy, namespace)
+            if isinstance(refused, Unchanged) and refused.left_alone:
+                why = f"{inside.inherited}, so they are" if inside.inherited else "its pods are"
+                self.result.notes.append(f"{where}: {why} {refused.left_alone}")
                 continue
-            refused = translate_pod(inside.pod, policy, namespace)
+            if self.embedded and not inside.bare:
+                mine = self._template(where, inside.path, inside.admitted, policy, namespace)
+                if inside.inherits_scheduler:  # the owner's, not the template's, to remove
+                    mine = [op for op in mine if not op["path"].endswith("/spec/schedulerName")]
+                ops += mine
+                continue
             if isinstance(refused, Refusal):
                 self.result.refused.append(f"{where}: its pods will be refused: {refused.message}")
             elif inside.bare:
@@ -207,11 +222,15 @@ def _existing_templates(documents: list[Any]) -> set[tuple[str, str]]:
 
 
 def _convert_json(
-    text: str, policy: Policy, default_namespace: str | None, embedded: bool
+    text: str,
+    policy: Policy,
+    default_namespace: str | None,
+    embedded: bool,
+    excluded: frozenset[str],
 ) -> FileResult:
     top = json.loads(text)
     existing = _existing_templates(_workloads(top))
-    changes = _Changes(FileResult(text=text, changed=False), existing, embedded)
+    changes = _Changes(FileResult(text=text, changed=False), existing, embedded, excluded)
     for document in _workloads(top):
         jsonpatch.apply_patch(
             document, changes.workload(document, policy, default_namespace), in_place=True
@@ -240,7 +259,11 @@ def _segments(text: str) -> list[str]:
 
 
 def _convert_yaml(
-    text: str, policy: Policy, default_namespace: str | None, embedded: bool
+    text: str,
+    policy: Policy,
+    default_namespace: str | None,
+    embedded: bool,
+    excluded: frozenset[str],
 ) -> FileResult:
     """Each document is read with libyaml first; only those that change go through ruamel's
     (slow, pure-Python) round trip. The others are kept byte for byte."""
@@ -248,7 +271,7 @@ def _convert_yaml(
     parsed = [list(yaml.load_all(segment, Loader=_FAST_LOADER)) for segment in segments]
     documents = [d for docs in parsed for d in docs if d is not None]
     changes = _Changes(
-        FileResult(text=text, changed=False), _existing_templates(documents), embedded
+        FileResult(text=text, changed=False), _existing_templates(documents), embedded, excluded
     )
     # segment -> for each of its documents, for each of its workloads, the patch to apply
     edits: dict[int, list[list[list[patch.PatchOp]]]] = {}

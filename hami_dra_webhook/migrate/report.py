@@ -14,6 +14,7 @@ from hami_dra_webhook.core.decision import (
     Refusal,
     Unchanged,
     describe,
+    excluded_namespace,
 )
 from hami_dra_webhook.core.legacy import resource_maps
 from hami_dra_webhook.core.policy import Policy
@@ -80,10 +81,12 @@ def assess(
     *,
     source: str = "",
     embedded_at: str = "",
+    excluded: frozenset[str] = frozenset(),
 ) -> WorkloadReport:
     """The report for a workload whose pod (template) uses legacy resources: the decision the
-    webhook, dry-run and convert give the same input, in words."""
-    decision = translate_pod(pod, policy, namespace)
+    webhook, dry-run and convert give the same input, in words (the pods of an `excluded`
+    namespace are left, as the webhook leaves them)."""
+    decision = excluded_namespace(namespace, excluded) or translate_pod(pod, policy, namespace)
     metadata = pod.get("metadata")
     annotations = metadata.get("annotations") if isinstance(metadata, dict) else None
     annotations = annotations if isinstance(annotations, dict) else {}
@@ -101,7 +104,7 @@ def assess(
         source=source,
         embedded_at=embedded_at,
     )
-    if embedded_at:
+    if embedded_at and not (isinstance(decision, Unchanged) and decision.left_alone):
         report.notes.append(EMBEDDED_NOTE.format(kind=kind))
     for container in report.containers:
         report.attention += [f"{container.name}: {note}" for note in container.notes]

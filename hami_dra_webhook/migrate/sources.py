@@ -46,7 +46,7 @@ def _workloads(document: Any, default_namespace: str, source: str) -> list[Workl
     if template is not None:
         return [Workload(kind, namespace, name, template[1], source)]
     return [
-        Workload(kind, namespace, name, found.pod, source, found.where)
+        Workload(kind, namespace, name, found.admitted, source, found.where)
         for found in embedded_pods(document)
     ]
 
