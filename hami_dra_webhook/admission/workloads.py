@@ -23,7 +23,8 @@ from hami_dra_webhook.core.pod_view import OPT_OUT_LABEL
 from hami_dra_webhook.core.pools import SCOPE_LABEL
 from hami_dra_webhook.core.translate import translate_pod
 from hami_dra_webhook.core.types import MAX_WARNING_LENGTH, JsonObject
-from hami_dra_webhook.files.manifests import embedded_pods, pod_template
+from hami_dra_webhook.files.embedded import embedded_pods
+from hami_dra_webhook.files.manifests import pod_template
 
 MAX_TEMPLATES = 32
 # kube-apiserver keeps a warning's first MAX_WARNING_LENGTH characters and ignores warnings past

@@ -29,11 +29,11 @@ from hami_dra_webhook.core.decision import (
 from hami_dra_webhook.core.policy import Policy, PolicyError
 from hami_dra_webhook.core.translate import translate_pod
 from hami_dra_webhook.core.types import JsonObject
+from hami_dra_webhook.files.embedded import embedded_pods
 from hami_dra_webhook.files.manifests import (
     Manifest,
     ManifestError,
     dump_yaml,
-    embedded_pods,
     pod_template,
     read_manifests,
 )
@@ -97,6 +97,7 @@ class EmbeddedResult:
     warnings: list[str]
     templates: list[JsonObject]
     info: list[str] = field(default_factory=list)
+    rewritable: bool = True  # `convert --embedded` can rewrite it (not a bare pod spec)
 
     def as_json(self) -> JsonObject:
         return {
@@ -224,12 +225,15 @@ def convert(
         result.embedded = _embedded(
             document, policy, metadata.get("namespace") or default_namespace, excluded
         )
-        count = sum(e.outcome == "converted" for e in result.embedded)
-        if count:
+        converted = [e for e in result.embedded if e.outcome == "converted"]
+        if converted:
+            rewritten = sum(e.rewritable for e in converted)
+            which = "them" if rewritten == len(converted) else str(rewritten)
             result.warnings.append(
-                f"{count} pod template(s) inside this {kind} ask for legacy GPU resources: their"
-                " pods are converted when they are created (by the webhook, at admission);"
-                " `convert --embedded` rewrites them here instead"
+                f"{len(converted)} pod template(s) inside this {kind} ask for legacy GPU"
+                " resources: their pods are converted when they are created (by the webhook, at"
+                " admission)"
+                + (f"; `convert --embedded` rewrites {which} here instead" if rewritten else "")
             )
         return result
     path, pod = found
@@ -288,7 +292,8 @@ def _embedded(
                 message=decision.message if isinstance(decision, Refusal) else None,
                 warnings=warnings,
                 templates=decision.templates if isinstance(decision, Converted) else [],
-                info=info,
+                info=[*info, inside.left] if inside.left else info,
+                rewritable=not (inside.bare or inside.left),
             )
         )
     return found

@@ -31,15 +31,6 @@ POD_TEMPLATE_PATHS: dict[tuple[str, str], tuple[str, ...]] = {
     ("batch", "Job"): ("spec", "template"),
     ("batch", "CronJob"): ("spec", "jobTemplate", "spec", "template"),
 }
-# Owners whose controller gives each pod it creates the owner's scheduler when the template
-# names none (docs/kubernetes-facts.md: Volcano): (API group, kind) -> (where the owner names
-# it, what it is when the owner names none too).
-INHERITED_SCHEDULER: dict[tuple[str, str], tuple[tuple[str, ...], str]] = {
-    ("batch.volcano.sh", "Job"): (("spec", "schedulerName"), "volcano"),
-}
-# How deep pod templates are looked for inside other objects (custom resources nest them a
-# few levels: a RayCluster's workerGroupSpecs[*].template is at depth 4).
-MAX_EMBEDDED_DEPTH = 16
 
 
 class ManifestError(ValueError):
@@ -185,103 +176,6 @@ def pod_template(document: Any) -> tuple[tuple[str, ...], JsonObject] | None:
     for key in path:
         node = node.get(key) if isinstance(node, dict) else None
     return (path, node) if isinstance(node, dict) else None
-
-
-PathPart = str | int
-
-
-@dataclass(frozen=True, slots=True)
-class EmbeddedPod:
-    """A pod template inside an object that is not a built-in workload (a LeaderWorkerSet's
-    leaderWorkerTemplate.workerTemplate, a RayCluster's workerGroupSpecs[0].template, a
-    Volcano Job's tasks[0].template): its controller creates pods from it, which the webhook
-    converts at admission. `bare`: a pod spec without the template around it (no metadata)."""
-
-    path: tuple[PathPart, ...]
-    pod: JsonObject
-    bare: bool = False
-    # The scheduler its owner gives pods whose template names none (a Volcano Job's), or None.
-    owner_scheduler: str | None = None
-
-    @property
-    def inherits_scheduler(self) -> bool:
-        spec = self.pod.get("spec")
-        return bool(self.owner_scheduler) and not (
-            isinstance(spec, dict) and spec.get("schedulerName")
-        )
-
-    @property
-    def inherited(self) -> str:
-        """Where the scheduler its pods get comes from, in words ("" when from the template)."""
-        if not self.inherits_scheduler:
-            return ""
-        return f"its pods take their owner's schedulerName {self.owner_scheduler}"
-
-    @property
-    def admitted(self) -> JsonObject:
-        """The pod as its controller creates it, as far as admission reads it: with the
-        owner's scheduler where the template names none (a shallow copy; the template is not
-        changed)."""
-        if not self.inherits_scheduler:
-            return self.pod
-        spec = self.pod.get("spec")
-        return {**self.pod, "spec": {**(spec or {}), "schedulerName": self.owner_scheduler}}
-
-    @property
-    def where(self) -> str:
-        """The path as kubectl explain writes it: spec.tasks[0].template."""
-        text = ""
-        for part in self.path:
-            text += f"[{part}]" if isinstance(part, int) else f".{part}" if text else part
-        return text or "(the object itself)"
-
-
-def embedded_pods(document: Any) -> list[EmbeddedPod]:
-    """Every pod template inside an object other than a built-in workload: a map whose `spec`
-    has a `containers` list (a template), or a map with a `containers` list itself (a bare pod
-    spec, found where no template holds it)."""
-    if not isinstance(document, dict) or pod_template(document) is not None:
-        return []
-    found: list[EmbeddedPod] = []
-    _look_inside(document, (), found, 0)
-    scheduler = owner_scheduler(document)
-    if scheduler is None:
-        return found
-    return [EmbeddedPod(e.path, e.pod, e.bare, scheduler) for e in found]
-
-
-def owner_scheduler(document: JsonObject) -> str | None:
-    """The scheduler an owner kind gives the pods it creates (INHERITED_SCHEDULER), or None."""
-    inherited = INHERITED_SCHEDULER.get((api_group(document), str(document.get("kind"))))
-    if inherited is None:
-        return None
-    path, default = inherited
-    node: Any = document
-    for key in path:
-        node = node.get(key) if isinstance(node, dict) else None
-    return node if isinstance(node, str) and node else default
-
-
-def _look_inside(
-    node: Any, path: tuple[PathPart, ...], found: list[EmbeddedPod], depth: int
-) -> None:
-    if depth > MAX_EMBEDDED_DEPTH:
-        return
-    if isinstance(node, dict):
-        spec = node.get("spec")
-        if isinstance(spec, dict) and isinstance(spec.get("containers"), list):
-            found.append(EmbeddedPod(path, node))
-            return
-        if path and isinstance(node.get("containers"), list):
-            found.append(EmbeddedPod(path, {"spec": node}, bare=True))
-            return
-        for key, value in node.items():
-            if isinstance(value, dict | list) and not (not path and key == "metadata"):
-                _look_inside(value, (*path, str(key)), found, depth + 1)
-    elif isinstance(node, list):
-        for index, value in enumerate(node):
-            if isinstance(value, dict | list):
-                _look_inside(value, (*path, index), found, depth + 1)
 
 
 def dump_yaml(documents: list[Any]) -> str:

@@ -26,8 +26,9 @@ from hami_dra_webhook.core.decision import Converted, Refusal, Unchanged, exclud
 from hami_dra_webhook.core.policy import Policy
 from hami_dra_webhook.core.translate import translate_pod
 from hami_dra_webhook.core.types import JsonObject
+from hami_dra_webhook.files.embedded import EmbeddedPod, embedded_pods
 from hami_dra_webhook.files.fast_yaml import FastSafeLoader
-from hami_dra_webhook.files.manifests import embedded_pods, pod_template
+from hami_dra_webhook.files.manifests import pod_template
 from hami_dra_webhook.migrate.quotas import QuotaReport, dra_quota_ops, quota_report
 from hami_dra_webhook.migrate.report import uses_legacy
 from hami_dra_webhook.migrate.text_edit import NotEditable, edit_document
@@ -162,16 +163,18 @@ class _Changes:
                 why = f"{inside.inherited}, so they are" if inside.inherited else "its pods are"
                 self.result.notes.append(f"{where}: {why} {refused.left_alone}")
                 continue
-            if self.embedded and not inside.bare:
-                mine = self._template(where, inside.path, inside.admitted, policy, namespace)
+            if self.embedded and not inside.bare and not inside.left:
+                mine = self._template(
+                    where, inside.path, inside.admitted, policy, namespace, inside
+                )
                 if inside.inherits_scheduler:  # the owner's, not the template's, to remove
                     mine = [op for op in mine if not op["path"].endswith("/spec/schedulerName")]
                 ops += mine
                 continue
             if isinstance(refused, Refusal):
                 self.result.refused.append(f"{where}: its pods will be refused: {refused.message}")
-            elif inside.bare:
-                self.result.notes.append(f"{where}: {BARE_SPEC_LEFT}")
+            elif inside.left or inside.bare:
+                self.result.notes.append(f"{where}: {inside.left or BARE_SPEC_LEFT}")
             else:
                 self.result.notes.append(f"{where}: {EMBEDDED_LEFT}")
         return ops
@@ -194,7 +197,10 @@ class _Changes:
         pod: JsonObject,
         policy: Policy,
         namespace: str | None,
+        inside: EmbeddedPod | None = None,
     ) -> list[patch.PatchOp]:
+        """The patch of one pod template at `path` (of `inside`, a template in a custom
+        resource, where it says)."""
         translation = self.cache.decide(pod, policy, namespace)
         if isinstance(translation, Refusal):
             self.result.refused.append(f"{title}: {translation.message}")
@@ -207,6 +213,8 @@ class _Changes:
                 self.existing.add(key)
                 self.new_templates.append(json.loads(json.dumps(template)))
                 self.result.templates.append(key[1])
+        if inside is not None:
+            return inside.in_object(translation.patch)
         return patch.rebase(translation.patch, patch.pointer(*path)) if path else translation.patch
 
 

@@ -8,7 +8,8 @@ from typing import Any
 
 from hami_dra_webhook.core.containers import containers
 from hami_dra_webhook.core.types import JsonObject
-from hami_dra_webhook.files.manifests import Manifest, embedded_pods, pod_template
+from hami_dra_webhook.files.embedded import embedded_pods
+from hami_dra_webhook.files.manifests import Manifest, pod_template
 from hami_dra_webhook.kube.port import WORKLOAD_PATHS, KubeApi
 
 # A controller's pods are reported with their controller, not on their own.

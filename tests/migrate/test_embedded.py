@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from hami_dra_webhook.files.manifests import embedded_pods, pod_template
+from hami_dra_webhook.files.embedded import embedded_pods
+from hami_dra_webhook.files.manifests import pod_template
 
 CONTAINERS = {"containers": [{"name": "c", "image": "i"}]}
 

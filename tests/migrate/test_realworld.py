@@ -17,7 +17,8 @@ import yaml
 
 from hami_dra_webhook.cli.main import main
 from hami_dra_webhook.core.policy import policy_from_yaml
-from hami_dra_webhook.files.manifests import embedded_pods, pod_template, read_manifests
+from hami_dra_webhook.files.embedded import embedded_pods
+from hami_dra_webhook.files.manifests import pod_template, read_manifests
 from hami_dra_webhook.migrate.report import uses_legacy
 from tests.support.shared import shared_path
 
