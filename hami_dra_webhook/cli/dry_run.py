@@ -26,6 +26,7 @@ from hami_dra_webhook.core.decision import (
     Unchanged,
     excluded_namespace,
 )
+from hami_dra_webhook.core.lints import pod_notes
 from hami_dra_webhook.core.policy import Policy, PolicyError
 from hami_dra_webhook.core.translate import translate_pod
 from hami_dra_webhook.core.types import JsonObject
@@ -37,6 +38,7 @@ from hami_dra_webhook.files.manifests import (
     pod_template,
     read_manifests,
 )
+from hami_dra_webhook.migrate.quotas import dra_quota_ops, quota_report
 from hami_dra_webhook.migrate.report import uses_legacy
 
 
@@ -221,6 +223,14 @@ def convert(
         source=manifest.where,
     )
     found = pod_template(document)
+    quota = None if found is not None else quota_report(document, policy, "", result.namespace)
+    if quota is not None:  # what convert writes (the webhook leaves quotas)
+        result.patch = dra_quota_ops(document, quota)
+        if result.patch:
+            result.outcome = "converted"
+            result.object = patch.apply(document, result.patch)
+        result.warnings.append(f"counts {', '.join(quota.counted)}: {quota.stops}")
+        return result
     if found is None:
         result.embedded = _embedded(
             document, policy, metadata.get("namespace") or default_namespace, excluded
@@ -243,6 +253,7 @@ def convert(
     translation = left or cache.decide(pod, policy, namespace)
     result.outcome = translation.outcome
     result.info, result.warnings = split_summaries(translation)
+    result.warnings += pod_notes(pod, policy)
     if isinstance(translation, Refusal):
         result.message = translation.message
     if isinstance(translation, Converted):
@@ -275,12 +286,14 @@ def _embedded(
     found = []
     namespace = str(namespace) if namespace else None
     for inside in embedded_pods(document):
-        if not uses_legacy(inside.pod, policy):
+        unknown = pod_notes(inside.pod, policy)
+        if not unknown and not uses_legacy(inside.pod, policy):
             continue
         decision = excluded_namespace(namespace, excluded) or translate_pod(
             inside.admitted, policy, namespace
         )
         info, warnings = split_summaries(decision)
+        warnings += unknown
         if inside.inherited and isinstance(decision, Unchanged) and decision.left_alone:
             warnings = [
                 f"{inside.inherited}: {w}" if w == decision.left_alone else w for w in warnings

@@ -56,7 +56,7 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
     from hami_dra_webhook.files.manifests import ManifestError, read_manifests
     from hami_dra_webhook.migrate import render
     from hami_dra_webhook.migrate.quotas import quota_report
-    from hami_dra_webhook.migrate.report import assess, uses_legacy
+    from hami_dra_webhook.migrate.report import assess, worth_reporting
     from hami_dra_webhook.migrate.sources import from_manifests
 
     if args.cluster == bool(inputs(args)):
@@ -112,7 +112,7 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
             excluded=args.excluded_namespaces,
         )
         for w in workloads
-        if uses_legacy(w.pod, policy)
+        if worth_reporting(w.pod, policy)
     ]
     reports.sort(key=lambda r: (r.namespace, r.kind, r.name, r.embedded_at, r.source))
     if args.output != "text":

@@ -250,6 +250,11 @@ class Policy(BaseModel):
         return max(self.webhook.device_memory_sizes, default=0) // MIB
 
     @cached_property
+    def family_domains(self) -> frozenset[str]:
+        """The domains of every family's legacy resource names (nvidia.com, huawei.com, ...)."""
+        return frozenset(name.partition("/")[0] for name in self.families.by_name if "/" in name)
+
+    @cached_property
     def legacy_domains(self) -> frozenset[str]:
         """The domains of the legacy resource names (`nvidia.com`): any other resource of these
         domains left in a converted container is one this configuration does not know."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -147,16 +148,35 @@ def _build_filter(annotations: dict[str, Any], policy: Policy) -> DeviceFilter:
 _DOUBLED_PREFIX = "NVIDIA-NVIDIA"
 
 
+# NVML names a GPU with spaces between its words ("NVIDIA GeForce RTX 4090", "NVIDIA H20",
+# "Tesla V100-PCIE-32GB"): a hyphen after one of these words stands for a space and matches no
+# GPU, in legacy HAMi or under DRA. "NVIDIA-" before a model number is one too: NVML names of
+# such GPUs begin with "NVIDIA ", so no type has "NVIDIA-H20" in it ("NVIDIA-Tesla ..." does).
+_HYPHEN_FOR_SPACE = re.compile(
+    r"(?i)\b(?:GeForce|RTX|GTX|Tesla|Quadro|TITAN)-|\bNVIDIA-(?=[A-Z]{1,3}\d|RTX\b|RTX-|GeForce-)"
+)
+_SPACED = re.compile(r"(?i)\b(NVIDIA|GeForce|RTX|GTX|Tesla|Quadro|TITAN)-(?!Tesla|Quadro|TITAN)")
+
+
 def _never_matching(key: str, types: list[str]) -> list[str]:
-    """A warning for each type fragment no GPU's type can contain (HAMi <= 2.7 naming)."""
+    """A warning for each type fragment no GPU's type can contain (HAMi <= 2.7 naming, or
+    hyphens for spaces)."""
     warnings: list[str] = []
+    effect = "selects no GPU" if key == USE_TYPE else "excludes nothing"
+    short = key.removeprefix("nvidia.com/")
     for fragment in types:
         at = ascii_upper(fragment).find(_DOUBLED_PREFIX)
         if at < 0:
+            if _HYPHEN_FOR_SPACE.search(fragment):
+                fixed = _SPACED.sub(r"\1 ", fragment)
+                warnings.append(
+                    Attention(
+                        f"{short} {fragment!r} {effect} (NVML names GPUs with spaces, not"
+                        f" hyphens, in legacy HAMi and under DRA): write {fixed!r}"
+                    )
+                )
             continue
         fixed = fragment[:at] + fragment[at + len("NVIDIA-") :]
-        effect = "selects no GPU" if key == USE_TYPE else "excludes nothing"
-        short = key.removeprefix("nvidia.com/")
         warnings.append(
             Attention(
                 f"{short} {fragment!r} {effect} (HAMi >= 2.8 names types once): write {fixed!r}"

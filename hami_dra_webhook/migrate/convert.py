@@ -23,6 +23,7 @@ from ruamel.yaml import YAML
 from hami_dra_webhook.admission.translation_cache import TranslationCache
 from hami_dra_webhook.core import patch
 from hami_dra_webhook.core.decision import Converted, Refusal, Unchanged, excluded_namespace
+from hami_dra_webhook.core.lints import pod_notes
 from hami_dra_webhook.core.policy import Policy
 from hami_dra_webhook.core.translate import translate_pod
 from hami_dra_webhook.core.types import JsonObject
@@ -145,6 +146,7 @@ class _Changes:
         found = pod_template(document)
         left = excluded_namespace(namespace, self.excluded)
         if found is not None:
+            self.result.notes += [f"{title}: {w}" for w in pod_notes(found[1], policy)]
             if left is not None and uses_legacy(found[1], policy):
                 self.result.notes.append(f"{title}: {left.left_alone}")
                 return []
@@ -154,9 +156,10 @@ class _Changes:
             return self._quota(title, document, quota)
         ops: list[patch.PatchOp] = []
         for inside in embedded_pods(document):
+            where = f"{title} {inside.where}"
+            self.result.notes += [f"{where}: {w}" for w in pod_notes(inside.pod, policy)]
             if not uses_legacy(inside.pod, policy):
                 continue
-            where = f"{title} {inside.where}"
             # Judged as its controller creates the pods (a Volcano Job's take its scheduler).
             refused = left or translate_pod(inside.admitted, policy, namespace)
             if isinstance(refused, Unchanged) and refused.left_alone:

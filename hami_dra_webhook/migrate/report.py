@@ -17,6 +17,7 @@ from hami_dra_webhook.core.decision import (
     excluded_namespace,
 )
 from hami_dra_webhook.core.legacy import resource_maps
+from hami_dra_webhook.core.lints import pod_notes
 from hami_dra_webhook.core.policy import Policy
 from hami_dra_webhook.core.selectors import (
     NOUSE_TYPE,
@@ -29,6 +30,7 @@ from hami_dra_webhook.core.selectors import (
 from hami_dra_webhook.core.translate import TASK_PRIORITY_ENV, translate_pod
 from hami_dra_webhook.core.types import Attention, ContainerRef, JsonObject
 from hami_dra_webhook.core.vendors.families import container_families, names_a_family
+from hami_dra_webhook.core.vendors.unknown import unknown_keys
 
 Outcome = Literal["converted", "attention", "refused"]
 
@@ -58,6 +60,12 @@ class WorkloadReport:
 
     def as_json(self) -> JsonObject:
         return asdict(self)
+
+
+def worth_reporting(pod: Any, policy: Policy) -> bool:
+    """A pod with a legacy resource, or a name that looks like one the configuration does not
+    know (an old chip name: its pods stay Pending)."""
+    return uses_legacy(pod, policy) or bool(pod_notes(pod, policy))
 
 
 def uses_legacy(pod: Any, policy: Policy) -> bool:
@@ -111,6 +119,7 @@ def assess(
     report.attention += [
         w for w in decision.warnings if isinstance(w, Attention) and w not in report.attention
     ]
+    report.attention += pod_notes(pod, policy)
     if isinstance(decision, Refusal):
         report.outcome = "refused"
         report.reason = decision.message
@@ -134,10 +143,12 @@ def _containers(
 ) -> list[ContainerReport]:
     reports = []
     for ref, container in containers(pod.get("spec")):
-        if not names_a_family(container, policy):
+        unknown = unknown_keys(container, policy)
+        if not unknown and not names_a_family(container, policy):
             continue
         limits, requests = resource_maps(container)
         keys = [k for keys in container_families(container, policy.families).values() for k in keys]
+        keys += unknown
         legacy = {k: str(limits.get(k, requests.get(k))) for k in keys}
         label = ref.name if ref.list_name == "containers" else f"{ref.name} (init)"
         parts = [_container(label, legacy, p, decision, policy) for p in plan.get(ref, [])]

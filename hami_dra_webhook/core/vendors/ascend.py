@@ -95,6 +95,16 @@ def device_ask(
                     f" ({chip.memory_capacity} MiB): it can never be placed"
                 )
             )
+        if memory_mib is not None and count > 1:
+            warnings.append(
+                Attention(
+                    f"{ref.label}: {chip.resource_memory_name}={request.memory} is taken per NPU,"
+                    f" {format_mib(memory_mib)} on each of the {count} (as HAMi v2.10 reads it,"
+                    " which is what these pods got); ascend-device-plugin's docs call it the"
+                    " container's total: if that was meant, ask for"
+                    f" {(request.memory or 0) // count} per NPU"
+                )
+            )
         if cores > 100:
             raise NotConvertible(
                 f"{ref.label}: {chip.resource_core_name}={cores} is above 100 (a percentage of"
