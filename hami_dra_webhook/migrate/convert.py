@@ -30,6 +30,7 @@ from hami_dra_webhook.core.types import JsonObject
 from hami_dra_webhook.files.embedded import EmbeddedPod, embedded_pods
 from hami_dra_webhook.files.fast_yaml import FastSafeLoader
 from hami_dra_webhook.files.manifests import pod_template
+from hami_dra_webhook.migrate.flow_spacing import keep_flow_spacing
 from hami_dra_webhook.migrate.quotas import QuotaReport, dra_quota_ops, quota_report
 from hami_dra_webhook.migrate.report import uses_legacy
 from hami_dra_webhook.migrate.text_edit import NotEditable, edit_document
@@ -324,8 +325,9 @@ def _convert_yaml(
         # An edit in place is read back already (text_edit); a round trip is read back here.
         present = [d for d in parsed[index] if d is not None]
         expected = [_patched(d, ops) for d, ops in zip(present, edits[index], strict=True)]
-        _check_reads_back(dumped.getvalue(), expected)
-        out.append(dumped.getvalue())
+        written = keep_flow_spacing(segment, dumped.getvalue())
+        _check_reads_back(written, expected)
+        out.append(written)
     body = "".join(out)
     if changes.new_templates:
         if body and not body.endswith("\n"):
