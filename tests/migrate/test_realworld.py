@@ -1,9 +1,9 @@
 """The real-world corpus: manifests other projects published (HAMi's examples, its website's
 labs, DaoCloud's docs, Kueue's HAMi sample, vLLM production-stack rendered, LeaderWorkerSet,
 Ray, Volcano), read from `../shared/realworld` (SOURCES.md there says where each comes from;
-`configs/` holds the device configs they were written against). Each file goes through
-dry-run, scan and convert; each defect the corpus showed has its test here, on the file it
-came from."""
+`configs/` holds the device configs they were written against). Each defect the corpus showed
+has its test here, on the file it came from; every file of both corpora goes through dry-run,
+scan and convert in test_realworld_files.py."""
 
 from __future__ import annotations
 
@@ -16,10 +16,6 @@ import pytest
 import yaml
 
 from hami_dra_webhook.cli.main import main
-from hami_dra_webhook.core.policy import policy_from_yaml
-from hami_dra_webhook.files.embedded import embedded_pods
-from hami_dra_webhook.files.manifests import pod_template, read_manifests
-from hami_dra_webhook.migrate.report import uses_legacy
 from tests.support.shared import shared_path
 
 HAMI_CONFIG = "hami-v2.10-chart-default.device-config.yaml"
@@ -66,71 +62,6 @@ def item(report: dict[str, Any], kind: str, name: str) -> dict[str, Any]:
 def case_names() -> list[str]:
     folder = shared_path("realworld", "cases", what="the real-world corpus")
     return sorted(p.name for p in folder.iterdir())
-
-
-def _case_ids() -> list[str]:
-    # Collected without failing where the corpus is absent: the test itself then skips or fails.
-    folder = Path(__file__).resolve().parents[3] / "shared" / "realworld" / "cases"
-    return sorted(p.name for p in folder.iterdir()) if folder.is_dir() else ["(corpus absent)"]
-
-
-@pytest.mark.parametrize("name", _case_ids())
-def test_every_file_goes_through_every_tool_with_nothing_lost(name: str, tmp_path: Path) -> None:
-    """dry-run, scan and convert on each file: no traceback, no unreadable input, and no legacy
-    request passed over in silence: every pod template that uses legacy resources (in a built-in
-    workload or inside any other object) is converted, refused, or left with its reason, and
-    scan reports every one of them."""
-    path = case(name)
-    policy = policy_from_yaml(config_for(path).read_text()).policy
-    read = read_manifests([str(path)], io.StringIO(""))
-    assert read.unreadable == []
-    legacy: list[tuple[str, str]] = []  # (kind/name, where) of each template using legacy keys
-    for manifest in read.manifests:
-        document = manifest.document
-        title = f"{document.get('kind')}/{(document.get('metadata') or {}).get('name')}"
-        found = pod_template(document)
-        if found is not None and uses_legacy(found[1], policy):
-            legacy.append((title, ""))
-        legacy += [(title, e.where) for e in embedded_pods(document) if uses_legacy(e.pod, policy)]
-
-    code, report, err = dry_run(path)
-    assert code in (0, 1, 2) and "Traceback" not in err, err
-    said = []
-    for entry in report["items"]:
-        title = f"{entry['kind']}/{entry['name']}"
-        assert entry["source"].startswith(str(path)), entry["source"]
-        if entry["outcome"] != "unchanged" or entry["embedded"] or entry["warnings"]:
-            said.append((title, ""))
-        said += [(title, e["path"]) for e in entry["embedded"]]
-        for inside in entry["embedded"]:
-            assert inside["outcome"] != "unchanged" or inside["warnings"], (title, inside)
-    assert set(legacy) <= set(said), (legacy, said)
-
-    code, out, err = run("scan", "--config", str(config_for(path)), "-o", "json", str(path))
-    assert code in (0, 1, 2) and "Traceback" not in err, err
-    scanned = json.loads(out)["workloads"]
-    assert sorted((f"{w['kind']}/{w['name']}", w["embedded_at"]) for w in scanned) == sorted(legacy)
-    assert all(w["source"].startswith(str(path)) for w in scanned)
-
-    out_dir = tmp_path / "out"
-    code, out, err = run(
-        "convert", "--config", str(config_for(path)), "--out", str(out_dir), str(path)
-    )
-    assert code in (0, 2) and "Traceback" not in err and "unreadable" not in err, err
-    written = (out_dir / path.name).read_text()
-    # What convert wrote is what dry-run shows, object for object (its templates after them).
-    # (A ResourceQuota is convert's business only: the webhook, and so dry-run, leave it.)
-    objects = [i["object"] for i in report["items"]]
-    documents = [d for d in yaml.safe_load_all(written) if d is not None][: len(objects)]
-    assert [d for d in documents if d.get("kind") != "ResourceQuota"] == [
-        o for o in objects if o.get("kind") != "ResourceQuota"
-    ]
-    # Converting the converted file changes nothing.
-    again = tmp_path / "again"
-    code, out, err = run(
-        "convert", "--config", str(config_for(path)), "--out", str(again), str(out_dir / path.name)
-    )
-    assert (again / path.name).read_text() == written, err
 
 
 def test_files_without_a_final_newline_convert(tmp_path: Path) -> None:
