@@ -23,7 +23,17 @@ RENAMED: dict[str, tuple[str, tuple[str, ...]]] = {
     ),
 }
 # How HAMi names the memory and core siblings of a device count (longest first).
-SIBLING_SUFFIXES = ("-percentage", "-memory", "-cores", "-core", "memory", "cores", "core", "mem")
+SIBLING_SUFFIXES = (
+    "-percentage",
+    "-memory",
+    "-cores",
+    "-core",
+    "-mem",
+    "memory",
+    "cores",
+    "core",
+    "mem",
+)
 
 
 def unknown_names(pod: Any, policy: Policy) -> list[Attention]:
@@ -78,10 +88,14 @@ def _unknown(key: str, policy: Policy) -> str:
     if not suffix:
         return ""
     family = policy.families.of(base)
-    siblings = family.names if family is not None else ()
-    ending = suffix.lstrip("-")
-    named = [n for n in siblings if n.endswith(ending)] or list(siblings)
-    hint = f" ({family.title}: {_either(named[:4])})" if named and family is not None else ""
+    if family is None:
+        return ""
+    # The device's own siblings where it has some (Ascend310P's), else the family's; of the
+    # same kind (memory, cores) where there are some.
+    pool = [n for n in family.names if n.startswith(base) and n != base] or list(family.names)
+    kind = next((k for k in ("percentage", "mem", "core") if k in suffix), "")
+    named = [n for n in pool if kind in n.rpartition("/")[2]] or pool
+    hint = f" ({family.title}: {_either(named[:4])})" if named else ""
     return (
         f"{key} is not a resource this configuration knows, and no device plugin offers it,"
         f" so the pod stays Pending: write the name the device config gives{hint}"
