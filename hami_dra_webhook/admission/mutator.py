@@ -99,6 +99,8 @@ class PodMutator:
     # The namespaces the webhook configuration excludes, excluded here too: a caller who
     # reaches the port directly must not get templates written there either.
     excluded_namespaces: frozenset[str] = frozenset({"kube-system"})
+    # Volcano's schedulers when Volcano Jobs are converted at their admission (empty: not).
+    volcano_schedulers: frozenset[str] = frozenset()
     # Where the work on a large review runs (mutate(..., off_loop=True)): a thread, so that the
     # event loop gets the interpreter back every switch interval (5 ms) while a pod of tens of
     # thousands of containers is read; None: on the loop.

@@ -77,7 +77,7 @@ class WorkloadPreview:
         if namespace in self.mutator.excluded_namespaces:
             return "none"
         kind, name = str(document.get("kind", "")), str(request.name or metadata.get("name") or "")
-        templates = _templates(document)
+        templates = _templates(document, self.mutator.volcano_schedulers)
         policy = self.mutator.policy_now()
         worst: PreviewOutcome = "none"
         for where, pod in templates[:MAX_TEMPLATES]:
@@ -149,9 +149,10 @@ def _split(line: str) -> list[str]:
     ) or [line]
 
 
-def _templates(document: JsonObject) -> list[tuple[str, JsonObject]]:
-    """(where, pod) for the pod template of a built-in workload, else every one inside."""
+def _templates(document: JsonObject, volcano: frozenset[str]) -> list[tuple[str, JsonObject]]:
+    """(where, pod) for the pod template of a built-in workload, else every one inside, as its
+    pods are admitted."""
     found = pod_template(document)
     if found is not None:
         return [("", found[1])]
-    return [(inside.where, inside.admitted) for inside in embedded_pods(document)]
+    return [(inside.where, inside.admitted) for inside in embedded_pods(document, volcano)]

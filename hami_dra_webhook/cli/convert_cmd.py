@@ -9,7 +9,15 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from hami_dra_webhook.cli import exit_codes
-from hami_dra_webhook.cli.inputs import EMPTY, EXIT_CODES, add_excluded, add_inputs, inputs
+from hami_dra_webhook.cli.inputs import (
+    EMPTY,
+    EXIT_CODES,
+    add_excluded,
+    add_inputs,
+    add_volcano,
+    dra_schedulers,
+    inputs,
+)
 from hami_dra_webhook.files.manifests import MANIFEST_SUFFIXES, hidden, not_utf8
 
 
@@ -31,6 +39,7 @@ def add_parser(commands: Any) -> None:
     )
     parser.add_argument("--config", metavar="FILE", help="HAMi device-config.yaml (policy)")
     add_excluded(parser)
+    add_volcano(parser)
     parser.add_argument(
         "--embedded",
         action="store_true",
@@ -193,6 +202,7 @@ def _converted(
             json_file,
             embedded=args.embedded,
             excluded=args.excluded_namespaces,
+            volcano=dra_schedulers(args),
         )
     except WrittenWrong as error:
         stderr.write(f"error: {where}: {WRITTEN_WRONG.format(error=error)}\n")

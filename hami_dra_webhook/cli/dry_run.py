@@ -13,6 +13,8 @@ from hami_dra_webhook.cli.inputs import (
     EXIT_CODES,
     add_excluded,
     add_inputs,
+    add_volcano,
+    dra_schedulers,
     inputs,
     load_policy,
     nothing_read,
@@ -128,6 +130,7 @@ def add_parser(commands: Any) -> None:
     )
     parser.add_argument("--config", metavar="FILE", help="HAMi device-config.yaml (policy)")
     add_excluded(parser)
+    add_volcano(parser)
     parser.add_argument(
         "-o",
         "--output",
@@ -163,7 +166,8 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
     # translated once.
     cache = TranslationCache(from_yaml=True)
     excluded = args.excluded_namespaces
-    results = [convert(m, policy, args.namespace, cache, excluded) for m in objects]
+    volcano = dra_schedulers(args)
+    results = [convert(m, policy, args.namespace, cache, excluded, volcano) for m in objects]
     for result in results:
         for line in result.info:
             stderr.write(f"info: {result.title}: {line}\n")
@@ -202,6 +206,7 @@ def convert(
     default_namespace: str | None,
     cache: TranslationCache,
     excluded: frozenset[str] = frozenset(),
+    volcano: frozenset[str] = frozenset(),
 ) -> DryRunResult:
     """Translate the pod template of one object; other kinds pass through unchanged.
 
@@ -233,7 +238,7 @@ def convert(
         return result
     if found is None:
         result.embedded = _embedded(
-            document, policy, metadata.get("namespace") or default_namespace, excluded
+            document, policy, metadata.get("namespace") or default_namespace, excluded, volcano
         )
         converted = [e for e in result.embedded if e.outcome == "converted"]
         if converted:
@@ -279,13 +284,17 @@ def split_summaries(decision: Decision) -> tuple[list[str], list[str]]:
 
 
 def _embedded(
-    document: Any, policy: Policy, namespace: Any, excluded: frozenset[str]
+    document: Any,
+    policy: Policy,
+    namespace: Any,
+    excluded: frozenset[str],
+    volcano: frozenset[str],
 ) -> list[EmbeddedResult]:
     """What the pods of each pod template inside the object become at admission (as their
     controller creates them: a Volcano Job's take its scheduler)."""
     found = []
     namespace = str(namespace) if namespace else None
-    for inside in embedded_pods(document):
+    for inside in embedded_pods(document, volcano):
         unknown = pod_notes(inside.pod, policy)
         if not unknown and not uses_legacy(inside.pod, policy):
             continue

@@ -87,6 +87,27 @@ def add_excluded(parser: argparse.ArgumentParser) -> None:
     )
 
 
+VOLCANO_SCHEDULERS = frozenset({"volcano"})
+
+
+def add_volcano(parser: argparse.ArgumentParser) -> None:
+    """`--volcano-jobs convert|leave`: judge Volcano Jobs as the webhook does with the chart's
+    volcano.convertJobs on (their task templates converted at the Job's admission)."""
+    parser.add_argument(
+        "--volcano-jobs",
+        choices=("leave", "convert"),
+        default="leave",
+        help="leave (default): a Volcano Job's pods are Volcano's, left as they are; convert:"
+        " as the chart's volcano.convertJobs (on where Volcano's scheduler has DRA enabled)"
+        " converts its task templates when the Job is created",
+    )
+
+
+def dra_schedulers(args: argparse.Namespace) -> frozenset[str]:
+    """The Volcano schedulers whose Jobs are converted, per --volcano-jobs."""
+    return VOLCANO_SCHEDULERS if args.volcano_jobs == "convert" else frozenset()
+
+
 def add_output(parser: argparse.ArgumentParser, text_help: str = "lines for people") -> None:
     """`-o text|json|yaml`; json and yaml hold the same data."""
     parser.add_argument(

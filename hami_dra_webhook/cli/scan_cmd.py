@@ -19,6 +19,8 @@ from hami_dra_webhook.cli.inputs import (
     add_excluded,
     add_inputs,
     add_output,
+    add_volcano,
+    dra_schedulers,
     inputs,
     nothing_read,
     write_data,
@@ -46,6 +48,7 @@ def add_parser(commands: Any) -> None:
     )
     parser.add_argument("--config", metavar="FILE", help="HAMi device-config.yaml (policy)")
     add_excluded(parser)
+    add_volcano(parser)
     add_output(parser, "a table")
     parser.set_defaults(run=run)
 
@@ -94,7 +97,9 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
         unreadable = read.unreadable
         if nothing_read(read, inputs(args), stderr):
             return exit_codes.UNREADABLE
-        workloads = from_manifests(read.manifests, args.namespace or "default")
+        workloads = from_manifests(
+            read.manifests, args.namespace or "default", dra_schedulers(args)
+        )
         found = (
             quota_report(m.document, policy, m.where, args.namespace or "default")
             for m in read.manifests

@@ -11,6 +11,7 @@ from typing import Any
 
 from hami_dra_webhook.core import patch
 from hami_dra_webhook.core.types import JsonObject
+from hami_dra_webhook.core.volcano_jobs import as_admitted, is_volcano_job
 from hami_dra_webhook.files.manifests import api_group, pod_template
 
 PathPart = str | int
@@ -75,6 +76,9 @@ class EmbeddedPod:
     bare: bool = False
     # The scheduler its owner gives pods whose template names none (a Volcano Job's), or None.
     owner_scheduler: str | None = None
+    # Volcano's schedulers, when the webhook converts Volcano Jobs at their admission
+    # (--volcano-jobs convert): their task templates are judged as pods that are converted.
+    dra_schedulers: frozenset[str] = frozenset()
     holder: tuple[PathPart, ...] | None = None
     container_key: str = ""
     left: str = ""
@@ -106,6 +110,11 @@ class EmbeddedPod:
         """The pod as its controller creates it, as far as admission reads it: with the
         owner's scheduler where the template names none (a shallow copy; the template is not
         changed)."""
+        if self.dra_schedulers and self.owner_scheduler:
+            # A template naming another scheduler (HAMi's too) is judged as it is, below.
+            judged = as_admitted(self.pod, self.owner_scheduler, self.dra_schedulers, "")
+            if judged is not None:
+                return judged
         if not self.inherits_scheduler:
             return self.pod
         spec = self.pod.get("spec")
@@ -139,7 +148,7 @@ def _component_path(path: str, holder: str, key: str) -> str:
     raise ValueError(f"no place in a KServe component for {path}")
 
 
-def embedded_pods(document: Any) -> list[EmbeddedPod]:
+def embedded_pods(document: Any, dra_schedulers: frozenset[str] = frozenset()) -> list[EmbeddedPod]:
     """Every pod template inside an object other than a built-in workload: a map whose `spec`
     has a `containers` list (a template), or a map with a `containers` list itself (a bare pod
     spec, found where no template holds it); and the container-shaped maps a known operator
@@ -151,7 +160,8 @@ def embedded_pods(document: Any) -> list[EmbeddedPod]:
     scheduler = owner_scheduler(document)
     if scheduler is None:
         return found
-    return [replace(e, owner_scheduler=scheduler) for e in found]
+    volcano = dra_schedulers if is_volcano_job(document) else frozenset()
+    return [replace(e, owner_scheduler=scheduler, dra_schedulers=volcano) for e in found]
 
 
 def owner_scheduler(document: JsonObject) -> str | None:

@@ -112,13 +112,14 @@ def convert_text(
     *,
     embedded: bool = False,
     excluded: frozenset[str] = frozenset(),
+    volcano: frozenset[str] = frozenset(),
 ) -> FileResult:
     """The file converted. `embedded`: pod templates inside custom resources are rewritten too
     (by default they are left, and listed: the webhook converts their pods at admission).
     The workloads of an `excluded` namespace are left, as the webhook leaves their pods."""
     if json_file:
-        return _convert_json(text, policy, default_namespace, embedded, excluded)
-    return _convert_yaml(text, policy, default_namespace, embedded, excluded)
+        return _convert_json(text, policy, default_namespace, embedded, excluded, volcano)
+    return _convert_yaml(text, policy, default_namespace, embedded, excluded, volcano)
 
 
 @dataclass
@@ -129,6 +130,7 @@ class _Changes:
     existing: set[tuple[str, str]]
     embedded: bool = False
     excluded: frozenset[str] = frozenset()
+    volcano: frozenset[str] = frozenset()  # Volcano's schedulers, when its Jobs are converted
     new_templates: list[JsonObject] = field(default_factory=list)
     # Workloads of one kind repeat in a file: each is translated once. Its decisions are
     # shared: never modified (patches are applied by copying, or to a deep copy of the ops).
@@ -156,7 +158,7 @@ class _Changes:
         if quota is not None:
             return self._quota(title, document, quota)
         ops: list[patch.PatchOp] = []
-        for inside in embedded_pods(document):
+        for inside in embedded_pods(document, self.volcano):
             where = f"{title} {inside.where}"
             self.result.notes += [f"{where}: {w}" for w in pod_notes(inside.pod, policy)]
             if not uses_legacy(inside.pod, policy):
@@ -239,10 +241,11 @@ def _convert_json(
     default_namespace: str | None,
     embedded: bool,
     excluded: frozenset[str],
+    volcano: frozenset[str],
 ) -> FileResult:
     top = json.loads(text)
     existing = _existing_templates(_workloads(top))
-    changes = _Changes(FileResult(text=text, changed=False), existing, embedded, excluded)
+    changes = _Changes(FileResult(text=text, changed=False), existing, embedded, excluded, volcano)
     for document in _workloads(top):
         jsonpatch.apply_patch(
             document, changes.workload(document, policy, default_namespace), in_place=True
@@ -276,6 +279,7 @@ def _convert_yaml(
     default_namespace: str | None,
     embedded: bool,
     excluded: frozenset[str],
+    volcano: frozenset[str],
 ) -> FileResult:
     """Each document is read with libyaml first; only those that change go through ruamel's
     (slow, pure-Python) round trip. The others are kept byte for byte."""
@@ -283,7 +287,11 @@ def _convert_yaml(
     parsed = [list(yaml.load_all(segment, Loader=_FAST_LOADER)) for segment in segments]
     documents = [d for docs in parsed for d in docs if d is not None]
     changes = _Changes(
-        FileResult(text=text, changed=False), _existing_templates(documents), embedded, excluded
+        FileResult(text=text, changed=False),
+        _existing_templates(documents),
+        embedded,
+        excluded,
+        volcano,
     )
     # segment -> for each of its documents, for each of its workloads, the patch to apply
     edits: dict[int, list[list[list[patch.PatchOp]]]] = {}

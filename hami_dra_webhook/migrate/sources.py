@@ -38,8 +38,14 @@ def _identity(document: JsonObject, default_namespace: str) -> tuple[str, str, s
     )
 
 
-def _workloads(document: Any, default_namespace: str, source: str) -> list[Workload]:
-    """The built-in workload's pod template, or every pod template inside another object."""
+def _workloads(
+    document: Any,
+    default_namespace: str,
+    source: str,
+    dra_schedulers: frozenset[str] = frozenset(),
+) -> list[Workload]:
+    """The built-in workload's pod template, or every pod template inside another object (as
+    its pods are admitted: `dra_schedulers`, Volcano's when its Jobs are converted)."""
     if not isinstance(document, dict):
         return []
     kind, namespace, name = _identity(document, default_namespace)
@@ -48,12 +54,20 @@ def _workloads(document: Any, default_namespace: str, source: str) -> list[Workl
         return [Workload(kind, namespace, name, template[1], source)]
     return [
         Workload(kind, namespace, name, found.admitted, source, found.where)
-        for found in embedded_pods(document)
+        for found in embedded_pods(document, dra_schedulers)
     ]
 
 
-def from_manifests(manifests: list[Manifest], default_namespace: str) -> list[Workload]:
-    return [w for m in manifests for w in _workloads(m.document, default_namespace, m.where)]
+def from_manifests(
+    manifests: list[Manifest],
+    default_namespace: str,
+    dra_schedulers: frozenset[str] = frozenset(),
+) -> list[Workload]:
+    return [
+        w
+        for m in manifests
+        for w in _workloads(m.document, default_namespace, m.where, dra_schedulers)
+    ]
 
 
 def _controller(item: JsonObject) -> JsonObject | None:

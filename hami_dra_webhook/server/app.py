@@ -23,6 +23,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from hami_dra_webhook.admission.mutator import MutationRecord, PodMutator, internal_error
+from hami_dra_webhook.admission.volcano import mutate_volcano_job
 from hami_dra_webhook.admission.workloads import WorkloadPreview, allowed
 from hami_dra_webhook.cluster.gc import KnownForeign, collect_garbage
 from hami_dra_webhook.cluster.state import ClusterState
@@ -136,6 +137,9 @@ def create_app(parts: Parts) -> Dispatch:
         "/validate-workloads": BodyEndpoint(
             _validate_workloads(parts), limit, timeout, rejected, budget
         ),
+        "/mutate-volcano-jobs": BodyEndpoint(
+            _mutate_volcano_jobs(parts, admission_log), limit, timeout, rejected, budget
+        ),
     }
     if settings.bare_endpoint:
 
@@ -183,6 +187,34 @@ def _validate_workloads(parts: Parts) -> Callable[[bytes], Awaitable[tuple[int, 
         return 200, orjson.dumps(answered.answer), answered.outcome
 
     return validate
+
+
+def _mutate_volcano_jobs(
+    parts: Parts, admission_log: AdmissionLog
+) -> Callable[[bytes], Awaitable[tuple[int, bytes]]]:
+    """POST /mutate-volcano-jobs: a Volcano Job's task templates converted at its admission
+    (admission/volcano.py), recorded and logged as a pod's admission is."""
+    metrics = parts.metrics
+
+    async def mutate(body: bytes) -> tuple[int, bytes]:
+        started = time.perf_counter()
+        try:
+            request = review.parse_review(body).request
+        except review.MalformedReview as error:
+            metrics.rejected("malformed")
+            return message(400, str(error))
+        metrics.in_flight.inc()
+        try:
+            result = await mutate_volcano_job(parts.mutator, request)
+        except Exception:
+            log.exception("admission %s failed unexpectedly", request.uid)
+            result = internal_error(request)
+        finally:
+            metrics.in_flight.dec()
+        _record(metrics, admission_log, result, time.perf_counter() - started)
+        return 200, orjson.dumps(result.answer)
+
+    return mutate
 
 
 _BODY_REJECTIONS = {413: "too_large", 408: "read_timeout", 503: "bodies_in_flight"}

@@ -163,12 +163,19 @@ def _mutator(
         cluster=cluster,
         budget=settings.admission_budget,
         cache=TranslationCache(max_bytes=settings.translation_cache_bytes),
-        excluded_namespaces=frozenset(
-            n.strip() for n in settings.excluded_namespaces.split(",") if n.strip()
+        excluded_namespaces=_names(settings.excluded_namespaces),
+        volcano_schedulers=(
+            _names(settings.volcano_schedulers)
+            if settings.volcano_jobs == "convert"
+            else frozenset()
         ),
         # One thread: large reviews wait for each other, never for the event loop.
         off_loop=ThreadPoolExecutor(max_workers=1, thread_name_prefix="large-review"),
     )
+
+
+def _names(listed: str) -> frozenset[str]:
+    return frozenset(n.strip() for n in listed.split(",") if n.strip())
 
 
 async def _certificate_files(

@@ -160,6 +160,15 @@ class Settings(BaseSettings):
         description="namespaces whose pods are never converted, comma-separated (the chart"
         " passes those its webhook configuration excludes)",
     )
+    volcano_jobs: Literal["leave", "convert"] = Field(
+        "leave",
+        description="convert: POST /mutate-volcano-jobs converts a Volcano Job's task templates"
+        " at its admission (the chart's volcano.convertJobs); leave: it answers unchanged",
+    )
+    volcano_schedulers: str = Field(
+        "volcano",
+        description="the schedulers of Volcano whose Jobs are converted, comma-separated",
+    )
     template_rate: float = Field(
         20.0, gt=0, description="new ResourceClaimTemplates a second, per namespace"
     )

@@ -292,3 +292,16 @@ def test_flow_maps_keep_their_spaces(tmp_path: Path) -> None:
         "labels: { app: d, hami.io/dra: 'true' }",
     ):
         assert line in written, written
+
+
+def test_volcano_jobs_converted_at_admission_when_the_chart_says_so(tmp_path: Path) -> None:
+    """--volcano-jobs convert: as the chart's volcano.convertJobs, the Job's templates are
+    converted when the Job is created (its PodGroup and queue then see claims)."""
+    job = VOLCANO_JOB.replace("SCHEDULER", "queue: default")
+    code, item, _ = dry_run(job, "--volcano-jobs", "convert")
+    assert code == 0 and item["embedded"][0]["outcome"] == "converted"
+    code, workloads = scanned(job, "--volcano-jobs", "convert")
+    assert workloads[0]["outcome"] == "converted"
+    code, documents, _err = converted(job, tmp_path, "--embedded", "--volcano-jobs", "convert")
+    spec = documents[0]["spec"]["tasks"][0]["template"]["spec"]
+    assert spec["resourceClaims"] and "schedulerName" not in spec

@@ -311,3 +311,19 @@ and the driver never serve one node.
 {{- $_ := set $affinity "requiredDuringSchedulingIgnoredDuringExecution" $required -}}
 {{- toYaml $affinity -}}
 {{- end -}}
+
+{{/* "true" when Volcano Jobs are converted: volcano.convertJobs true, or auto and Volcano's
+scheduler ConfigMap (read with lookup at install or upgrade; nothing under helm template)
+enabling DRA in its predicates plugin. */}}
+{{- define "hdw.volcanoJobs" -}}
+{{- $wanted := .Values.volcano.convertJobs -}}
+{{- if kindIs "bool" $wanted -}}
+{{- if $wanted }}true{{ end -}}
+{{- else -}}
+{{- $where := splitList "/" .Values.volcano.schedulerConfigMap -}}
+{{- $found := lookup "v1" "ConfigMap" (index $where 0) (index $where 1) -}}
+{{- range $key, $text := (default dict (get (default dict $found) "data")) -}}
+{{- if regexMatch "predicate\\.DynamicResourceAllocationEnable\"?'?\\s*:\\s*\"?'?true" $text }}true{{ end -}}
+{{- end -}}
+{{- end -}}
+{{- end }}

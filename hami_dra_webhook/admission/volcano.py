@@ -1,0 +1,95 @@
+"""POST /mutate-volcano-jobs: a Volcano Job converted at its admission (core/volcano_jobs.py
+says why the Job and not its pods), with the pod webhook's policy, cache, namespaces and
+template store."""
+
+from __future__ import annotations
+
+import time
+
+from hami_dra_webhook.admission.mutator import MutationRecord, PodMutator
+from hami_dra_webhook.cluster.template_store import TemplateUnavailable
+from hami_dra_webhook.core import review
+from hami_dra_webhook.core.decision import (
+    Converted,
+    Decision,
+    Refusal,
+    Unchanged,
+    excluded_namespace,
+)
+from hami_dra_webhook.core.types import JsonObject
+from hami_dra_webhook.core.volcano_jobs import is_volcano_job, job_decision
+
+_UNCHANGED = Unchanged(warnings=[])
+
+
+async def mutate_volcano_job(
+    mutator: PodMutator, request: review.AdmissionRequest
+) -> MutationRecord:
+    """The answer for one Job: its task templates converted on CREATE (an UPDATE cannot change
+    them: Volcano refuses it), unchanged when Volcano Jobs are not converted."""
+    job = request.object or {}
+    metadata = job.get("metadata")
+    metadata = metadata if isinstance(metadata, dict) else {}
+    declared = metadata.get("namespace")
+    namespace = request.namespace or (declared if isinstance(declared, str) else "") or "default"
+    decision, warnings = await _decide(mutator, request, job, namespace)
+    converted = decision if isinstance(decision, Converted) else None
+    templates = [t["metadata"]["name"] for t in converted.templates] if converted else []
+    audit = None
+    if isinstance(decision, Refusal):
+        audit = {"outcome": "refused", "message": decision.message[:1024]}
+    elif converted is not None:
+        audit = {"outcome": "converted", "templates": ",".join(templates) or "none"}
+    return MutationRecord(
+        answer=review.encode(request.uid, decision, warnings=warnings, audit=audit),
+        operation=request.operation,
+        outcome=decision.outcome,
+        namespace=namespace,
+        name=request.name or str(metadata.get("generateName") or ""),
+        uid=request.uid,
+        user=request.user,
+        resource=request.resource_name,
+        dry_run=request.dry_run,
+        templates=templates,
+        resources=converted.resources if converted else [],
+        reason=decision.reason if isinstance(decision, Refusal) else "",
+        message=decision.message if isinstance(decision, Refusal) else "",
+    )
+
+
+async def _decide(
+    mutator: PodMutator, request: review.AdmissionRequest, job: JsonObject, namespace: str
+) -> tuple[Decision, list[str]]:
+    """The decision, and the template store's warnings."""
+    if not mutator.volcano_schedulers or request.operation != "CREATE":
+        return _UNCHANGED, []
+    if not is_volcano_job(job):
+        return _UNCHANGED, []
+    excluded = excluded_namespace(namespace, mutator.excluded_namespaces)
+    if excluded is not None:
+        return excluded, []
+    policy = mutator.policy_now()
+    decision = job_decision(
+        job,
+        lambda template: mutator.cache.decide(template, policy, namespace),
+        mutator.volcano_schedulers,
+        policy.webhook.legacy_scheduler_name,
+    )
+    if not isinstance(decision, Converted):
+        return decision, []
+    try:
+        warnings = await mutator.store.ensure(
+            namespace,
+            decision.templates,
+            dry_run=request.dry_run,
+            deadline=time.monotonic() + mutator.budget,
+        )
+    except TemplateUnavailable as error:
+        refusal = Refusal(
+            code=error.code,
+            message=error.message,
+            warnings=decision.warnings,
+            reason="template-unavailable",
+        )
+        return refusal, []
+    return decision, warnings
