@@ -140,6 +140,10 @@ class ControlPlane:
         self.processes.clear()
         atexit.unregister(self.stop)
 
+    def spawn(self, name: str, command: list[str]) -> Process:
+        """Run `command` beside the control plane (logged as `name`, stopped with it)."""
+        return self._spawn(name, command)
+
     def _spawn(self, name: str, command: list[str]) -> Process:
         log_path = self.folder / f"{name}.log"
         log_file = log_path.open("wb")

@@ -2,9 +2,8 @@
 Job CRD (from its Go module, volcano.sh/volcano, as the Go module proxy serves it) installed,
 a release with volcano.convertJobs, and `kubectl apply` of a Job whose task asks for legacy
 resources. What kube-apiserver stores is checked: the task template with a claim, the
-ResourceClaimTemplate in the Job's namespace. Volcano's scheduler and controllers do not run
-here (they build from the same module: docs/kubernetes-facts.md says what was and was not
-run)."""
+ResourceClaimTemplate in the Job's namespace. Volcano's scheduler and controllers run on the
+real node (tests/node/test_volcano_on_node.py)."""
 
 from __future__ import annotations
 

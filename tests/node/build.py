@@ -7,11 +7,13 @@
 - containerd v2, ctr and the runc shim (tests/node/go/containerd), the CNI plugins bridge,
   host-local, loopback and portmap (tests/node/go/cni), the sandbox's pause program
   (tests/node/go/pause), the DRA kubelet plugin stand-in (tests/node/go/draplugin) and
-  cert-manager v1.21's controller and CA injector (tests/node/go/certmanager): pinned Go
+  cert-manager v1.21's controller and CA injector (tests/node/go/certmanager), Volcano v1.14.1's
+  scheduler and controller-manager (tests/node/go/volcano): pinned Go
   modules, go.sum committed, built with `-mod=readonly` under a key of their module files and
   sources, the Go version and the flags, in the control plane's cache folder;
-- cert-manager's own Helm chart and CRDs: read from the pinned cert-manager module in Go's
-  module cache (`cert_manager_module`), never copied into this repository;
+- cert-manager's own Helm chart and CRDs, and Volcano's CRDs: read from the pinned modules in
+  Go's module cache (`cert_manager_module`, test_volcano_on_node.volcano_module), never copied
+  into this repository;
 - runc, iptables, buildah, debootstrap, busybox-static and bash-static: Debian's packages
   (installed by scripts/test where missing; `DebianMissing` says which).
 """
@@ -80,6 +82,7 @@ class NodeBinaries:
     plugin: Path  # hami-kubelet-plugin (the stand-in)
     device_plugin: Path  # hami-device-plugin (the legacy device plugin's stand-in)
     cert_manager: Path  # controller, cainjector (cert-manager v1.21's, wired here)
+    volcano: Path  # scheduler, controller-manager (Volcano v1.14.1's own commands)
     built_seconds: float
 
     def path(self, command: str) -> Path:
@@ -150,6 +153,11 @@ def build_all(release: Release) -> NodeBinaries:
     cert_manager, cert_manager_seconds = _module_build(
         "certmanager", ["./controller", "./cainjector"], LDFLAGS_BASE
     )
+    volcano, volcano_seconds = _module_build(
+        "volcano",
+        ["volcano.sh/volcano/cmd/scheduler", "volcano.sh/volcano/cmd/controller-manager"],
+        LDFLAGS_BASE,
+    )
     return NodeBinaries(
         control_plane=kube,
         node=node,
@@ -159,7 +167,9 @@ def build_all(release: Release) -> NodeBinaries:
         plugin=plugin / "draplugin",
         device_plugin=plugin / "deviceplugin",
         cert_manager=cert_manager,
-        built_seconds=kube.built_seconds
+        volcano=volcano,
+        built_seconds=volcano_seconds
+        + kube.built_seconds
         + node_seconds
         + containerd_seconds
         + cni_seconds
