@@ -146,25 +146,11 @@ class PodMutator:
         )
         off = self.off_loop if off_loop else None
         decision, warnings = await self._decide(request, fast or pod, namespace, off)
-        converted = decision if isinstance(decision, Converted) else None
-        templates = [t["metadata"]["name"] for t in converted.templates] if converted else []
-        audit = _audit(request, decision, templates)
-        encode = functools.partial(review.encode, warnings=warnings, audit=audit)
-        return MutationRecord(
-            answer=await _run(off, encode, request.uid, decision),
-            operation=request.operation,
-            outcome=decision.outcome,
-            namespace=namespace,
-            name=request.name or str(generate_name or ""),
-            uid=request.uid,
-            user=request.user,
-            resource=request.resource_name,
-            dry_run=request.dry_run,
-            templates=templates,
-            resources=converted.resources if converted else [],
-            reason=decision.reason if isinstance(decision, Refusal) else "",
-            message=decision.message if isinstance(decision, Refusal) else "",
+        encode = functools.partial(
+            review.encode, warnings=warnings, audit=audit_annotations(request, decision)
         )
+        answer = await _run(off, encode, request.uid, decision)
+        return mutation_record(request, decision, answer, namespace, str(generate_name or ""))
 
     async def _decide(
         self,
@@ -288,11 +274,42 @@ async def _run(executor: Executor | None, work: Callable[..., T], *args: Any) ->
     return await asyncio.get_running_loop().run_in_executor(executor, work, *args)
 
 
-def _audit(
-    request: review.Request, decision: Decision, templates: list[str]
-) -> dict[str, str] | None:
+def mutation_record(
+    request: review.Request,
+    decision: Decision,
+    answer: review.ReviewAnswer,
+    namespace: str,
+    generate_name: str = "",
+) -> MutationRecord:
+    """What the shell records and logs of one answered admission (a pod's or a Job's)."""
+    converted = decision if isinstance(decision, Converted) else None
+    return MutationRecord(
+        answer=answer,
+        operation=request.operation,
+        outcome=decision.outcome,
+        namespace=namespace,
+        name=request.name or generate_name,
+        uid=request.uid,
+        user=request.user,
+        resource=request.resource_name,
+        dry_run=request.dry_run,
+        templates=_names(decision),
+        resources=converted.resources if converted else [],
+        reason=decision.reason if isinstance(decision, Refusal) else "",
+        message=decision.message if isinstance(decision, Refusal) else "",
+    )
+
+
+def _names(decision: Decision) -> list[str]:
+    if not isinstance(decision, Converted):
+        return []
+    return [t["metadata"]["name"] for t in decision.templates]
+
+
+def audit_annotations(request: review.Request, decision: Decision) -> dict[str, str] | None:
     """The audit annotations of an answer, from the final decision: every refusal (with its
-    reason when it has one), and a pod created converted with its templates."""
+    reason when it has one), and an object created converted with its templates."""
+    templates = _names(decision)
     if isinstance(decision, Refusal):
         audit = {"outcome": "refused", "message": decision.message[:MAX_AUDIT_MESSAGE]}
         return audit | ({"reason": decision.reason} if decision.reason else {})

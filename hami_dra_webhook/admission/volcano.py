@@ -6,7 +6,12 @@ from __future__ import annotations
 
 import time
 
-from hami_dra_webhook.admission.mutator import MutationRecord, PodMutator
+from hami_dra_webhook.admission.mutator import (
+    MutationRecord,
+    PodMutator,
+    audit_annotations,
+    mutation_record,
+)
 from hami_dra_webhook.cluster.template_store import TemplateUnavailable
 from hami_dra_webhook.core import review
 from hami_dra_webhook.core.decision import (
@@ -33,27 +38,10 @@ async def mutate_volcano_job(
     declared = metadata.get("namespace")
     namespace = request.namespace or (declared if isinstance(declared, str) else "") or "default"
     decision, warnings = await _decide(mutator, request, job, namespace)
-    converted = decision if isinstance(decision, Converted) else None
-    templates = [t["metadata"]["name"] for t in converted.templates] if converted else []
-    audit = None
-    if isinstance(decision, Refusal):
-        audit = {"outcome": "refused", "message": decision.message[:1024]}
-    elif converted is not None:
-        audit = {"outcome": "converted", "templates": ",".join(templates) or "none"}
-    return MutationRecord(
-        answer=review.encode(request.uid, decision, warnings=warnings, audit=audit),
-        operation=request.operation,
-        outcome=decision.outcome,
-        namespace=namespace,
-        name=request.name or str(metadata.get("generateName") or ""),
-        uid=request.uid,
-        user=request.user,
-        resource=request.resource_name,
-        dry_run=request.dry_run,
-        templates=templates,
-        resources=converted.resources if converted else [],
-        reason=decision.reason if isinstance(decision, Refusal) else "",
-        message=decision.message if isinstance(decision, Refusal) else "",
+    audit = audit_annotations(request, decision)
+    answer = review.encode(request.uid, decision, warnings=warnings, audit=audit)
+    return mutation_record(
+        request, decision, answer, namespace, str(metadata.get("generateName") or "")
     )
 
 

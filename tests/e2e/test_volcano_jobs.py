@@ -1,5 +1,5 @@
 """Volcano Jobs converted at their own admission, through the real kube-apiserver: Volcano's
-Job CRD (from its Go module, volcano.sh/volcano, as the Go module proxy serves it) installed,
+Job CRD (from its Go module, volcano.sh/volcano, pinned by tests/node/go/volcano) installed,
 a release with volcano.convertJobs, and `kubectl apply` of a Job whose task asks for legacy
 resources. What kube-apiserver stores is checked: the task template with a claim, the
 ResourceClaimTemplate in the Job's namespace. Volcano's scheduler and controllers run on the
@@ -7,35 +7,19 @@ real node (tests/node/test_volcano_on_node.py)."""
 
 from __future__ import annotations
 
-import json
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
 
-from tests.controlplane.build import _go_env, go
+from tests.node.build import volcano_module
 from tests.support.cluster import CHART, Cluster, Release, wait_for
 
 pytestmark = pytest.mark.e2e_on(capacity=True, versions=("1.37",))
 
-VOLCANO = "volcano.sh/volcano@v1.15.0"
 CRD = "installer/helm/chart/volcano/crd/bases/batch.volcano.sh_jobs.yaml"
 WEBHOOK = "volcano-jobs.hami-dra-webhook.project-hami.io"
-
-
-def volcano_module() -> Path:
-    """The module's folder in the Go module cache (downloaded from the proxy once)."""
-    found = subprocess.run(
-        [go(), "mod", "download", "-json", VOLCANO],
-        check=True,
-        capture_output=True,
-        text=True,
-        env={**_go_env(), "GOFLAGS": "-mod=mod"},
-        timeout=600,
-    )
-    return Path(json.loads(found.stdout)["Dir"])
 
 
 def job(name: str, limits: dict[str, object], scheduler: str | None = None) -> dict[str, object]:

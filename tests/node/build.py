@@ -182,12 +182,27 @@ def build_all(release: Release) -> NodeBinaries:
 CERT_MANAGER_MODULE = "github.com/cert-manager/cert-manager"
 
 
+VOLCANO_MODULE = "volcano.sh/volcano"
+
+
 def cert_manager_module() -> Path:
     """The pinned cert-manager module's folder in Go's module cache (its chart is under
-    deploy/charts/cert-manager): downloaded by the build, verified against go.sum."""
+    deploy/charts/cert-manager)."""
+    return pinned_module("certmanager", CERT_MANAGER_MODULE)
+
+
+def volcano_module() -> Path:
+    """The pinned Volcano module's folder in Go's module cache (its CRDs are under
+    installer/helm/chart/volcano/crd/bases)."""
+    return pinned_module("volcano", VOLCANO_MODULE)
+
+
+def pinned_module(folder: str, module: str) -> Path:
+    """The folder of `module`, pinned by tests/node/go/<folder>, in Go's module cache:
+    downloaded by the build (or now), verified against go.sum."""
     result = subprocess.run(
-        [go(), "mod", "download", "-json", CERT_MANAGER_MODULE],
-        cwd=GO / "certmanager",
+        [go(), "mod", "download", "-json", module],
+        cwd=GO / folder,
         env=_go_env(),
         capture_output=True,
         text=True,

@@ -14,17 +14,13 @@ because Volcano's scheduler ConfigMap enables DRA, read at `helm upgrade`."""
 
 from __future__ import annotations
 
-import json
-import subprocess
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.controlplane.build import _go_env, go
 from tests.controlplane.cluster import Process, free_port
-from tests.node.build import GO
+from tests.node.build import volcano_module
 from tests.node.conftest import NAMESPACE, RELEASE, NodeCluster, chart_sets
 from tests.node.images import TEST_IMAGE
 from tests.support.chart_tools import CHART
@@ -32,7 +28,6 @@ from tests.support.cluster import wait_for
 
 NODE_VERSIONS = ("1.37",)
 
-VOLCANO_MODULE = "volcano.sh/volcano"
 CRDS = "installer/helm/chart/volcano/crd/bases"
 SCHEDULER_CONF = """\
 actions: "enqueue, allocate, backfill"
@@ -50,19 +45,6 @@ tiers:
   - name: nodeorder
   - name: binpack
 """
-
-
-def volcano_module() -> Path:
-    """The pinned Volcano module's folder in Go's module cache (verified against go.sum)."""
-    result = subprocess.run(
-        [go(), "mod", "download", "-json", VOLCANO_MODULE],
-        cwd=GO / "volcano",
-        env=_go_env(),
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return Path(json.loads(result.stdout)["Dir"])
 
 
 def _job(name: str) -> dict[str, Any]:
