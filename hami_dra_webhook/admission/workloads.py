@@ -19,6 +19,7 @@ from typing import Any, Literal
 from hami_dra_webhook.admission.mutator import PodMutator
 from hami_dra_webhook.core import review
 from hami_dra_webhook.core.decision import Converted, Refusal, Unchanged
+from hami_dra_webhook.core.lints import pod_notes
 from hami_dra_webhook.core.pod_view import OPT_OUT_LABEL
 from hami_dra_webhook.core.pools import SCOPE_LABEL
 from hami_dra_webhook.core.translate import translate_pod
@@ -97,6 +98,7 @@ class WorkloadPreview:
                 said = set(decision.summaries)
                 lines += [f"{title}: {line}" for line in decision.summaries]
                 lines += [f"{title}: {w}" for w in decision.warnings if w not in said]
+                lines += [f"{title}: {w}" for w in pod_notes(pod, policy)]
                 worst = worst if worst == "refused" else "converted"
             elif isinstance(decision, Unchanged) and decision.left_alone:
                 lines.append(f"{title} are left as they are: {decision.left_alone}")

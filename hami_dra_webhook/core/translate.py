@@ -360,13 +360,6 @@ def _resolve(
         warnings.append(f"{ref.label}: {note}")
     if share is not None and share.cores == 100 and (share.memory_mib or share.percentage):
         warnings.append(f"{ref.label}: {EXCLUSIVE_CORES_NOTE}")
-    if share is not None and _sees_every_gpu(container):
-        warnings.append(
-            Attention(
-                f"{ref.label}: sets {VISIBLE_DEVICES_ENV}=all: with the nvidia runtime it sees"
-                " every GPU of its node, whatever its claim holds; remove it"
-            )
-        )
     if share is not None and share.memory_mib is not None:
         largest = policy.largest_memory_mib
         if largest and share.memory_mib > largest:
@@ -377,14 +370,6 @@ def _resolve(
                 )
             )
     return _GpuContainer(ContainerPlan(ref, request, share), container)
-
-
-def _sees_every_gpu(container: Any) -> bool:
-    env = container.get("env")
-    return isinstance(env, list) and any(
-        isinstance(e, dict) and e.get("name") == VISIBLE_DEVICES_ENV and e.get("value") == "all"
-        for e in env
-    )
 
 
 HAMI_DEFAULT_NAMES = frozenset(DEFAULT_POLICY.legacy_resource_names)
