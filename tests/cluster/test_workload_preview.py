@@ -76,6 +76,18 @@ def test_a_converted_workload_gets_its_pods_summary() -> None:
     )
 
 
+def test_what_the_tools_warn_of_shows_too() -> None:
+    """A container that sets NVIDIA_VISIBLE_DEVICES=all sees every GPU under the nvidia
+    runtime: the pod webhook does not read env for it (core/lints.py), the preview says it."""
+    every = dict(GPU, env=[{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}])
+    pieces = _preview(_deployment(every)).answer["response"]["warnings"]
+    assert " ".join(p.strip() for p in pieces).endswith(
+        'pods of Deployment inference: container "server": sets NVIDIA_VISIBLE_DEVICES=all:'
+        " with the nvidia runtime it sees every GPU of its node, whatever its claim holds;"
+        " remove it"
+    ), pieces
+
+
 def test_a_refused_workload_is_allowed_and_says_why_and_where_it_shows() -> None:
     answered = _preview(_deployment(TOO_MUCH))
     response = answered.answer["response"]
