@@ -11,18 +11,11 @@ from typing import Any
 
 from hami_dra_webhook.core import patch
 from hami_dra_webhook.core.types import JsonObject
-from hami_dra_webhook.core.volcano_jobs import as_admitted, is_volcano_job
+from hami_dra_webhook.core.volcano_jobs import as_admitted, is_volcano_job, owner_scheduler
 from hami_dra_webhook.files.manifests import api_group, pod_template
 
 PathPart = str | int
 
-# Owners whose controller gives each pod it creates the owner's scheduler when the template
-# names none: (API group, kind) -> (where the owner names it, what it is when the owner names
-# none either). Volcano's job controller: "If no scheduler name in Pod, use scheduler name from
-# Job"; its admission webhook defaults the Job's to volcano.
-INHERITED_SCHEDULER: dict[tuple[str, str], tuple[tuple[str, ...], str]] = {
-    ("batch.volcano.sh", "Job"): (("spec", "schedulerName"), "volcano"),
-}
 # How deep pod templates are looked for inside other objects (custom resources nest them a
 # few levels: a RayCluster's workerGroupSpecs[*].template is at depth 4).
 MAX_EMBEDDED_DEPTH = 16
@@ -157,23 +150,12 @@ def embedded_pods(document: Any, dra_schedulers: frozenset[str] = frozenset()) -
         return []
     found = _components(document)
     _look_inside(document, (), found, 0, {e.holder for e in found if e.holder is not None})
-    scheduler = owner_scheduler(document)
-    if scheduler is None:
+    if not is_volcano_job(document):
         return found
-    volcano = dra_schedulers if is_volcano_job(document) else frozenset()
-    return [replace(e, owner_scheduler=scheduler, dra_schedulers=volcano) for e in found]
-
-
-def owner_scheduler(document: JsonObject) -> str | None:
-    """The scheduler an owner kind gives the pods it creates (INHERITED_SCHEDULER), or None."""
-    inherited = INHERITED_SCHEDULER.get((api_group(document), str(document.get("kind"))))
-    if inherited is None:
-        return None
-    path, default = inherited
-    node: Any = document
-    for key in path:
-        node = node.get(key) if isinstance(node, dict) else None
-    return node if isinstance(node, str) and node else default
+    # A Volcano Job's pods take its scheduler where their template names none (its job
+    # controller's createJobPod; its admission defaults the Job's to volcano).
+    scheduler = owner_scheduler(document)
+    return [replace(e, owner_scheduler=scheduler, dra_schedulers=dra_schedulers) for e in found]
 
 
 def _components(document: JsonObject) -> list[EmbeddedPod]:
