@@ -295,14 +295,14 @@ def _embedded(
     found = []
     namespace = str(namespace) if namespace else None
     for inside in embedded_pods(document, volcano):
-        unknown = pod_notes(inside.pod, policy)
-        if not unknown and not uses_legacy(inside.pod, policy):
+        notes = pod_notes(inside.pod, policy)
+        if not notes and not uses_legacy(inside.pod, policy):
             continue
         decision = excluded_namespace(namespace, excluded) or translate_pod(
             inside.admitted, policy, namespace
         )
         info, warnings = split_summaries(decision)
-        warnings += unknown
+        warnings += notes
         if inside.inherited and isinstance(decision, Unchanged) and decision.left_alone:
             warnings = [
                 f"{inside.inherited}: {w}" if w == decision.left_alone else w for w in warnings

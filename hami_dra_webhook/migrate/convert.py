@@ -25,7 +25,6 @@ from hami_dra_webhook.core import patch
 from hami_dra_webhook.core.decision import Converted, Refusal, Unchanged, excluded_namespace
 from hami_dra_webhook.core.lints import pod_notes
 from hami_dra_webhook.core.policy import Policy
-from hami_dra_webhook.core.translate import translate_pod
 from hami_dra_webhook.core.types import JsonObject
 from hami_dra_webhook.files.embedded import EmbeddedPod, embedded_pods
 from hami_dra_webhook.files.fast_yaml import FastSafeLoader
@@ -163,11 +162,12 @@ class _Changes:
             self.result.notes += [f"{where}: {w}" for w in pod_notes(inside.pod, policy)]
             if not uses_legacy(inside.pod, policy):
                 continue
-            # Judged as its controller creates the pods (a Volcano Job's take its scheduler).
-            refused = left or translate_pod(inside.admitted, policy, namespace)
-            if isinstance(refused, Unchanged) and refused.left_alone:
+            # Judged as its controller creates the pods (a Volcano Job's take its scheduler);
+            # from the cache, which _template asks again.
+            decision = left or self.cache.decide(inside.admitted, policy, namespace)
+            if isinstance(decision, Unchanged) and decision.left_alone:
                 why = f"{inside.inherited}, so they are" if inside.inherited else "its pods are"
-                self.result.notes.append(f"{where}: {why} {refused.left_alone}")
+                self.result.notes.append(f"{where}: {why} {decision.left_alone}")
                 continue
             if self.embedded and not inside.bare and not inside.left:
                 mine = self._template(
@@ -177,8 +177,8 @@ class _Changes:
                     mine = [op for op in mine if not op["path"].endswith("/spec/schedulerName")]
                 ops += mine
                 continue
-            if isinstance(refused, Refusal):
-                self.result.refused.append(f"{where}: its pods will be refused: {refused.message}")
+            if isinstance(decision, Refusal):
+                self.result.refused.append(f"{where}: its pods will be refused: {decision.message}")
             elif inside.left or inside.bare:
                 self.result.notes.append(f"{where}: {inside.left or BARE_SPEC_LEFT}")
             else:
