@@ -13,7 +13,7 @@ from hami_dra_webhook.core.legacy import resource_maps
 from hami_dra_webhook.core.policy import Policy
 from hami_dra_webhook.core.types import Attention
 from hami_dra_webhook.core.vendors.families import names_a_family
-from hami_dra_webhook.core.vendors.unknown import unknown_names
+from hami_dra_webhook.core.vendors.unknown import names_nvidia, unknown_names
 
 VISIBLE_DEVICES = "NVIDIA_VISIBLE_DEVICES"
 
@@ -24,11 +24,9 @@ def pod_notes(pod: Any, policy: Policy) -> list[Attention]:
     GPU container that sets NVIDIA_VISIBLE_DEVICES=all."""
     notes = unknown_names(pod, policy)
     spec = pod.get("spec") if isinstance(pod, dict) else None
-    names = policy.legacy_name_set
     for ref, container in containers(spec):
         limits, requests = resource_maps(container)
-        nvidia = any(k in names for k in limits) or any(k in names for k in requests)
-        if nvidia and _sees_every_gpu(container):
+        if names_nvidia(limits, requests, policy) and _sees_every_gpu(container):
             notes.append(
                 Attention(
                     f"{ref.label}: sets {VISIBLE_DEVICES}=all: with the nvidia runtime it"

@@ -54,7 +54,7 @@ def unknown_keys(container: Any, policy: Policy) -> dict[str, str]:
     domains = policy.family_domains
     limits, requests = resource_maps(container)
     # A converted NVIDIA container with an unknown nvidia.com name is refused, naming it.
-    refused = policy.legacy_domains if _names_nvidia(limits, requests, policy) else ()
+    refused = policy.legacy_domains if names_nvidia(limits, requests, policy) else ()
     found: dict[str, str] = {}
     for key in (*limits, *requests):
         if key in found or not isinstance(key, str) or "/" not in key:
@@ -70,7 +70,8 @@ def unknown_keys(container: Any, policy: Policy) -> dict[str, str]:
     return found
 
 
-def _names_nvidia(limits: Any, requests: Any, policy: Policy) -> bool:
+def names_nvidia(limits: Any, requests: Any, policy: Policy) -> bool:
+    """Whether the limits or requests name one of the configured NVIDIA resources."""
     names = policy.legacy_name_set
     return any(key in names for part in (limits, requests) for key in part)
 
