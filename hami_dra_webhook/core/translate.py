@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable
 from typing import Any
 
@@ -195,7 +196,7 @@ class _Translation:
         taken = _existing_claim_names(spec)
         records: list[tuple[str, str]] = []
         ops += _strip_ops(gpus)
-        claimed: set[ContainerRef] = set()  # containers given a claims list already
+        claimed: ContainerRef | None = None  # the container last given a claim (families adjoin)
         for gpu in gpus:
             planned, ask, record = gpu.plan, gpu.plan.ask, gpu.record
             if gpu.share is not None:  # NVIDIA's share, asked of its driver like any family's
@@ -207,8 +208,8 @@ class _Translation:
                 templates.setdefault(template_name, template)
                 claim = claim_name(gpu.ref.name, taken)
                 pod_claims.append({"name": claim, "resourceClaimTemplateName": template_name})
-                ops.append(_container_claim_op(gpu, claim, gpu.ref in claimed))
-                claimed.add(gpu.ref)
+                ops.append(_container_claim_op(gpu, claim, gpu.ref == claimed))
+                claimed = gpu.ref
                 warnings.append(f"{gpu.ref.label}: {ask.summary} -> {template_name}")
                 records.append((gpu.ref.name, record))
                 planned = ContainerPlan(
@@ -481,20 +482,16 @@ def _existing_claim_names(spec: JsonObject) -> Taken:
 
 
 def _strip_ops(gpus: list[_GpuContainer]) -> list[patch.PatchOp]:
-    """Remove every legacy key from limits and requests (of each family a container names);
-    a map left empty goes too."""
-    keys_of: dict[ContainerRef, tuple[_GpuContainer, list[str], list[str]]] = {}
-    for gpu in gpus:
-        entry = keys_of.setdefault(gpu.ref, (gpu, [], []))
-        entry[1].extend(gpu.request.in_limits)
-        entry[2].extend(gpu.request.in_requests)
-    ops = []
-    for ref, (gpu, in_limits, in_requests) in keys_of.items():
+    """Remove every legacy key from limits and requests (of each family a container names: its
+    families are next to each other in `gpus`); a map left empty goes too."""
+    ops: list[patch.PatchOp] = []
+    for ref, same in itertools.groupby(gpus, key=_ref):
+        families = list(same)
         base = ("spec", ref.list_name, ref.position, "resources")
-        limits, requests = resource_maps(gpu.container)
+        limits, requests = resource_maps(families[0].container)
         for map_name, values, keys in (
-            ("limits", limits, in_limits),
-            ("requests", requests, in_requests),
+            ("limits", limits, [k for gpu in families for k in gpu.request.in_limits]),
+            ("requests", requests, [k for gpu in families for k in gpu.request.in_requests]),
         ):
             if not keys:
                 continue
@@ -503,6 +500,10 @@ def _strip_ops(gpus: list[_GpuContainer]) -> list[patch.PatchOp]:
             else:
                 ops += [patch.remove(patch.pointer(*base, map_name, key)) for key in keys]
     return ops
+
+
+def _ref(gpu: _GpuContainer) -> ContainerRef:
+    return gpu.ref
 
 
 def _container_claim_op(gpu: _GpuContainer, claim: str, appended: bool) -> patch.PatchOp:

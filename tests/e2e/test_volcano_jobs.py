@@ -144,6 +144,7 @@ def _volcano_entry(cluster: Cluster) -> list[str]:
     rendered = cluster.helm(
         "install", "probe", str(CHART), "-n", "hami-probe", "--dry-run=server",
         "--set", "admission.url=https://127.0.0.1:1/mutate",
+        "--set", "deviceClass.create=false",  # the shared release owns it
     ).stdout  # fmt: skip
     manifest = rendered.split("MANIFEST:", 1)[-1].split("NOTES:", 1)[0]
     documents = [d for d in yaml.safe_load_all(manifest) if d]
