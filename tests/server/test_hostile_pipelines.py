@@ -344,9 +344,8 @@ REUSED_WITHIN_MIB = 6  # what three more conversions may add to the reserve once
 def test_the_largest_converted_pod_does_not_hold_the_event_loop(webhook: Webhook) -> None:
     """Three conversions of a 10,000-container GPU pod beside the established connection: no
     failure, p99 under CONVERT_HOLD_MS (scaled), RSS within CONVERT_PEAK_MIB of the warmed
-    baseline and
-    back within CONVERTED_LEFT_MIB (see above for why not 24); later conversions reuse what
-    was kept instead of adding to it."""
+    baseline and back within CONVERTED_LEFT_MIB (see above for why not 24); later conversions
+    reuse what was kept instead of adding to it."""
     baseline = warmed_baseline(webhook)
     with Established(webhook) as prober:
         converted = _send_reviews(webhook, 10_000, 3)
