@@ -212,9 +212,17 @@ class PodMutator:
                 )
                 return refusal, warnings
             warnings.append("consumable capacity is off: this pod may get whole GPUs")
+        stored, store_warnings = await self.ensure_templates(request, namespace, decision)
+        return stored, warnings + store_warnings
+
+    async def ensure_templates(
+        self, request: review.Request, namespace: str, decision: Converted
+    ) -> tuple[Decision, list[str]]:
+        """The conversion once its templates exist (with the store's warnings), or the refusal
+        when they cannot be confirmed within the admission budget."""
         deadline = time.monotonic() + self.budget
         try:
-            warnings += await self.store.ensure(
+            warnings = await self.store.ensure(
                 namespace, decision.templates, dry_run=request.dry_run, deadline=deadline
             )
         except TemplateUnavailable as error:
@@ -225,7 +233,7 @@ class PodMutator:
                 reason="template-unavailable",
                 plan=decision.plan,
             )
-            return refusal, warnings
+            return refusal, []
         return decision, warnings
 
     def policy_now(self) -> Policy:

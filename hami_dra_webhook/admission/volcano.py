@@ -4,20 +4,16 @@ template store."""
 
 from __future__ import annotations
 
-import time
-
 from hami_dra_webhook.admission.mutator import (
     MutationRecord,
     PodMutator,
     audit_annotations,
     mutation_record,
 )
-from hami_dra_webhook.cluster.template_store import TemplateUnavailable
 from hami_dra_webhook.core import review
 from hami_dra_webhook.core.decision import (
     Converted,
     Decision,
-    Refusal,
     Unchanged,
     excluded_namespace,
 )
@@ -65,19 +61,4 @@ async def _decide(
     )
     if not isinstance(decision, Converted):
         return decision, []
-    try:
-        warnings = await mutator.store.ensure(
-            namespace,
-            decision.templates,
-            dry_run=request.dry_run,
-            deadline=time.monotonic() + mutator.budget,
-        )
-    except TemplateUnavailable as error:
-        refusal = Refusal(
-            code=error.code,
-            message=error.message,
-            warnings=decision.warnings,
-            reason="template-unavailable",
-        )
-        return refusal, []
-    return decision, warnings
+    return await mutator.ensure_templates(request, namespace, decision)

@@ -111,15 +111,13 @@ def create_app(parts: Parts) -> Dispatch:
             metrics.rejected("malformed")
             return message(400, str(error))
         large = parts.mutator.many_containers(request, fast)
-        metrics.in_flight.inc()
-        try:
-            result = await parts.mutator.mutate(request, off_loop=large, fast=fast)
-        except Exception:
-            log.exception("admission %s failed unexpectedly", request.uid)
-            result = internal_error(request)
-        finally:
-            metrics.in_flight.dec()
-        _record(metrics, admission_log, result, time.perf_counter() - started)
+        result = await _admitted(
+            parts,
+            admission_log,
+            request,
+            parts.mutator.mutate(request, off_loop=large, fast=fast),
+            started,
+        )
         if large:
             answer = await asyncio.get_running_loop().run_in_executor(
                 parts.mutator.off_loop, orjson.dumps, result.answer
@@ -189,6 +187,27 @@ def _validate_workloads(parts: Parts) -> Callable[[bytes], Awaitable[tuple[int, 
     return validate
 
 
+async def _admitted(
+    parts: Parts,
+    admission_log: AdmissionLog,
+    request: Any,
+    work: Awaitable[MutationRecord],
+    started: float,
+) -> MutationRecord:
+    """Run one admission's use case, counted in flight; an unexpected failure is logged and
+    answered as an internal error; the result is recorded and logged."""
+    parts.metrics.in_flight.inc()
+    try:
+        result = await work
+    except Exception:
+        log.exception("admission %s failed unexpectedly", request.uid)
+        result = internal_error(request)
+    finally:
+        parts.metrics.in_flight.dec()
+    _record(parts.metrics, admission_log, result, time.perf_counter() - started)
+    return result
+
+
 def _mutate_volcano_jobs(
     parts: Parts, admission_log: AdmissionLog
 ) -> Callable[[bytes], Awaitable[tuple[int, bytes]]]:
@@ -203,15 +222,8 @@ def _mutate_volcano_jobs(
         except review.MalformedReview as error:
             metrics.rejected("malformed")
             return message(400, str(error))
-        metrics.in_flight.inc()
-        try:
-            result = await mutate_volcano_job(parts.mutator, request)
-        except Exception:
-            log.exception("admission %s failed unexpectedly", request.uid)
-            result = internal_error(request)
-        finally:
-            metrics.in_flight.dec()
-        _record(metrics, admission_log, result, time.perf_counter() - started)
+        work = mutate_volcano_job(parts.mutator, request)
+        result = await _admitted(parts, admission_log, request, work, started)
         return 200, orjson.dumps(result.answer)
 
     return mutate
