@@ -34,10 +34,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from benchmarks.reviews import encoded, pods
 from hami_dra_webhook.certs.pki import issue, write
 from hami_dra_webhook.core.policy import DEFAULT_POLICY
 from hami_dra_webhook.core.translate import translate_pod
+from tests.support.review_mix import encoded, pods
 
 ROOT = Path(__file__).parents[1]
 GO_PEER = ROOT.parent / "shared" / "anchors" / "go-webhook"

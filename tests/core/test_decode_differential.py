@@ -23,7 +23,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from benchmarks.reviews import mix
 from hami_dra_webhook.admission.mutator import MutationRecord, PodMutator
 from hami_dra_webhook.cluster.template_store import OfflineTemplateStore
 from hami_dra_webhook.core.pod_view import pod_view
@@ -31,6 +30,7 @@ from hami_dra_webhook.core.policy import DEFAULT_POLICY, Policy
 from hami_dra_webhook.core.review import MalformedReview, parse_review
 from hami_dra_webhook.core.review_fast import decode_fast, read_review
 from tests.support.cases import CASE_NAMES, load_case
+from tests.support.review_mix import mix
 from tests.support.review_strategies import REVIEWS, json_values
 from tests.support.reviews import gpu_pod, review
 
