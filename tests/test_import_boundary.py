@@ -73,3 +73,34 @@ def test_importing_loads_no_heavy_module(module: str) -> None:
     code = f"import sys, {module}; print(','.join(m for m in {HEAVY!r} if m in sys.modules))"
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert run.stdout.strip() == ""
+
+
+def test_the_import_circle_finder_names_each_circle_and_only_circles() -> None:
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        from import_cycles import circles
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+    imports = {
+        "p.a": {"p.b"},
+        "p.b": {"p.c"},
+        "p.c": {"p.a", "p.d"},  # a -> b -> c -> a, one circle of three
+        "p.d": {"p.e"},
+        "p.e": {"p.d"},  # and one of two
+        "p.f": {"p.a"},  # on no circle
+    }
+    assert sorted(circles(imports)) == [["p.a", "p.b", "p.c"], ["p.d", "p.e"]]
+    assert circles({"p.a": {"p.b"}, "p.b": set()}) == []
+
+
+def test_the_package_has_no_import_circle() -> None:
+    """Every import counted, those inside functions too (scripts/import_cycles.py)."""
+    found = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "import_cycles.py")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert found.returncode == 0, found.stdout + found.stderr
+    assert ": 0 circles" in found.stdout

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -20,9 +20,6 @@ from hami_dra_webhook.core.vendor_config import (
     VendorSettings,
     hami_vendor_sections,
 )
-
-if TYPE_CHECKING:
-    from hami_dra_webhook.core.vendors.families import Families
 
 NVIDIA_SECTION = "nvidia"
 WEBHOOK_SECTION = "hamiDraWebhook"
@@ -203,28 +200,6 @@ class Policy(BaseModel):
         """This policy with other webhook settings (a new object: cached values are per policy)."""
         return Policy(nvidia=self.nvidia, webhook=webhook, hami_vendors=self.hami_vendors)
 
-    @cached_property
-    def families(self) -> Families:
-        """Every device family this policy knows, converted or only named."""
-        from hami_dra_webhook.core.vendors.families import families  # imports this module
-
-        return families(self)
-
-    @cached_property
-    def all_legacy_names(self) -> frozenset[str]:
-        """The legacy resource names of every family (NVIDIA's and the vendors')."""
-        return frozenset(self.families.by_name)
-
-    @cached_property
-    def converted_names(self) -> tuple[str, ...]:
-        """The legacy resource names of every family this policy converts."""
-        return self.families.converted_names()
-
-    @cached_property
-    def vendor_domains(self) -> frozenset[str]:
-        """Domains whose every resource names a family without a DRA driver."""
-        return frozenset(self.families.by_domain)
-
     def __hash__(self) -> int:
         # The translation caches by policy; hashing every field on each lookup costs.
         return self.hash_value
@@ -248,11 +223,6 @@ class Policy(BaseModel):
     def largest_memory_mib(self) -> int:
         """The largest configured GPU memory size in MiB (0: none configured)."""
         return max(self.webhook.device_memory_sizes, default=0) // MIB
-
-    @cached_property
-    def family_domains(self) -> frozenset[str]:
-        """The domains of every family's legacy resource names (nvidia.com, huawei.com, ...)."""
-        return frozenset(name.partition("/")[0] for name in self.families.by_name if "/" in name)
 
     @cached_property
     def legacy_domains(self) -> frozenset[str]:

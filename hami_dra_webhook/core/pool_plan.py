@@ -35,6 +35,7 @@ from hami_dra_webhook.core.pools import (
 from hami_dra_webhook.core.quantity import QuantityError, parse_byte_size, parse_quantity
 from hami_dra_webhook.core.translate import translate_pod
 from hami_dra_webhook.core.types import JsonObject
+from hami_dra_webhook.core.vendors.families import converted_names
 
 Side = Literal["legacy", "converted"]
 ENDED = ("Succeeded", "Failed")
@@ -87,7 +88,7 @@ def gpu_pod(
     if status.get("phase") in ENDED:
         return None
     spec = pod.get("spec") or {}
-    names = policy.converted_names
+    names = converted_names(policy)
     every = [c for _, c in containers(spec) if isinstance(c, dict)]
     if any(has_legacy_keys(c, names) for c in every):
         return GpuPod(pod, "legacy", _legacy_count(spec, policy))
@@ -115,7 +116,7 @@ def _legacy_count(spec: JsonObject, policy: Policy) -> int:
         if value is None:
             return (
                 policy.nvidia.default_gpu_num
-                if has_legacy_keys(container, policy.converted_names)
+                if has_legacy_keys(container, converted_names(policy))
                 else 0
             )
         try:

@@ -8,6 +8,7 @@ from hami_dra_webhook.core import patch
 from hami_dra_webhook.core.containers import containers
 from hami_dra_webhook.core.legacy import resource_maps
 from hami_dra_webhook.core.policy import Policy
+from hami_dra_webhook.core.vendors.families import converted_names
 
 
 def strip_reapplied(new: Any, old: Any, policy: Policy) -> list[patch.PatchOp]:
@@ -18,7 +19,7 @@ def strip_reapplied(new: Any, old: Any, policy: Policy) -> list[patch.PatchOp]:
     else is touched.
     """
     spec, old_spec = _spec(new), _spec(old)
-    names = policy.converted_names  # every converted family's, not only NVIDIA's
+    names = converted_names(policy)  # every converted family's, not only NVIDIA's
     ops: list[patch.PatchOp] = []
     before = {
         (ref.list_name, _name(c)): c for ref, c in containers(old_spec) if isinstance(c, dict)

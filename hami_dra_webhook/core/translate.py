@@ -20,28 +20,28 @@ from hami_dra_webhook.core.claims import (
 )
 from hami_dra_webhook.core.containers import containers
 from hami_dra_webhook.core.decision import (
-    EXCLUSIVE_CORES_NOTE,
     INIT_CLAIMS_HELD,
-    PRIORITY_NOTE,
     ContainerPlan,
     Converted,
     Decision,
     Refusal,
     Unchanged,
 )
-from hami_dra_webhook.core.legacy import (
-    has_legacy_keys,
-    read_request,
-    resolve_share,
-    resource_maps,
-)
+from hami_dra_webhook.core.legacy import has_legacy_keys, resource_maps
 from hami_dra_webhook.core.pod_view import OPT_OUT_LABEL
-from hami_dra_webhook.core.policy import DEFAULT_POLICY, Policy
+from hami_dra_webhook.core.policy import Policy
 from hami_dra_webhook.core.selectors import device_filter
-from hami_dra_webhook.core.types import Attention, ContainerRef, JsonObject, NotConvertible
+from hami_dra_webhook.core.types import ContainerRef, JsonObject, NotConvertible
 from hami_dra_webhook.core.vendors import nvidia
-from hami_dra_webhook.core.vendors.families import NVIDIA, container_families, names_a_family
-from hami_dra_webhook.core.vendors.resolve import VendorContainer, resolve_vendor
+from hami_dra_webhook.core.vendors.families import (
+    BY_KEY,
+    NVIDIA,
+    container_families,
+    families,
+    names_a_family,
+)
+from hami_dra_webhook.core.vendors.nvidia import TASK_PRIORITY_ENV
+from hami_dra_webhook.core.vendors.profile import Resolved
 from hami_dra_webhook.core.whole_gpus import left_to_scheduler
 
 # What one admission may write: a pod with more distinct GPU requests than this is not a
@@ -53,7 +53,6 @@ MAX_TEMPLATES_PER_POD = 16
 MAX_CONTAINERS_PER_POD = 10_000
 MAX_TEMPLATE_BYTES_PER_POD = 256 * 1024
 DEFAULT_SCHEDULERS = (None, "", "default-scheduler")
-TASK_PRIORITY_ENV = "CUDA_TASK_PRIORITY"
 CORE_POLICY_ENV = "GPU_CORE_UTILIZATION_POLICY"
 LOG_LEVEL_ENV = "LIBCUDA_LOG_LEVEL"
 VISIBLE_DEVICES_ENV = "NVIDIA_VISIBLE_DEVICES"
@@ -75,16 +74,15 @@ class _GpuContainer:
         "share",
     )
 
-    def __init__(
-        self, plan: ContainerPlan, container: JsonObject, vendor: VendorContainer | None = None
-    ) -> None:
-        self.plan, self.container = plan, container
+    def __init__(self, resolved: Resolved, container: JsonObject) -> None:
+        plan = self.plan = resolved.plan
+        self.container = container
         self.ref, self.request, self.share = plan.ref, plan.request, plan.share
         # A GPU container in legacy's eyes: it names a count, or gets a device.
         self.is_gpu = plan.request.count is not None or plan.gets_devices
-        # Another family's: its template's legacy record and the runtime class it needs.
-        self.record = vendor.record if vendor is not None else ""
-        self.runtime_class = vendor.runtime_class if vendor is not None else ""
+        # Its template's legacy record (NVIDIA's is written with its ask) and the runtime class
+        # its devices need.
+        self.record, self.runtime_class = resolved.record, resolved.runtime_class
 
 
 def translate_pod(pod: Any, policy: Policy, namespace: str | None = None) -> Decision:
@@ -136,7 +134,7 @@ class _Translation:
         every = containers(spec)
         if len(every) > MAX_CONTAINERS_PER_POD:
             return too_many_containers(len(every), (c for _, c in every), policy)
-        known = policy.families
+        known = families(policy)
         found = [(ref, c, f) for ref, c in every if (f := container_families(c, known))]
         if not found and not policy.nvidia.overwrite_env:
             return Unchanged(warnings=[])
@@ -172,11 +170,8 @@ class _Translation:
             )
         annotations = _annotations(metadata)
         for ref, container, family, _ in by_container:
-            if family == NVIDIA:
-                self.gpus.append(_resolve(ref, container, policy, warnings))
-            else:
-                vendor = resolve_vendor(family, ref, container, annotations, policy, warnings)
-                self.gpus.append(_GpuContainer(vendor.plan, container, vendor))
+            resolved = BY_KEY[family].resolve(ref, container, annotations, policy, warnings)
+            self.gpus.append(_GpuContainer(resolved, container))
         _check_pod(spec, every, self.gpus, policy)
         return self._converted(metadata, spec, every)
 
@@ -221,7 +216,7 @@ class _Translation:
         names = policy.legacy_resource_names
         if policy.nvidia.overwrite_env:
             ops += _hide_ops(every, names, warnings)
-        runtime_class = _runtime_class(gpus, policy)
+        runtime_class = _runtime_class(gpus)
         ops += _pod_ops(
             metadata, spec, pod_claims, any(g.is_gpu for g in gpus), runtime_class, policy, warnings
         )
@@ -245,8 +240,9 @@ def _not_converted(
 ) -> str | None:
     """Why the pod cannot move to DRA when a container names a family that is not converted
     (naming the resources that container asks for)."""
+    known = families(policy)
     for ref, _, key, asked in by_container:
-        family = policy.families.get(key)
+        family = known.get(key)
         if not family.converted:
             return f"{ref.label}: {family.not_converted(asked)}"
     return None
@@ -257,14 +253,10 @@ def _annotations(metadata: JsonObject | None) -> JsonObject:
     return annotations if isinstance(annotations, dict) else {}
 
 
-def _runtime_class(gpus: list[_GpuContainer], policy: Policy) -> str:
+def _runtime_class(gpus: list[_GpuContainer]) -> str:
     """The runtimeClassName converted devices need: NVIDIA's (nvidia.runtimeClassName) and
     another family's (Ascend's) must agree, or the pod cannot run both."""
     wanted = {gpu.runtime_class for gpu in gpus if gpu.runtime_class and gpu.is_gpu}
-    if policy.nvidia.runtime_class_name and any(
-        gpu.is_gpu and gpu.plan.family == NVIDIA for gpu in gpus
-    ):
-        wanted.add(policy.nvidia.runtime_class_name)
     if len(wanted) > 1:
         raise NotConvertible(
             f"the pod's devices need different runtime classes ({', '.join(sorted(wanted))});"
@@ -343,83 +335,6 @@ def _left_alone(metadata: JsonObject, spec: JsonObject, policy: Policy) -> str |
             " legacy GPU resources kept"
         )
     return None
-
-
-def _resolve(
-    ref: ContainerRef, container: Any, policy: Policy, warnings: list[str]
-) -> _GpuContainer:
-    _unknown_resources(ref, container, policy, warnings)
-    request = read_request(container, ref, policy)
-    for name in request.in_requests:
-        if name not in request.in_limits:
-            warnings.append(f"{ref.label}: {name} set only in requests; converted as its limit")
-    share = resolve_share(request, ref, policy, warnings)
-    if request.priority is not None:
-        note = PRIORITY_NOTE.format(
-            name=policy.nvidia.resource_priority_name, env=TASK_PRIORITY_ENV
-        )
-        warnings.append(f"{ref.label}: {note}")
-    if share is not None and share.cores == 100 and (share.memory_mib or share.percentage):
-        warnings.append(f"{ref.label}: {EXCLUSIVE_CORES_NOTE}")
-    if share is not None and share.memory_mib is not None:
-        largest = policy.largest_memory_mib
-        if largest and share.memory_mib > largest:
-            warnings.append(
-                Attention(
-                    f"{ref.label}: {share.memory_mib} MiB is more than the largest GPU"
-                    f" ({largest} MiB): it can never be placed"
-                )
-            )
-    return _GpuContainer(ContainerPlan(ref, request, share), container)
-
-
-HAMI_DEFAULT_NAMES = frozenset(DEFAULT_POLICY.legacy_resource_names)
-# Which configuration key names a resource, guessed from how HAMi's own names end.
-_CONFIG_KEYS = (
-    ("percentage", "resourceMemoryPercentageName"),
-    ("mem", "resourceMemoryName"),
-    ("core", "resourceCoreName"),
-    ("priority", "resourcePriorityName"),
-)
-
-
-def _unknown_resources(
-    ref: ContainerRef, container: Any, policy: Policy, warnings: list[str]
-) -> None:
-    """A resource of a legacy domain (`nvidia.com/vgpu`) that this configuration does not name,
-    in a container that is converted. Legacy HAMi ignored it and left it on the pod, where
-    kube-scheduler needs a node offering it: its device plugin offers only the configured count
-    name, so the pod stayed Pending. NotConvertible here, with the configuration key that would make
-    it known. HAMi's default names, renamed away in this configuration, are the exception: a
-    cluster renames them so that NVIDIA's device plugin can offer them, so they stay (warned)."""
-    limits, requests = resource_maps(container)
-    known = policy.legacy_name_set
-    unknown = [k for k in limits if k not in known] + [
-        k for k in requests if k not in known and k not in limits
-    ]  # usually empty, or cpu and memory
-    for key in unknown:
-        if not isinstance(key, str) or "/" not in key:
-            continue
-        if key.partition("/")[0] not in policy.legacy_domains:
-            continue
-        if key in HAMI_DEFAULT_NAMES:
-            warnings.append(
-                Attention(
-                    f"{ref.label}: keeps {key}: not converted by this configuration, left for its"
-                    " device plugin"
-                )
-            )
-            continue
-        setting = next((s for hint, s in _CONFIG_KEYS if hint in key), "resourceCountName")
-        raise NotConvertible(
-            f"{ref.label}: {key} is not one of the GPU resources this configuration converts"
-            f" ({', '.join(n for n in policy.legacy_resource_names if n)}), and no node offers"
-            " it, so the pod would stay Pending: if the legacy cluster named a GPU resource so,"
-            f" set nvidia.{setting}: {key} in the device config (the chart's deviceConfig);"
-            " otherwise remove it",
-            code=422,
-            reason="unknown-gpu-resource",
-        )
 
 
 def _init_and_app_claims(gpus: list[_GpuContainer]) -> bool:

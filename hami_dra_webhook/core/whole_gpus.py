@@ -23,6 +23,7 @@ from hami_dra_webhook.core.legacy import resource_maps
 from hami_dra_webhook.core.policy import Policy
 from hami_dra_webhook.core.selectors import SELECTOR_ANNOTATIONS
 from hami_dra_webhook.core.types import ContainerRef, JsonObject
+from hami_dra_webhook.core.vendors.families import converted_names
 
 DEFAULT_SCHEDULERS = ("", "default-scheduler")
 
@@ -40,7 +41,7 @@ def left_to_scheduler(
     annotations = metadata.get("annotations") or {}
     if not isinstance(annotations, dict) or any(k in annotations for k in SELECTOR_ANNOTATIONS):
         return None
-    legacy = frozenset(policy.converted_names)  # as the chart's matchConditions list them
+    legacy = frozenset(converted_names(policy))  # as the chart's matchConditions list them
     gpus = 0
     for ref, container in every:
         limits, requests = resource_maps(container)

@@ -27,9 +27,14 @@ from hami_dra_webhook.core.selectors import (
     split_list,
     unsupported_annotations,
 )
-from hami_dra_webhook.core.translate import TASK_PRIORITY_ENV, translate_pod
+from hami_dra_webhook.core.translate import translate_pod
 from hami_dra_webhook.core.types import Attention, ContainerRef, JsonObject
-from hami_dra_webhook.core.vendors.families import container_families, names_a_family
+from hami_dra_webhook.core.vendors.families import (
+    container_families,
+    families,
+    names_a_family,
+)
+from hami_dra_webhook.core.vendors.nvidia import TASK_PRIORITY_ENV
 from hami_dra_webhook.core.vendors.unknown import unknown_keys
 
 Outcome = Literal["converted", "attention", "refused"]
@@ -147,7 +152,9 @@ def _containers(
         if not unknown and not names_a_family(container, policy):
             continue
         limits, requests = resource_maps(container)
-        keys = [k for keys in container_families(container, policy.families).values() for k in keys]
+        keys = [
+            k for keys in container_families(container, families(policy)).values() for k in keys
+        ]
         keys += unknown
         legacy = {k: str(limits.get(k, requests.get(k))) for k in keys}
         label = ref.name if ref.list_name == "containers" else f"{ref.name} (init)"

@@ -19,6 +19,7 @@ from hami_dra_webhook.core.pool_plan import Inventory
 from hami_dra_webhook.core.pools import DRA, GPU_NODE_LABELS, LEGACY, MOVING, POOL_LABEL
 from hami_dra_webhook.core.quantity import QuantityError, format_bytes, parse_byte_size
 from hami_dra_webhook.core.types import JsonObject
+from hami_dra_webhook.core.vendors.families import converted_names
 from hami_dra_webhook.preflight.pools import judge_pools, plugin_unrestricted
 from hami_dra_webhook.preflight.report import NodeGpus, Report, Target
 from hami_dra_webhook.preflight.snapshot import Failed, Read, Snapshot
@@ -493,7 +494,7 @@ def _extended_resources(snapshot: Snapshot, policy: Policy, target: Target, repo
     classes = snapshot.device_classes
     if _failed(classes, check, report):
         return
-    legacy = set(policy.converted_names)
+    legacy = set(converted_names(policy))
     web = policy.webhook
     whole = (web.device_class_name, policy.legacy_resource_names.gpus)
     clashes = [

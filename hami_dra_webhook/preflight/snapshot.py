@@ -21,6 +21,7 @@ from hami_dra_webhook.core.pool_plan import Inventory
 from hami_dra_webhook.core.pools import Scope
 from hami_dra_webhook.core.types import JsonObject
 from hami_dra_webhook.kube.port import ApiError, KubeApi, paths
+from hami_dra_webhook.preflight.family_nodes import families_to_check
 from hami_dra_webhook.preflight.report import Target
 
 DRIVER_PODS = "app.kubernetes.io/component=dra-driver"
@@ -194,8 +195,6 @@ def _ask_readyz(url: str, bundle: bytes, timeout: float) -> UrlAnswer:
 async def _vendors(api: KubeApi, snapshot: Snapshot, policy: Policy, timeout: float) -> None:
     """The slices and DeviceClass of each other family that is converted or present on a node
     (preflight/vendors.py decides which are)."""
-    from hami_dra_webhook.preflight.vendors import families_to_check
-
     nodes = snapshot.nodes if isinstance(snapshot.nodes, list) else []
     for family, _ in families_to_check(nodes, policy):
         if family.driver is None:

@@ -5,39 +5,10 @@ there, on those nodes, and does its DeviceClass exist? Pure: it judges a snapsho
 from __future__ import annotations
 
 from hami_dra_webhook.core.policy import Policy
-from hami_dra_webhook.core.types import JsonObject
-from hami_dra_webhook.core.vendors.families import NVIDIA, Family
+from hami_dra_webhook.core.vendors.profile import Family
+from hami_dra_webhook.preflight.family_nodes import families_to_check
 from hami_dra_webhook.preflight.report import Report
 from hami_dra_webhook.preflight.snapshot import Failed, Snapshot
-
-# Node labels that say a family's cards are there, besides the legacy resources a node offers.
-FAMILY_NODE_LABELS = {"hygon": ("hcu", "on")}
-
-
-def family_nodes(nodes: list[JsonObject], policy: Policy) -> dict[str, list[str]]:
-    """Family key -> the nodes that show its devices (legacy resources offered, or a label)."""
-    found: dict[str, set[str]] = {}
-    for node in nodes:
-        metadata = node.get("metadata") or {}
-        name, labels = str(metadata.get("name")), metadata.get("labels") or {}
-        allocatable = (node.get("status") or {}).get("allocatable") or {}
-        for resource, amount in allocatable.items():
-            family = policy.families.of(resource)
-            if family is not None and family.key != NVIDIA and str(amount) not in ("0", ""):
-                found.setdefault(family.key, set()).add(name)
-        for key, (label, value) in FAMILY_NODE_LABELS.items():
-            if labels.get(label) == value:
-                found.setdefault(key, set()).add(name)
-    return {key: sorted(names) for key, names in found.items()}
-
-
-def families_to_check(nodes: list[JsonObject], policy: Policy) -> list[tuple[Family, list[str]]]:
-    present = family_nodes(nodes, policy)
-    return [
-        (family, present.get(family.key, []))
-        for family in policy.families.all
-        if family.key != NVIDIA and (family.converted or family.key in present)
-    ]
 
 
 def vendors(snapshot: Snapshot, policy: Policy, report: Report) -> None:

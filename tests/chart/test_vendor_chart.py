@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from hami_dra_webhook.core.policy import policy_from_yaml
+from hami_dra_webhook.core.vendors.families import families
 from tests.support.chart_tools import CHART, run_helm
 
 ALL_VENDORS = """\
@@ -74,7 +75,7 @@ def _names_sent(documents: list[dict[str, Any]]) -> set[str]:
 )
 def test_match_conditions_send_exactly_the_converted_families(device_config: str) -> None:
     policy = policy_from_yaml(device_config).policy
-    assert _names_sent(_rendered(device_config)) == set(policy.families.converted_names())
+    assert _names_sent(_rendered(device_config)) == set(families(policy).converted_names())
 
 
 def test_a_family_not_converted_is_not_sent() -> None:
@@ -101,7 +102,7 @@ def test_vendor_device_classes_only_where_the_driver_ships_none() -> None:
     )
     policy = policy_from_yaml(ALL_VENDORS).policy
     assert (
-        classes["hami-vnpu-core.project-hami.io"] == policy.families.get("ascend").class_expression
+        classes["hami-vnpu-core.project-hami.io"] == families(policy).get("ascend").class_expression
     )
     everything = {
         d["metadata"]["name"]: d["spec"]["selectors"][0]["cel"]["expression"]
@@ -114,7 +115,7 @@ def test_vendor_device_classes_only_where_the_driver_ships_none() -> None:
         if d["kind"] == "DeviceClass"
     }
     for key in ("hygon", "amd", "aws-neuron"):
-        family = policy.families.get(key)
+        family = families(policy).get(key)
         assert everything[family.device_class] == family.class_expression  # type: ignore[index]
     nothing = [d for d in _rendered("nvidia: {}\n") if d["kind"] == "DeviceClass"]
     assert [d["metadata"]["name"] for d in nothing] == ["hami-core-gpu.project-hami.io"]

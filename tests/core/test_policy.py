@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from hami_dra_webhook.core.policy import DEFAULT_POLICY, PolicyError, policy_from_yaml
+from hami_dra_webhook.core.vendors.families import families
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "device-config.yaml"
 
@@ -40,7 +41,7 @@ def test_hami_file_loads_unchanged_its_vendor_sections_read() -> None:
     assert loaded.policy.webhook.device_memory_sizes == (80 << 30, 40 << 30)
     # HAMi's other vendor sections are read (names), not reported as unknown
     assert loaded.ignored_keys == () and loaded.warning is None
-    assert loaded.policy.families.of("cambricon.com/vmlu").key == "cambricon"  # type: ignore[union-attr]
+    assert families(loaded.policy).of("cambricon.com/vmlu").key == "cambricon"  # type: ignore[union-attr]
     assert (
         "knownMigGeometries" in loaded.legacy_only_keys
         and "deviceSplitCount" in loaded.legacy_only_keys

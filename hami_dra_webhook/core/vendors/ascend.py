@@ -16,12 +16,20 @@ from __future__ import annotations
 from typing import Any
 
 from hami_dra_webhook.core import cel
-from hami_dra_webhook.core.legacy import MAX_CLAIM_DEVICES, LegacyRequest
+from hami_dra_webhook.core.decision import ContainerPlan
+from hami_dra_webhook.core.legacy import (
+    MAX_CLAIM_DEVICES,
+    LegacyRequest,
+    read_vendor_request,
+    resource_maps,
+)
+from hami_dra_webhook.core.policy import Policy
 from hami_dra_webhook.core.quantity import format_mib
 from hami_dra_webhook.core.types import Attention, ContainerRef, NotConvertible
 from hami_dra_webhook.core.vendor_config import AscendSettings, VnpuChip
 from hami_dra_webhook.core.vendors.annotations import annotation_items, literal_list
 from hami_dra_webhook.core.vendors.ask import Alternative, DeviceAsk
+from hami_dra_webhook.core.vendors.profile import Family, Resolved, legacy_values, requests_only
 
 FAMILY = "ascend"
 DEVICE_TYPE = "HAMivNPUCore"
@@ -66,51 +74,11 @@ def device_ask(
     if count == 0:
         return None
     asked = count  # legacy's multi-device vNPU check reads the count as written, before 1 -> 2
-    if chip.super_pod:
-        if count == 1:
-            count = 2
-            warnings.append(
-                f"{ref.label}: {chip.resource_name}=1 means a module pair, 2 NPUs (as legacy"
-                " HAMi); DRA does not keep the pair on one module"
-            )
-        elif count % 2:
-            raise NotConvertible(
-                f"{ref.label}: {chip.resource_name}={count}: {chip.common_word} device request"
-                " must be 1 or 2*n (as legacy HAMi); ask for an even number",
-                code=422,
-            )
-    if count > MAX_CLAIM_DEVICES:
-        raise NotConvertible(
-            f"{ref.label}: {count} NPUs are more than the {MAX_CLAIM_DEVICES} devices a DRA claim"
-            f" can hold; request at most {MAX_CLAIM_DEVICES}",
-            code=422,
-        )
+    count = _device_count(chip, count, ref, warnings)
     memory_mib = request.memory * chip.memory_factor if request.memory else None
     cores = request.cores or 0
     if hami_core_mode(annotations):
-        if memory_mib is not None and memory_mib > chip.memory_capacity:
-            warnings.append(
-                Attention(
-                    f"{ref.label}: {memory_mib} MiB is more than a {chip.chip_name} has"
-                    f" ({chip.memory_capacity} MiB): it can never be placed"
-                )
-            )
-        if memory_mib is not None and count > 1:
-            warnings.append(
-                Attention(
-                    f"{ref.label}: {chip.resource_memory_name}={request.memory} is taken per NPU,"
-                    f" {format_mib(memory_mib)} on each of the {count} (as HAMi v2.10 reads it,"
-                    " which is what these pods got); ascend-device-plugin's docs call it the"
-                    " container's total: if that was meant, ask for"
-                    f" {(request.memory or 0) // count} per NPU"
-                )
-            )
-        if cores > 100:
-            raise NotConvertible(
-                f"{ref.label}: {chip.resource_core_name}={cores} is above 100 (a percentage of"
-                " the NPU); give 0 to 100",
-                code=422,
-            )
+        _check_hami_core(chip, request, count, memory_mib, cores, ref, warnings)
     else:
         memory_mib = _template_memory(chip, asked, memory_mib, cores, ref, settings, warnings)
     driver = settings.driver_name
@@ -132,6 +100,65 @@ def device_ask(
         summary=_summary(chip, count, memory_mib, cores),
         whole=False,  # cores are always written (0 by default): a share, placed by capacity
     )
+
+
+def _device_count(chip: VnpuChip, count: int, ref: ContainerRef, warnings: list[str]) -> int:
+    """The NPUs the container gets: a super-pod chip's 1 is a module pair (as legacy HAMi)."""
+    if chip.super_pod:
+        if count == 1:
+            count = 2
+            warnings.append(
+                f"{ref.label}: {chip.resource_name}=1 means a module pair, 2 NPUs (as legacy"
+                " HAMi); DRA does not keep the pair on one module"
+            )
+        elif count % 2:
+            raise NotConvertible(
+                f"{ref.label}: {chip.resource_name}={count}: {chip.common_word} device request"
+                " must be 1 or 2*n (as legacy HAMi); ask for an even number",
+                code=422,
+            )
+    if count > MAX_CLAIM_DEVICES:
+        raise NotConvertible(
+            f"{ref.label}: {count} NPUs are more than the {MAX_CLAIM_DEVICES} devices a DRA claim"
+            f" can hold; request at most {MAX_CLAIM_DEVICES}",
+            code=422,
+        )
+    return count
+
+
+def _check_hami_core(
+    chip: VnpuChip,
+    request: LegacyRequest,
+    count: int,
+    memory_mib: int | None,
+    cores: int,
+    ref: ContainerRef,
+    warnings: list[str],
+) -> None:
+    """hami-core (soft split) mode: memory and cores as asked, within what the chip has."""
+    if memory_mib is not None and memory_mib > chip.memory_capacity:
+        warnings.append(
+            Attention(
+                f"{ref.label}: {memory_mib} MiB is more than a {chip.chip_name} has"
+                f" ({chip.memory_capacity} MiB): it can never be placed"
+            )
+        )
+    if memory_mib is not None and count > 1:
+        warnings.append(
+            Attention(
+                f"{ref.label}: {chip.resource_memory_name}={request.memory} is taken per NPU,"
+                f" {format_mib(memory_mib)} on each of the {count} (as HAMi v2.10 reads it,"
+                " which is what these pods got); ascend-device-plugin's docs call it the"
+                " container's total: if that was meant, ask for"
+                f" {(request.memory or 0) // count} per NPU"
+            )
+        )
+    if cores > 100:
+        raise NotConvertible(
+            f"{ref.label}: {chip.resource_core_name}={cores} is above 100 (a percentage of"
+            " the NPU); give 0 to 100",
+            code=422,
+        )
 
 
 def _template_memory(
@@ -218,3 +245,67 @@ def _summary(chip: VnpuChip, count: int, memory_mib: int | None, cores: int) -> 
     memory = "the whole memory" if memory_mib is None else f"{memory_mib} MiB"
     compute = "no compute share (priority 0)" if cores == 0 else f"{cores}% compute"
     return f"{npus}, {memory}, {compute}"
+
+
+class AscendProfile:
+    key = FAMILY
+
+    def family(self, policy: Policy) -> Family:
+        settings = policy.webhook.vendors.ascend
+        names = tuple(
+            n
+            for chip in policy.hami_vendors.vnpus
+            for n in (chip.resource_name, chip.resource_memory_name, chip.resource_core_name)
+            if n
+        )
+        return Family(
+            FAMILY,
+            "Huawei Ascend NPU",
+            names,
+            settings.convert,
+            settings.driver_name,
+            settings.device_class_name,
+            cel.driver_device_of_type(settings.driver_name, "type", DEVICE_TYPE),
+            "hamiDraWebhook.vendors.ascend.convert: true",
+        )
+
+    def resolve(
+        self,
+        ref: ContainerRef,
+        container: Any,
+        annotations: dict[str, Any],
+        policy: Policy,
+        warnings: list[str],
+    ) -> Resolved:
+        settings = policy.webhook.vendors.ascend
+        chip = _chip(container, ref, policy.hami_vendors.vnpus)
+        request = read_vendor_request(
+            container, ref, chip.resource_name, chip.resource_memory_name, chip.resource_core_name
+        )
+        requests_only(request, ref, warnings)
+        ask = device_ask(chip, request, ref, annotations, settings, warnings)
+        plan = ContainerPlan(ref, request, None, family=FAMILY, ask=ask)
+        runtime_class = chip.runtime_class_name or settings.runtime_class_name
+        return Resolved(plan, legacy_values(container, request), runtime_class if ask else "")
+
+
+def _chip(container: Any, ref: ContainerRef, chips: tuple[VnpuChip, ...]) -> VnpuChip:
+    """The one chip whose resources the container names (legacy gives a container one chip)."""
+    limits, requests = resource_maps(container)
+    keys = set(limits) | set(requests)
+    named = [
+        chip
+        for chip in chips
+        if keys & {chip.resource_name, chip.resource_memory_name, chip.resource_core_name}
+    ]
+    if len(named) > 1:
+        raise NotConvertible(
+            f"{ref.label} asks for NPUs of {len(named)} chips"
+            f" ({', '.join(c.common_word for c in named)}); legacy HAMi gives a container one"
+            " chip: keep one",
+            code=422,
+        )
+    return named[0]
+
+
+PROFILE = AscendProfile()

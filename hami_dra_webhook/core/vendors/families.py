@@ -1,46 +1,32 @@
-"""The device families a policy knows: which legacy resource names belong to which family, which
-families it converts (and to which DRA driver and DeviceClass), and which it only names.
+"""The device families: every converting vendor's profile, listed once in `PROFILES`, and the
+families without a DRA driver that are only named (`OTHER_FAMILIES`). Which legacy resource
+names belong to which family, which families a policy converts (and to which DRA driver and
+DeviceClass), and which it only names.
 
-NVIDIA is one family among them. The chart's DeviceClasses and matchConditions, `check` and
-`scan` read the same data."""
+The chart's DeviceClasses and matchConditions, `check` and `scan` read the same data."""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from hami_dra_webhook.core import cel
 from hami_dra_webhook.core.legacy import has_legacy_keys, resource_maps
+from hami_dra_webhook.core.policy import Policy
 from hami_dra_webhook.core.vendor_config import OTHER_FAMILIES
-from hami_dra_webhook.core.vendors import ascend, hygon
-from hami_dra_webhook.core.vendors.whole import AMD, NEURON
+from hami_dra_webhook.core.vendors import ascend, hygon, nvidia, whole
+from hami_dra_webhook.core.vendors.profile import Family, Profile
 
-if TYPE_CHECKING:
-    from hami_dra_webhook.core.policy import Policy
-
-NVIDIA = "nvidia"
-
-
-@dataclass(frozen=True, slots=True)
-class Family:
-    key: str  # "nvidia", "hygon", "ascend", "amd", "aws-neuron", "cambricon", ...
-    title: str  # what users call it
-    names: tuple[str, ...]  # its legacy resource names under this policy
-    converted: bool
-    driver: str | None = None  # its DRA driver, where one exists
-    device_class: str | None = None
-    class_expression: str | None = None  # the DeviceClass's CEL selector
-    enable: str = ""  # the policy setting that converts it ("" where no driver exists)
-
-    def not_converted(self, asked: list[str]) -> str:
-        """Why this webhook does not convert the family (its pods can stay on legacy HAMi),
-        naming the resources the container `asked` for."""
-        if self.enable:
-            return (
-                f"{self.title} ({', '.join(asked)}) is not converted by this policy"
-                f" (set {self.enable} to convert it to {self.driver})"
-            )
-        return f"{self.title} has no DRA driver, so this webhook cannot convert it"
+# Every family this webhook converts, one profile each; a new vendor is one module and one entry.
+PROFILES: tuple[Profile, ...] = (
+    nvidia.PROFILE,
+    hygon.PROFILE,
+    ascend.PROFILE,
+    whole.AMD_PROFILE,
+    whole.NEURON_PROFILE,
+)
+BY_KEY: dict[str, Profile] = {profile.key: profile for profile in PROFILES}
+NVIDIA = nvidia.FAMILY
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +35,9 @@ class Families:
     by_name: dict[str, Family]
     # Domains of the families without a driver: any resource there names the family.
     by_domain: dict[str, Family]
+    all_names: frozenset[str]  # the legacy resource names of every family
+    # The domains of every family's legacy resource names (nvidia.com, huawei.com, ...).
+    name_domains: frozenset[str]
 
     def of(self, resource: str) -> Family | None:
         family = self.by_name.get(resource)
@@ -68,76 +57,12 @@ class Families:
         return tuple(n for f in self.converted for n in f.names)
 
 
+# Policies in use: one or two a process (each reload makes one); tests make more.
+@functools.lru_cache(maxsize=64)
 def families(policy: Policy) -> Families:
-    web, vendors, sections = policy.webhook, policy.webhook.vendors, policy.hami_vendors
-    found: list[Family] = [
-        Family(
-            NVIDIA,
-            "NVIDIA GPU",
-            tuple(n for n in policy.legacy_resource_names if n),
-            True,
-            web.driver_name,
-            web.device_class_name,
-            cel.driver_device_of_type(web.driver_name, web.attributes.type, web.device_type),
-        )
-    ]
-    hygon_names = tuple(n for names in hygon.role_names(sections) for n in names)
-    found.append(
-        Family(
-            hygon.FAMILY,
-            "Hygon DCU/HCU",
-            hygon_names,
-            vendors.hygon.convert,
-            vendors.hygon.driver_name,
-            vendors.hygon.device_class_name,
-            cel.driver_device_of_type(vendors.hygon.driver_name, "type", hygon.DEVICE_TYPE),
-            "hamiDraWebhook.vendors.hygon.convert: true",
-        )
-    )
-    ascend_names = tuple(
-        n
-        for chip in sections.vnpus
-        for n in (chip.resource_name, chip.resource_memory_name, chip.resource_core_name)
-        if n
-    )
-    found.append(
-        Family(
-            ascend.FAMILY,
-            "Huawei Ascend NPU",
-            ascend_names,
-            vendors.ascend.convert,
-            vendors.ascend.driver_name,
-            vendors.ascend.device_class_name,
-            cel.driver_device_of_type(vendors.ascend.driver_name, "type", ascend.DEVICE_TYPE),
-            "hamiDraWebhook.vendors.ascend.convert: true",
-        )
-    )
-    for whole, names, settings in (
-        (AMD, sections.amd, vendors.amd),
-        (NEURON, sections.awsneuron, vendors.aws_neuron),
-    ):
-        driver = settings.driver_name
-        found.append(
-            Family(
-                whole.key,
-                whole.title,
-                tuple(
-                    n
-                    for n in (
-                        names.resource_count_name,
-                        names.resource_memory_name,
-                        names.resource_core_name,
-                    )
-                    if n
-                ),
-                settings.convert,
-                driver,
-                settings.device_class_name,
-                f"device.driver == {cel.string_literal(driver)}",
-                f"hamiDraWebhook.vendors.{whole.settings_key}.convert: true",
-            )
-        )
-    configured = dict(sections.others)
+    """Every device family this policy knows, converted or only named."""
+    found = [profile.family(policy) for profile in PROFILES]
+    configured = dict(policy.hami_vendors.others)
     by_domain: dict[str, Family] = {}
     for key, title, defaults, domains in OTHER_FAMILIES:
         other = Family(
@@ -148,15 +73,28 @@ def families(policy: Policy) -> Families:
     by_name: dict[str, Family] = {}
     for family in reversed(found):  # NVIDIA wins a name it shares (it is converted)
         by_name |= {name: family for name in family.names}
-    return Families(tuple(found), by_name, by_domain)
+    return Families(
+        tuple(found),
+        by_name,
+        by_domain,
+        frozenset(by_name),
+        frozenset(name.partition("/")[0] for name in by_name if "/" in name),
+    )
+
+
+@functools.lru_cache(maxsize=64)
+def converted_names(policy: Policy) -> tuple[str, ...]:
+    """The legacy resource names of every family this policy converts."""
+    return families(policy).converted_names()
 
 
 def names_a_family(container: Any, policy: Policy) -> bool:
     """A container with a legacy resource of any family: a known name, or any name in the
     domain of a family without a DRA driver (`cambricon.com/...`)."""
-    if has_legacy_keys(container, policy.all_legacy_names):
+    known = families(policy)
+    if has_legacy_keys(container, known.all_names):
         return True
-    domains = policy.vendor_domains
+    domains = known.by_domain
     limits, requests = resource_maps(container)
     return any(
         isinstance(key, str) and "/" in key and key.partition("/")[0] in domains

@@ -15,13 +15,21 @@ from __future__ import annotations
 from typing import Any
 
 from hami_dra_webhook.core import cel
-from hami_dra_webhook.core.legacy import MAX_CLAIM_DEVICES, MAX_MEMORY_MIB, LegacyRequest
+from hami_dra_webhook.core.decision import ContainerPlan
+from hami_dra_webhook.core.legacy import (
+    MAX_CLAIM_DEVICES,
+    MAX_MEMORY_MIB,
+    LegacyRequest,
+    read_vendor_request,
+)
+from hami_dra_webhook.core.policy import Policy
 from hami_dra_webhook.core.quantity import format_mib
 from hami_dra_webhook.core.selectors import ascii_upper
 from hami_dra_webhook.core.types import Attention, ContainerRef, NotConvertible
 from hami_dra_webhook.core.vendor_config import HamiVendorSections, HygonSettings
 from hami_dra_webhook.core.vendors.annotations import annotation_items, literal_list
 from hami_dra_webhook.core.vendors.ask import Alternative, DeviceAsk
+from hami_dra_webhook.core.vendors.profile import Family, Resolved, legacy_values, requests_only
 
 FAMILY = "hygon"
 DEVICE_TYPE = "hcu"
@@ -178,3 +186,39 @@ def _summary(count: int, memory_mib: int | None, cores: int) -> str:
         cores, f"{cores}% of its compute units"
     )
     return f"{cards}, {memory}, {compute}"
+
+
+class HygonProfile:
+    key = FAMILY
+
+    def family(self, policy: Policy) -> Family:
+        settings = policy.webhook.vendors.hygon
+        return Family(
+            FAMILY,
+            "Hygon DCU/HCU",
+            tuple(n for names in role_names(policy.hami_vendors) for n in names),
+            settings.convert,
+            settings.driver_name,
+            settings.device_class_name,
+            cel.driver_device_of_type(settings.driver_name, "type", DEVICE_TYPE),
+            "hamiDraWebhook.vendors.hygon.convert: true",
+        )
+
+    def resolve(
+        self,
+        ref: ContainerRef,
+        container: Any,
+        annotations: dict[str, Any],
+        policy: Policy,
+        warnings: list[str],
+    ) -> Resolved:
+        sections = policy.hami_vendors
+        request = read_vendor_request(container, ref, *role_names(sections))
+        requests_only(request, ref, warnings)
+        settings = policy.webhook.vendors.hygon
+        ask = device_ask(request, ref, annotations, sections, settings, warnings)
+        plan = ContainerPlan(ref, request, None, family=FAMILY, ask=ask)
+        return Resolved(plan, legacy_values(container, request), "")
+
+
+PROFILE = HygonProfile()

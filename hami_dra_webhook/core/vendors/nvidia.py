@@ -1,5 +1,7 @@
-"""NVIDIA (docs/kubernetes-facts.md; docs/translation.md): a resolved legacy share
-(`GpuShare`, core/legacy.py) as a device ask to the HAMi DRA driver, like every other family's.
+"""NVIDIA (docs/kubernetes-facts.md; docs/translation.md): a container's legacy request read and
+resolved into a share (`GpuShare`, core/legacy.py), and the share as a device ask to the HAMi
+DRA driver, like every other family's. The ask is made once the pod's selectors are known
+(`device_ask`): the GPU type and UUID annotations apply to every share of the pod.
 One request of one device per GPU, distinct by `uuid`; cores always explicit (the driver's
 default, 100, would make a share exclusive); gpumem-percentage as one `firstAvailable`
 alternative per card memory size."""
@@ -7,19 +9,24 @@ alternative per card memory size."""
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING
+from typing import Any
 
 from hami_dra_webhook.core import cel
-from hami_dra_webhook.core.decision import describe
-from hami_dra_webhook.core.legacy import GpuShare
+from hami_dra_webhook.core.decision import (
+    EXCLUSIVE_CORES_NOTE,
+    PRIORITY_NOTE,
+    ContainerPlan,
+    describe,
+)
+from hami_dra_webhook.core.legacy import GpuShare, read_request, resolve_share, resource_maps
+from hami_dra_webhook.core.policy import DEFAULT_POLICY, Policy
 from hami_dra_webhook.core.quantity import MIB, format_bytes, format_mib
-from hami_dra_webhook.core.types import ContainerRef, NotConvertible
+from hami_dra_webhook.core.types import Attention, ContainerRef, NotConvertible
 from hami_dra_webhook.core.vendors.ask import Alternative, DeviceAsk
-
-if TYPE_CHECKING:
-    from hami_dra_webhook.core.policy import Policy
+from hami_dra_webhook.core.vendors.profile import Family, Resolved, requests_only
 
 FAMILY = "nvidia"
+TASK_PRIORITY_ENV = "CUDA_TASK_PRIORITY"
 MAX_SUBREQUESTS = 8  # DRA's limit on firstAvailable alternatives
 
 
@@ -101,3 +108,103 @@ def _per_size(
     if len(alternatives) == 1:
         return (Alternative(alternatives[0].selectors, alternatives[0].capacity),)
     return tuple(alternatives)
+
+
+class NvidiaProfile:
+    key = FAMILY
+
+    def family(self, policy: Policy) -> Family:
+        web = policy.webhook
+        return Family(
+            FAMILY,
+            "NVIDIA GPU",
+            tuple(n for n in policy.legacy_resource_names if n),
+            True,
+            web.driver_name,
+            web.device_class_name,
+            cel.driver_device_of_type(web.driver_name, web.attributes.type, web.device_type),
+        )
+
+    def resolve(
+        self,
+        ref: ContainerRef,
+        container: Any,
+        annotations: dict[str, Any],
+        policy: Policy,
+        warnings: list[str],
+    ) -> Resolved:
+        """The plan holds the share; its device ask waits for the pod's selectors."""
+        _unknown_resources(ref, container, policy, warnings)
+        request = read_request(container, ref, policy)
+        requests_only(request, ref, warnings)
+        share = resolve_share(request, ref, policy, warnings)
+        if request.priority is not None:
+            note = PRIORITY_NOTE.format(
+                name=policy.nvidia.resource_priority_name, env=TASK_PRIORITY_ENV
+            )
+            warnings.append(f"{ref.label}: {note}")
+        if share is not None and share.cores == 100 and (share.memory_mib or share.percentage):
+            warnings.append(f"{ref.label}: {EXCLUSIVE_CORES_NOTE}")
+        if share is not None and share.memory_mib is not None:
+            largest = policy.largest_memory_mib
+            if largest and share.memory_mib > largest:
+                warnings.append(
+                    Attention(
+                        f"{ref.label}: {share.memory_mib} MiB is more than the largest GPU"
+                        f" ({largest} MiB): it can never be placed"
+                    )
+                )
+        plan = ContainerPlan(ref, request, share)
+        return Resolved(plan, "", policy.nvidia.runtime_class_name)
+
+
+PROFILE = NvidiaProfile()
+
+
+HAMI_DEFAULT_NAMES = frozenset(DEFAULT_POLICY.legacy_resource_names)
+# Which configuration key names a resource, guessed from how HAMi's own names end.
+_CONFIG_KEYS = (
+    ("percentage", "resourceMemoryPercentageName"),
+    ("mem", "resourceMemoryName"),
+    ("core", "resourceCoreName"),
+    ("priority", "resourcePriorityName"),
+)
+
+
+def _unknown_resources(
+    ref: ContainerRef, container: Any, policy: Policy, warnings: list[str]
+) -> None:
+    """A resource of a legacy domain (`nvidia.com/vgpu`) that this configuration does not name,
+    in a container that is converted. Legacy HAMi ignored it and left it on the pod, where
+    kube-scheduler needs a node offering it: its device plugin offers only the configured count
+    name, so the pod stayed Pending. NotConvertible here, with the configuration key that would make
+    it known. HAMi's default names, renamed away in this configuration, are the exception: a
+    cluster renames them so that NVIDIA's device plugin can offer them, so they stay (warned)."""
+    limits, requests = resource_maps(container)
+    known = policy.legacy_name_set
+    unknown = [k for k in limits if k not in known] + [
+        k for k in requests if k not in known and k not in limits
+    ]  # usually empty, or cpu and memory
+    for key in unknown:
+        if not isinstance(key, str) or "/" not in key:
+            continue
+        if key.partition("/")[0] not in policy.legacy_domains:
+            continue
+        if key in HAMI_DEFAULT_NAMES:
+            warnings.append(
+                Attention(
+                    f"{ref.label}: keeps {key}: not converted by this configuration, left for its"
+                    " device plugin"
+                )
+            )
+            continue
+        setting = next((s for hint, s in _CONFIG_KEYS if hint in key), "resourceCountName")
+        raise NotConvertible(
+            f"{ref.label}: {key} is not one of the GPU resources this configuration converts"
+            f" ({', '.join(n for n in policy.legacy_resource_names if n)}), and no node offers"
+            " it, so the pod would stay Pending: if the legacy cluster named a GPU resource so,"
+            f" set nvidia.{setting}: {key} in the device config (the chart's deviceConfig);"
+            " otherwise remove it",
+            code=422,
+            reason="unknown-gpu-resource",
+        )

@@ -6,14 +6,13 @@ Ascend names by HAMi version)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from hami_dra_webhook.core.containers import containers
 from hami_dra_webhook.core.legacy import resource_maps
+from hami_dra_webhook.core.policy import Policy
 from hami_dra_webhook.core.types import Attention
-
-if TYPE_CHECKING:
-    from hami_dra_webhook.core.policy import Policy
+from hami_dra_webhook.core.vendors.families import families
 
 # Names HAMi used and then replaced: name -> (the releases that used it, its replacements).
 RENAMED: dict[str, tuple[str, tuple[str, ...]]] = {
@@ -50,8 +49,8 @@ def unknown_names(pod: Any, policy: Policy) -> list[Attention]:
 def unknown_keys(container: Any, policy: Policy) -> dict[str, str]:
     """The container's resources with a HAMi shape that `policy` does not know, each with what
     to write instead."""
-    known = policy.families
-    domains = policy.family_domains
+    known = families(policy)
+    domains = known.name_domains
     limits, requests = resource_maps(container)
     # A converted NVIDIA container with an unknown nvidia.com name is refused, naming it.
     refused = policy.legacy_domains if names_nvidia(limits, requests, policy) else ()
@@ -88,7 +87,7 @@ def _unknown(key: str, policy: Policy) -> str:
         )
     if not suffix:
         return ""
-    family = policy.families.of(base)
+    family = families(policy).of(base)
     if family is None:
         return ""
     # The device's own siblings where it has some (Ascend310P's), else the family's; of the

@@ -8,12 +8,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from hami_dra_webhook.core import cel
-from hami_dra_webhook.core.legacy import MAX_CLAIM_DEVICES, LegacyRequest
+from hami_dra_webhook.core.decision import ContainerPlan
+from hami_dra_webhook.core.legacy import MAX_CLAIM_DEVICES, LegacyRequest, read_vendor_request
+from hami_dra_webhook.core.policy import Policy
 from hami_dra_webhook.core.selectors import ascii_upper
 from hami_dra_webhook.core.types import ContainerRef, NotConvertible
 from hami_dra_webhook.core.vendor_config import WholeDeviceNames, WholeDeviceSettings
 from hami_dra_webhook.core.vendors.annotations import annotation_items, literal_list
 from hami_dra_webhook.core.vendors.ask import Alternative, DeviceAsk
+from hami_dra_webhook.core.vendors.profile import Family, Resolved, legacy_values, requests_only
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +63,44 @@ def device_ask(
     warnings: list[str],
 ) -> DeviceAsk | None:
     driver = settings.driver_name
+    _refuse_shares(family, names, request, ref, annotations, driver)
+    count = 1 if request.count is None else request.count  # AMD: cores 100 alone is one GPU
+    if count == 0:
+        return None
+    if count > MAX_CLAIM_DEVICES:
+        raise NotConvertible(
+            f"{ref.label}: {count} devices are more than the {MAX_CLAIM_DEVICES} a DRA claim"
+            f" can hold; request at most {MAX_CLAIM_DEVICES}",
+            code=422,
+        )
+    selectors = [
+        cel.driver_device_of_type(driver, "type", family.device_type)
+        if family.device_type
+        else f"device.driver == {cel.string_literal(driver)}"
+    ]
+    selectors += _type_selectors(family, annotations, driver, warnings)
+    devices = f"1 whole {family.title}" if count == 1 else f"{count} whole {family.title}s"
+    return DeviceAsk(
+        family=family.key,
+        device_class=settings.device_class_name,
+        request_name=family.request_name,
+        count=count,
+        alternatives=(Alternative(tuple(selectors)),),
+        distinct_attribute=None,  # allocated whole: n devices are n different ones
+        summary=devices,
+        whole=True,
+    )
+
+
+def _refuse_shares(
+    family: WholeDeviceFamily,
+    names: WholeDeviceNames,
+    request: LegacyRequest,
+    ref: ContainerRef,
+    annotations: dict[str, Any],
+    driver: str,
+) -> None:
+    """The driver allocates whole devices: a share, or legacy device IDs, cannot be converted."""
     if request.memory:
         raise NotConvertible(
             f"{ref.label}: {names.resource_memory_name}={request.memory} asks for part of an"
@@ -87,20 +128,13 @@ def device_ask(
                 code=422,
                 reason="unmappable-annotation",
             )
-    count = 1 if request.count is None else request.count  # AMD: cores 100 alone is one GPU
-    if count == 0:
-        return None
-    if count > MAX_CLAIM_DEVICES:
-        raise NotConvertible(
-            f"{ref.label}: {count} devices are more than the {MAX_CLAIM_DEVICES} a DRA claim"
-            f" can hold; request at most {MAX_CLAIM_DEVICES}",
-            code=422,
-        )
-    selectors = [
-        cel.driver_device_of_type(driver, "type", family.device_type)
-        if family.device_type
-        else f"device.driver == {cel.string_literal(driver)}"
-    ]
+
+
+def _type_selectors(
+    family: WholeDeviceFamily, annotations: dict[str, Any], driver: str, warnings: list[str]
+) -> list[str]:
+    """The legacy type annotations, matched against the driver's productName."""
+    selectors: list[str] = []
     product = cel.attribute(driver, "productName")
     for type_key, negated in ((family.use_type, False), (family.nouse_type, True)):
         if type_key is None:
@@ -114,14 +148,66 @@ def device_ask(
                 f"annotation {type_key}: matched against {driver}'s productName (legacy type names"
                 " may differ)"
             )
-    devices = f"1 whole {family.title}" if count == 1 else f"{count} whole {family.title}s"
-    return DeviceAsk(
-        family=family.key,
-        device_class=settings.device_class_name,
-        request_name=family.request_name,
-        count=count,
-        alternatives=(Alternative(tuple(selectors)),),
-        distinct_attribute=None,  # allocated whole: n devices are n different ones
-        summary=devices,
-        whole=True,
-    )
+    return selectors
+
+
+class WholeDeviceProfile:
+    """A family whose driver allocates whole devices, with HAMi's names under `section` of the
+    device config and this webhook's settings under hamiDraWebhook.vendors.<settings_key>."""
+
+    def __init__(self, device: WholeDeviceFamily) -> None:
+        self.device = device
+        self.key = device.key
+
+    def _configured(self, policy: Policy) -> tuple[WholeDeviceNames, WholeDeviceSettings]:
+        sections, vendors = policy.hami_vendors, policy.webhook.vendors
+        if self.device is AMD:
+            return sections.amd, vendors.amd
+        return sections.awsneuron, vendors.aws_neuron
+
+    def family(self, policy: Policy) -> Family:
+        names, settings = self._configured(policy)
+        driver = settings.driver_name
+        return Family(
+            self.device.key,
+            self.device.title,
+            tuple(
+                n
+                for n in (
+                    names.resource_count_name,
+                    names.resource_memory_name,
+                    names.resource_core_name,
+                )
+                if n
+            ),
+            settings.convert,
+            driver,
+            settings.device_class_name,
+            f"device.driver == {cel.string_literal(driver)}",
+            f"hamiDraWebhook.vendors.{self.device.settings_key}.convert: true",
+        )
+
+    def resolve(
+        self,
+        ref: ContainerRef,
+        container: Any,
+        annotations: dict[str, Any],
+        policy: Policy,
+        warnings: list[str],
+    ) -> Resolved:
+        names, settings = self._configured(policy)
+        request = read_vendor_request(
+            container,
+            ref,
+            names.resource_count_name,
+            names.resource_memory_name,
+            names.resource_core_name,
+        )
+        requests_only(request, ref, warnings)
+        ask = device_ask(self.device, names, request, ref, annotations, settings, warnings)
+        plan = ContainerPlan(ref, request, None, family=self.device.key, ask=ask)
+        return Resolved(plan, legacy_values(container, request), "")
+
+
+AMD_PROFILE = WholeDeviceProfile(AMD)
+NEURON_PROFILE = WholeDeviceProfile(NEURON)

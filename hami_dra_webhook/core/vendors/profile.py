@@ -1,0 +1,89 @@
+"""What every device family's unit provides (`Profile`), what it describes (`Family`) and what it
+makes of one container (`Resolved`).
+
+A vendor is one module under core/vendors/ with one `Profile` and one entry in
+`core/vendors/families.PROFILES`; nothing else in the core names it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from hami_dra_webhook.core.legacy import LegacyRequest, resource_maps
+from hami_dra_webhook.core.types import ContainerRef
+
+if TYPE_CHECKING:
+    from hami_dra_webhook.core.decision import ContainerPlan
+    from hami_dra_webhook.core.policy import Policy
+
+
+@dataclass(frozen=True, slots=True)
+class Family:
+    key: str  # "nvidia", "hygon", "ascend", "amd", "aws-neuron", "cambricon", ...
+    title: str  # what users call it
+    names: tuple[str, ...]  # its legacy resource names under this policy
+    converted: bool
+    driver: str | None = None  # its DRA driver, where one exists
+    device_class: str | None = None
+    class_expression: str | None = None  # the DeviceClass's CEL selector
+    enable: str = ""  # the policy setting that converts it ("" where no driver exists)
+
+    def not_converted(self, asked: list[str]) -> str:
+        """Why this webhook does not convert the family (its pods can stay on legacy HAMi),
+        naming the resources the container `asked` for."""
+        if self.enable:
+            return (
+                f"{self.title} ({', '.join(asked)}) is not converted by this policy"
+                f" (set {self.enable} to convert it to {self.driver})"
+            )
+        return f"{self.title} has no DRA driver, so this webhook cannot convert it"
+
+
+@dataclass(frozen=True, slots=True)
+class Resolved:
+    """One container of a family, read and validated: its plan (with the device ask, where the
+    family's profile can make it alone), the legacy request as its template's annotation keeps
+    it, and the runtime class its devices need ("" none)."""
+
+    plan: ContainerPlan
+    record: str
+    runtime_class: str
+
+
+class Profile(Protocol):
+    """One device family's unit: its description under a policy, and one container's legacy
+    values read into a plan."""
+
+    @property
+    def key(self) -> str: ...
+
+    def family(self, policy: Policy) -> Family:
+        """The family as this policy configures it (names, whether and how it converts)."""
+        ...
+
+    def resolve(
+        self,
+        ref: ContainerRef,
+        container: Any,
+        annotations: dict[str, Any],
+        policy: Policy,
+        warnings: list[str],
+    ) -> Resolved:
+        """The container's legacy values read, checked and planned (NotConvertible: refused)."""
+        ...
+
+
+def requests_only(request: LegacyRequest, ref: ContainerRef, warnings: list[str]) -> None:
+    """A legacy key set only in requests is converted as its limit: say so."""
+    for name in request.in_requests:
+        if name not in request.in_limits:
+            warnings.append(f"{ref.label}: {name} set only in requests; converted as its limit")
+
+
+def legacy_values(container: Any, request: LegacyRequest) -> str:
+    """The container's legacy keys and values, as its template's annotation keeps them."""
+    limits, requests = resource_maps(container)
+    return ",".join(
+        f"{name}={limits.get(name, requests.get(name))}"
+        for name in dict.fromkeys((*request.in_limits, *request.in_requests))
+    )
