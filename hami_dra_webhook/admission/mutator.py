@@ -28,14 +28,11 @@ from hami_dra_webhook.core.decision import (
     excluded_namespace,
 )
 from hami_dra_webhook.core.ephemeral import privileged_ephemeral
+from hami_dra_webhook.core.pod_checks import MAX_CONTAINERS_PER_POD, too_many_containers
 from hami_dra_webhook.core.policy import Policy
 from hami_dra_webhook.core.reapply import strip_reapplied
 from hami_dra_webhook.core.review_fast import FastPod
-from hami_dra_webhook.core.translate import (
-    MAX_CONTAINERS_PER_POD,
-    too_many_containers,
-    translate_pod,
-)
+from hami_dra_webhook.core.translate import translate_pod
 from hami_dra_webhook.core.types import JsonObject
 
 T = TypeVar("T")

@@ -17,8 +17,8 @@ from hami_dra_webhook.core.selectors import SELECTOR_ANNOTATIONS
 from hami_dra_webhook.core.vendors.annotations import VENDOR_ANNOTATIONS, is_ascend_uuid_key
 
 _READ_ANNOTATIONS = frozenset((*SELECTOR_ANNOTATIONS, *VENDOR_ANNOTATIONS))
-# The labels the translation reads: the opt-out (translate._left_alone) and its own mark
-# (translate._pod_ops: added unless already "true"). Any other label (a StatefulSet's pod name,
+# The labels the translation reads: the opt-out (pod_checks.left_alone) and its own mark
+# (pod_patch.pod_ops: added unless already "true"). Any other label (a StatefulSet's pod name,
 # an indexed Job's completion index, an operator's replica index) changes nothing, so pods that
 # differ only in those share a view.
 OPT_OUT_LABEL = "hami.io/webhook"

@@ -140,7 +140,7 @@ class FastPod:
     def container_resources(self) -> Iterator[dict[str, Any]]:
         """Each container (init containers first) as far as the translation's count check reads
         it, `{"resources": ...}` as `pod_view` has it, decoded one at a time as asked: a pod of
-        too many containers is decided from these (`translate.too_many_containers`) without
+        too many containers is decided from these (`pod_checks.too_many_containers`) without
         decoding the rest."""
         spec = self._spec
         if spec is UNSET:

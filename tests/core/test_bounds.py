@@ -8,6 +8,11 @@ import tracemalloc
 from typing import Any
 
 from hami_dra_webhook.core.decision import Converted, Refusal
+from hami_dra_webhook.core.pod_checks import (
+    MAX_CONTAINERS_PER_POD,
+    MAX_TEMPLATE_BYTES_PER_POD,
+    MAX_TEMPLATES_PER_POD,
+)
 from hami_dra_webhook.core.policy import DEFAULT_POLICY
 from hami_dra_webhook.core.selectors import (
     MAX_ANNOTATION_VALUE,
@@ -16,12 +21,7 @@ from hami_dra_webhook.core.selectors import (
     USE_UUID,
     device_filter,
 )
-from hami_dra_webhook.core.translate import (
-    MAX_CONTAINERS_PER_POD,
-    MAX_TEMPLATE_BYTES_PER_POD,
-    MAX_TEMPLATES_PER_POD,
-    translate_pod,
-)
+from hami_dra_webhook.core.translate import translate_pod
 
 
 def _pod(annotations: dict[str, str], containers: int = 1) -> dict[str, Any]:
