@@ -15,11 +15,11 @@ import logging
 from dataclasses import dataclass
 
 from cryptography import x509
-from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from hami_dra_webhook.certs.pki import Bundle, ca_certificate, issue, service_names
+from hami_dra_webhook.certs.verify import issued_by
 from hami_dra_webhook.core.types import JsonObject
 from hami_dra_webhook.kube.port import ApiError, KubeApi
 
@@ -73,9 +73,10 @@ def usable(bundle: Bundle, names: list[str], now: datetime.datetime) -> bool:
         cert = x509.load_pem_x509_certificate(bundle.cert_pem)
         ca = x509.load_pem_x509_certificate(bundle.ca_pem)
         key = serialization.load_pem_private_key(bundle.key_pem, None)
-        cert.verify_directly_issued_by(ca)
         sans = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
-    except (ValueError, TypeError, x509.ExtensionNotFound, InvalidSignature):
+    except (ValueError, TypeError, x509.ExtensionNotFound):
+        return False
+    if not issued_by(cert, ca):
         return False
     if key.public_key().public_bytes(
         serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo

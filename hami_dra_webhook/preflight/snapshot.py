@@ -12,7 +12,7 @@ import urllib.parse
 import urllib.request
 from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass, field
-from typing import TypeAlias, TypeVar, Union
+from typing import Any, TypeAlias, TypeVar, Union
 
 from hami_dra_webhook.cluster.inventory import read_inventory
 from hami_dra_webhook.cluster.state import probe_template
@@ -22,7 +22,7 @@ from hami_dra_webhook.core.pools import Scope
 from hami_dra_webhook.core.types import JsonObject
 from hami_dra_webhook.kube.port import ApiError, KubeApi, paths
 from hami_dra_webhook.preflight.family_nodes import families_to_check
-from hami_dra_webhook.preflight.report import Target
+from hami_dra_webhook.preflight.report import Report, Target
 
 DRIVER_PODS = "app.kubernetes.io/component=dra-driver"
 T = TypeVar("T")
@@ -206,3 +206,10 @@ async def _vendors(api: KubeApi, snapshot: Snapshot, policy: Policy, timeout: fl
             snapshot.vendor_classes[family.device_class] = await _read(
                 api.get_path(paths.device_class(family.device_class), timeout=timeout)
             )
+
+
+def failed(read: Read[Any], check: str, report: Report) -> bool:
+    if isinstance(read, Failed):
+        report.add("FAIL", check, f"the API failed: {read.error}", "check the kubeconfig's access")
+        return True
+    return False

@@ -1,0 +1,176 @@
+"""check: what legacy HAMi left. Its components, the GPU pools, extended resources still offered,
+ResourceQuotas on legacy names."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from hami_dra_webhook.core.policy import Policy
+from hami_dra_webhook.core.pool_plan import Inventory
+from hami_dra_webhook.core.pools import LEGACY, POOL_LABEL
+from hami_dra_webhook.core.types import JsonObject
+from hami_dra_webhook.core.vendors.families import converted_names
+from hami_dra_webhook.preflight.pools import judge_pools, plugin_unrestricted
+from hami_dra_webhook.preflight.report import Report, Target
+from hami_dra_webhook.preflight.snapshot import Snapshot, failed
+
+LEGACY_QUOTA_KEYS = (
+    "requests.{gpu}",
+    "limits.{gpu}",
+    "{gpu}",
+    "limits.{mem}",
+    "limits.{cores}",
+    "requests.{mem}",
+    "requests.{cores}",
+)
+
+
+def _legacy_hami(snapshot: Snapshot, policy: Policy, target: Target, report: Report) -> None:
+    """Legacy HAMi may run beside DRA, on nodes of its own pool (docs/migration.md): its
+    device plugin DaemonSet must be kept off the DRA pool."""
+    check = "legacy HAMi"
+    reads = (snapshot.daemonsets, snapshot.deployments, snapshot.webhook_configurations)
+    if any(failed(read, check, report) for read in reads):
+        return
+    daemonsets, deployments, configs = (r if isinstance(r, list) else [] for r in reads)
+    plugins = [
+        item
+        for item in daemonsets
+        if _looks_legacy(item, ("hami-device-plugin", "vgpu-device-plugin"))
+    ]
+    found = [f"device plugin DaemonSet {_where(item)}" for item in plugins]
+    schedulers = [
+        item for item in deployments if _looks_legacy(item, ("hami-scheduler", "vgpu-scheduler"))
+    ]
+    found += [f"scheduler Deployment {_where(item)}" for item in schedulers]
+    found += [
+        f"webhook {config['metadata']['name']}"
+        for config in configs
+        if any("vgpu.hami.io" in str(w.get("name")) for w in config.get("webhooks") or [])
+    ]
+    unrestricted = [_where(item) for item in plugins if plugin_unrestricted(item)]
+    classes = snapshot.device_classes if isinstance(snapshot.device_classes, list) else []
+    count = policy.legacy_resource_names.gpus
+    mapping = [
+        str(c["metadata"]["name"])
+        for c in classes
+        if (c.get("spec") or {}).get("extendedResourceName") == count
+    ]
+    if schedulers and mapping:
+        report.add(
+            "FAIL",
+            check,
+            f"hami-scheduler cannot place legacy pods that ask for {count} with gpumem or"
+            f" gpucores while DeviceClass {', '.join(mapping)} maps {count}: kube-scheduler"
+            " 1.36+ refuses extended resources no node advertises once one of the pod's is"
+            " backed by DRA",
+            "turn hamiDraWebhook.wholeGpusByExtendedResource off while legacy HAMi serves"
+            " shared pods (on 1.36 hami-scheduler may run with"
+            " --feature-gates=DRAExtendedResource=false; 1.37 locks it on)",
+        )
+    elif unrestricted:
+        report.add(
+            "FAIL",
+            check,
+            f"HAMi's device plugin DaemonSet {', '.join(unrestricted)} can run on DRA-pool nodes",
+            f"keep it to {POOL_LABEL}={LEGACY} nodes (the nodeSelector entry in docs/migration.md),"
+            " or uninstall legacy HAMi",
+        )
+    elif found:
+        report.add(
+            "PASS",
+            check,
+            "running beside DRA, kept to the legacy pool: " + "; ".join(found),
+        )
+    else:
+        report.add("PASS", check, "not running")
+
+
+def _gpu_pools(snapshot: Snapshot, policy: Policy, target: Target, report: Report) -> None:
+    if failed(snapshot.inventory, "GPU pools", report):
+        return
+    if isinstance(snapshot.inventory, Inventory):
+        judge_pools(snapshot.inventory, report)
+
+
+def _looks_legacy(item: JsonObject, names: tuple[str, ...]) -> bool:
+    name = str((item.get("metadata") or {}).get("name", ""))
+    containers = (((item.get("spec") or {}).get("template") or {}).get("spec") or {}).get(
+        "containers"
+    ) or []
+    images = " ".join(str(c.get("image", "")) for c in containers)
+    return (
+        any(n in name for n in names)
+        or "projecthami/hami:" in images
+        or "4pdosc/k8s-vgpu" in images
+    )
+
+
+def _where(item: JsonObject) -> str:
+    metadata = item.get("metadata") or {}
+    return f"{metadata.get('namespace')}/{metadata.get('name')}"
+
+
+def _extended_resources(snapshot: Snapshot, policy: Policy, target: Target, report: Report) -> None:
+    check = "extended resources"
+    classes = snapshot.device_classes
+    if failed(classes, check, report):
+        return
+    legacy = set(converted_names(policy))
+    web = policy.webhook
+    whole = (web.device_class_name, policy.legacy_resource_names.gpus)
+    clashes = [
+        f"{c['metadata']['name']} ({c['spec']['extendedResourceName']})"
+        for c in (classes if isinstance(classes, list) else [])
+        if (c.get("spec") or {}).get("extendedResourceName") in legacy
+        # wholeGpusByExtendedResource: the webhook's own class gives count-only pods whole GPUs
+        and not (
+            web.whole_gpus_by_extended_resource
+            and (c["metadata"]["name"], c["spec"]["extendedResourceName"]) == whole
+        )
+    ]
+    if clashes:
+        report.add(
+            "WARN",
+            check,
+            "DeviceClasses claim legacy names: " + ", ".join(clashes),
+            "remove extendedResourceName there: kube-scheduler would give unconverted pods"
+            " whole GPUs",
+        )
+    else:
+        report.add("PASS", check, "no DeviceClass claims a legacy resource name")
+
+
+def _quotas(snapshot: Snapshot, policy: Policy, target: Target, report: Report) -> None:
+    quotas = snapshot.quotas
+    if failed(quotas, "quotas", report):
+        return
+    n = policy.nvidia
+    keys = {
+        k.format(gpu=n.resource_count_name, mem=n.resource_memory_name, cores=n.resource_core_name)
+        for k in LEGACY_QUOTA_KEYS
+    }
+    found = []
+    for quota in quotas if isinstance(quotas, list) else []:
+        counted = sorted(k for k in ((quota.get("spec") or {}).get("hard") or {}) if k in keys)
+        if counted:
+            found.append(f"{_where(quota)} ({', '.join(counted)})")
+    if found:
+        report.add(
+            "WARN",
+            "quotas",
+            "ResourceQuotas count legacy resources, which converted pods no longer carry: "
+            + "; ".join(found),
+            "count DRA instead: quota on resourceclaims, or"
+            " <deviceclass>.deviceclass.resource.k8s.io/devices",
+        )
+    else:
+        report.add("PASS", "quotas", "no ResourceQuota counts legacy resources")
+
+
+CHECKS: tuple[Callable[[Snapshot, Policy, Target, Report], None], ...] = (
+    _legacy_hami,
+    _gpu_pools,
+    _extended_resources,
+    _quotas,
+)
