@@ -338,7 +338,7 @@ def readiness(parts: Parts, now: float) -> dict[str, Any]:
             detail["lastError"] = parts.cluster.last_error
         ready = ready and parts.cluster.api_answered
     if isinstance(parts.mutator.store, ApiTemplateStore):
-        detail["templateWatch"] = parts.mutator.store.watch_state
+        detail["templateWatch"] = parts.mutator.store.watch.watch_state
     if parts.supervisor is not None:
         detail["background"] = parts.supervisor.detail()
         ready = ready and not parts.supervisor.down()

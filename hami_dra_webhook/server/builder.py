@@ -114,7 +114,7 @@ async def build_server(
     if isinstance(store, ApiTemplateStore):
         # Not needed for readiness: without the watch the cache is not used and every
         # admission confirms its templates through the API (template_store.py).
-        background.append(Job("template-watch", store.keep_true))
+        background.append(Job("template-watch", store.watch.run))
         metrics.watch_template_store(store)
     parts = Parts(
         settings=settings,

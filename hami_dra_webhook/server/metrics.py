@@ -302,12 +302,12 @@ class _TemplateWatchCollector:
             " the last resourceVersion",
             labels=["how"],
         )
-        starts.add_metric(["listed"], self.store.relists)
-        starts.add_metric(["resumed"], self.store.resumes)
+        starts.add_metric(["listed"], self.store.watch.relists)
+        starts.add_metric(["resumed"], self.store.watch.resumes)
         oversized = CounterMetricFamily(
             "hami_dra_template_watch_oversized_events",
             "Template watch events skipped as too large to be the webhook's (objects someone"
             " else labelled as the webhook's)",
         )
-        oversized.add_metric([], self.store.oversized)
+        oversized.add_metric([], self.store.watch.oversized)
         return [up, starts, oversized]

@@ -113,7 +113,7 @@ def test_a_cached_template_changed_by_someone_else_is_no_longer_used(
     store = ApiTemplateStore(real_api, cache_ttl=300)
 
     async def scenario() -> tuple[int, TemplateUnavailable | None]:
-        watching = asyncio.create_task(store.keep_true())
+        watching = asyncio.create_task(store.watch.run())
         try:
             while not store.watching:
                 await asyncio.sleep(0.02)
@@ -168,7 +168,7 @@ def test_a_template_deleted_between_confirmation_and_answer_comes_back(
         return found.returncode == 0
 
     async def scenario() -> tuple[bool, float]:
-        watching = asyncio.create_task(store.keep_true())
+        watching = asyncio.create_task(store.watch.run())
         try:
             while not store.watching:
                 await asyncio.sleep(0.02)

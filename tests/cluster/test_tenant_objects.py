@@ -72,10 +72,12 @@ def test_templates_too_large_to_read_never_stop_the_watch(
             await asyncio.to_thread(step)
 
     async def scenario() -> tuple[int, int]:
-        watching = asyncio.create_task(store.keep_true(retry=0.2))
+        watching = asyncio.create_task(store.watch.run(retry=0.2))
         stop = asyncio.Event()
         try:
-            await _until(lambda: store.watching, f"the watch did not start: {store.watch_state}")
+            await _until(
+                lambda: store.watching, f"the watch did not start: {store.watch.watch_state}"
+            )
             await store.ensure(namespace, ours, dry_run=False, deadline=time.monotonic() + 5)
             sampler = asyncio.create_task(sample(stop))
             await create_with(tenant_api, namespace, big_spec)
@@ -87,12 +89,14 @@ def test_templates_too_large_to_read_never_stop_the_watch(
                     for n in ("hami-gpu-squat-spec", "hami-gpu-squat-meta")
                 ),
             )
-            await _until(lambda: store.oversized >= 6, f"oversized events: {store.oversized}")
+            await _until(
+                lambda: store.watch.oversized >= 6, f"oversized events: {store.watch.oversized}"
+            )
             creates = api.calls["create_template"]
             await store.ensure(namespace, ours, dry_run=False, deadline=time.monotonic() + 5)
             stop.set()
             await sampler
-            return api.calls["create_template"] - creates, store.relists
+            return api.calls["create_template"] - creates, store.watch.relists
         finally:
             stop.set()
             watching.cancel()
@@ -103,10 +107,10 @@ def test_templates_too_large_to_read_never_stop_the_watch(
     path = f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaimtemplates"
     served = kube.kubectl("get", "--raw", f"{path}/hami-gpu-squat-spec").stdout
     assert len(served) > 4_000_000  # as large as the attack's, as kube-apiserver serves it
-    assert down == [], f"the watch was down {len(down)} samples: {store.watch_state}"
+    assert down == [], f"the watch was down {len(down)} samples: {store.watch.watch_state}"
     assert relists == 1  # never listed again: no event broke it
     assert created == 0  # the webhook's own template still answered from the cache
-    assert store.oversized >= 6 and MAX_EVENT_BYTES < 1_500_000
+    assert store.watch.oversized >= 6 and MAX_EVENT_BYTES < 1_500_000
 
 
 def test_a_copy_that_adds_to_the_webhooks_metadata_is_never_used(

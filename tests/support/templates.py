@@ -52,10 +52,12 @@ def watching(store: ApiTemplateStore, within: float = 30.0) -> Iterator[None]:
     used only while the watch stands); `run` calls inside the block share its event loop."""
 
     async def start() -> asyncio.Task[None]:
-        task = asyncio.get_running_loop().create_task(store.keep_true())
+        task = asyncio.get_running_loop().create_task(store.watch.run())
         deadline = time.monotonic() + within
         while not store.watching:
-            assert time.monotonic() < deadline, f"the watch did not start: {store.watch_state}"
+            assert time.monotonic() < deadline, (
+                f"the watch did not start: {store.watch.watch_state}"
+            )
             await asyncio.sleep(0.02)
         return task
 

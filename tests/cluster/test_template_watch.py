@@ -25,7 +25,7 @@ from tests.support.templates import templates, watching
 async def _until_watching(store: ApiTemplateStore, within: float = 30.0) -> None:
     deadline = time.monotonic() + within
     while not store.watching:
-        assert time.monotonic() < deadline, f"the watch did not start: {store.watch_state}"
+        assert time.monotonic() < deadline, f"the watch did not start: {store.watch.watch_state}"
         await asyncio.sleep(0.02)
 
 
@@ -52,7 +52,7 @@ def test_a_template_deleted_by_anyone_while_in_use_is_created_again_at_once(
         return [t["metadata"]["name"] for t in listed]
 
     async def scenario() -> tuple[int, float, bool]:
-        watching = asyncio.create_task(store.keep_true())
+        watching = asyncio.create_task(store.watch.run())
         try:
             await _until_watching(store)
             await _ensure(store, namespace, items)
@@ -90,7 +90,7 @@ def test_a_template_the_garbage_collector_deletes_is_not_created_again(
     items = templates(4200, namespace)
 
     async def scenario() -> tuple[int, list[str]]:
-        watching = asyncio.create_task(store.keep_true())
+        watching = asyncio.create_task(store.watch.run())
         try:
             await _until_watching(store)
             await _ensure(store, namespace, items)
@@ -127,7 +127,7 @@ def test_while_the_watch_is_down_nothing_stays_cached(
     items = templates(4100, namespace)
 
     async def scenario() -> tuple[int, int, int]:
-        task = asyncio.create_task(broken.keep_true(retry=0.05))
+        task = asyncio.create_task(broken.watch.run(retry=0.05))
         try:
             await asyncio.sleep(0.2)
             await _ensure(broken, namespace, items)
@@ -149,17 +149,17 @@ def test_a_watch_that_breaks_empties_the_cache(kube: Cluster, real_api: Kubernet
     items = templates(4150, namespace)
 
     async def scenario() -> tuple[int, int]:
-        task = asyncio.create_task(store.keep_true(retry=30))
+        task = asyncio.create_task(store.watch.run(retry=30))
         try:
             await _until_watching(store)
             await _ensure(store, namespace, items)
             before = len(store)
             store._api = _Failing()  # type: ignore[assignment]
-            store.relists = 0
+            store.watch.relists = 0
             # The server ends each watch after `window`; here the stream is broken at once.
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
-            task = asyncio.create_task(store.keep_true(retry=30))
+            task = asyncio.create_task(store.watch.run(retry=30))
             await asyncio.sleep(0.2)
             return before, len(store)
         finally:
@@ -276,7 +276,7 @@ def test_the_watch_resumes_where_it_was_and_lists_again_only_after_410(
     name = items[0]["metadata"]["name"]
 
     async def scenario() -> dict[str, Any]:
-        watching = asyncio.create_task(store.keep_true(retry=0.05, window=1))
+        watching = asyncio.create_task(store.watch.run(retry=0.05, window=1))
         try:
             await _until_watching(store)
             await _ensure(store, namespace, items)
@@ -294,15 +294,15 @@ def test_the_watch_resumes_where_it_was_and_lists_again_only_after_410(
             # Counted once the list after it is watched, not when it is asked for (a loaded
             # machine showed the two apart).
             deadline = time.monotonic() + 10
-            while store.relists < 2 and time.monotonic() < deadline:
+            while store.watch.relists < 2 and time.monotonic() < deadline:
                 await asyncio.sleep(0.05)
             return {
                 "kept": kept,
                 "recreated": recreated,
                 "listed": api.calls["listed"],
-                "relists": store.relists,
-                "resumes": store.resumes,
-                "state": store.watch_state,
+                "relists": store.watch.relists,
+                "resumes": store.watch.resumes,
+                "state": store.watch.watch_state,
             }
         finally:
             watching.cancel()
