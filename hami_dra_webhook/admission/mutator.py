@@ -16,7 +16,6 @@ from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from hami_dra_webhook.admission.translation_cache import TranslationCache
 from hami_dra_webhook.cluster.state import ClusterState, with_cluster_facts
 from hami_dra_webhook.cluster.template_store import TemplateStore, TemplateUnavailable
 from hami_dra_webhook.core import review
@@ -33,6 +32,7 @@ from hami_dra_webhook.core.policy import Policy
 from hami_dra_webhook.core.reapply import strip_reapplied
 from hami_dra_webhook.core.review_fast import FastPod
 from hami_dra_webhook.core.translate import translate_pod
+from hami_dra_webhook.core.translation_cache import TranslationCache
 from hami_dra_webhook.core.types import JsonObject
 
 T = TypeVar("T")

@@ -7,7 +7,6 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
-from hami_dra_webhook.admission.translation_cache import TranslationCache
 from hami_dra_webhook.cli import exit_codes
 from hami_dra_webhook.cli.inputs import (
     EXIT_CODES,
@@ -31,6 +30,7 @@ from hami_dra_webhook.core.decision import (
 from hami_dra_webhook.core.lints import pod_notes
 from hami_dra_webhook.core.policy import Policy, PolicyError
 from hami_dra_webhook.core.translate import translate_pod
+from hami_dra_webhook.core.translation_cache import TranslationCache
 from hami_dra_webhook.core.types import JsonObject
 from hami_dra_webhook.files.embedded import embedded_pods
 from hami_dra_webhook.files.manifests import (

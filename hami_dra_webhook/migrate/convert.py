@@ -20,11 +20,11 @@ import jsonpatch
 import yaml
 from ruamel.yaml import YAML
 
-from hami_dra_webhook.admission.translation_cache import TranslationCache
 from hami_dra_webhook.core import patch
 from hami_dra_webhook.core.decision import Converted, Refusal, Unchanged, excluded_namespace
 from hami_dra_webhook.core.lints import pod_notes
 from hami_dra_webhook.core.policy import Policy
+from hami_dra_webhook.core.translation_cache import TranslationCache
 from hami_dra_webhook.core.types import JsonObject
 from hami_dra_webhook.files.embedded import EmbeddedPod, embedded_pods
 from hami_dra_webhook.files.fast_yaml import FastSafeLoader

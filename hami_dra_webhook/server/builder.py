@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hami_dra_webhook.admission.mutator import PodMutator
-from hami_dra_webhook.admission.translation_cache import TranslationCache
 from hami_dra_webhook.certs.pki import issue, write
 from hami_dra_webhook.certs.self_managed import (
     CertificateSetupError,
@@ -33,10 +32,12 @@ from hami_dra_webhook.cluster.template_store import (
     TemplateStore,
 )
 from hami_dra_webhook.core.policy import Policy
+from hami_dra_webhook.core.translation_cache import TranslationCache
 from hami_dra_webhook.kube.port import in_cluster
 from hami_dra_webhook.server import memory
-from hami_dra_webhook.server.app import Parts, create_app, create_ops_app
+from hami_dra_webhook.server.app import create_app
 from hami_dra_webhook.server.connections import ConnectionGuard, ConnectionLimits
+from hami_dra_webhook.server.jobs import background_jobs
 from hami_dra_webhook.server.listening import (
     OpsServer,
     WebhookServer,
@@ -44,6 +45,8 @@ from hami_dra_webhook.server.listening import (
     limits_of,
 )
 from hami_dra_webhook.server.metrics import Metrics
+from hami_dra_webhook.server.operations import create_ops_app
+from hami_dra_webhook.server.services import Services
 from hami_dra_webhook.server.settings import Settings
 from hami_dra_webhook.server.supervisor import Job
 from hami_dra_webhook.server.tls import ReloadingTLS
@@ -64,7 +67,7 @@ class WebhookProcess:
     """Everything `serve` runs: the HTTPS server, the operations server (with its bound socket),
     and what must be closed after them."""
 
-    parts: Parts
+    services: Services
     server: WebhookServer
     ops: OpsServer | None
     ops_socket: socket.socket | None
@@ -83,8 +86,8 @@ class WebhookProcess:
                 await asyncio.gather(ops_task, return_exceptions=True)
             if self.api is not None:
                 await self.api.close()
-            if self.parts.mutator.off_loop is not None:
-                self.parts.mutator.off_loop.shutdown(wait=False, cancel_futures=True)
+            if self.services.mutator.off_loop is not None:
+                self.services.mutator.off_loop.shutdown(wait=False, cancel_futures=True)
         return self.server.started and (self.ops is None or self.ops.started)
 
 
@@ -95,7 +98,7 @@ async def build_server(
     `cleanup` (a self-signed key in /tmp)."""
     memory.one_heap()  # before any thread of the server starts (memory.py says why)
     metrics = metrics or Metrics()
-    api, cluster, store = await _cluster_parts(settings, metrics)
+    api, cluster, store = await _cluster_services(settings, metrics)
     background: list[Job] = []
     cert_file, key_file = await _certificate_files(settings, api, background, cleanup)
     try:
@@ -112,22 +115,20 @@ async def build_server(
     if api is None:
         log.warning("no cluster configured: running offline, templates are logged, not created")
     if isinstance(store, ApiTemplateStore):
-        # Not needed for readiness: without the watch the cache is not used and every
-        # admission confirms its templates through the API (template_store.py).
-        background.append(Job("template-watch", store.watch.run))
         metrics.watch_template_store(store)
-    parts = Parts(
+    services = Services(
         settings=settings,
         mutator=mutator,
         metrics=metrics,
         tls=tls,
         api=api,
         cluster=cluster,
-        background=background,  # the self-managed certificates' renewal, the template watch
+        background=background,  # the self-managed certificates' renewal
     )
+    services.background += background_jobs(services)
     guard = ConnectionGuard(limits_of(settings), metrics.rejected, on_closed=memory.trim_soon)
     config = guarded_config(
-        create_app(parts),
+        create_app(services),
         settings.host,
         settings.port,
         guard,
@@ -141,8 +142,8 @@ async def build_server(
         changed = tls.reload_if_changed()
         log.info("SIGHUP: certificate files %s", "reloaded" if changed else "unchanged")
 
-    server = WebhookServer(config, guard, parts.lifecycle, settings.drain_delay, hangup)
-    ops, ops_socket = _ops_server(settings, parts) if settings.ops_port else (None, None)
+    server = WebhookServer(config, guard, services.lifecycle, settings.drain_delay, hangup)
+    ops, ops_socket = _ops_server(settings, services) if settings.ops_port else (None, None)
     guards = {"webhook": guard}
     if ops is not None:
         guards["ops"] = ops.guard
@@ -151,7 +152,7 @@ async def build_server(
     # cyclic collector's way, so that collections triggered by request garbage stay short.
     gc.collect()
     gc.freeze()
-    return WebhookProcess(parts, server, ops, ops_socket, api)
+    return WebhookProcess(services, server, ops, ops_socket, api)
 
 
 def _mutator(
@@ -209,17 +210,17 @@ async def _certificate_files(
     return Path(cert_file), Path(key_file)
 
 
-def _ops_server(settings: Settings, parts: Parts) -> tuple[OpsServer, socket.socket]:
+def _ops_server(settings: Settings, services: Services) -> tuple[OpsServer, socket.socket]:
     """The plain-HTTP operations port: a second uvicorn server on the same loop. It leaves the
     signals to the webhook's server and stops when that one has stopped. Its socket is bound
     here, so that a port in use is a start-up error with a message, not a traceback."""
     # Limits of its own: a flood of the webhook port cannot close the probes' connections.
     guard = ConnectionGuard(
         ConnectionLimits(max_connections=256, max_unproven=64, max_requests=64),
-        parts.metrics.rejected,
+        services.metrics.rejected,
     )
     config = guarded_config(
-        create_ops_app(parts), settings.ops_host, settings.ops_port, guard, keep_alive=5
+        create_ops_app(services), settings.ops_host, settings.ops_port, guard, keep_alive=5
     )
     try:
         listening = socket.create_server((settings.ops_host, settings.ops_port))
@@ -265,7 +266,7 @@ async def _self_managed(api: KubernetesApi, settings: Settings) -> tuple[Path, P
     return cert_file, key_file, keep_fresh
 
 
-async def _cluster_parts(
+async def _cluster_services(
     settings: Settings, metrics: Metrics
 ) -> tuple[KubernetesApi | None, ClusterState | None, ApiTemplateStore | None]:
     if settings.kubeconfig is None and not in_cluster():

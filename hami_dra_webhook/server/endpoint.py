@@ -15,7 +15,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-import orjson
+from hami_dra_webhook.admission.handler import message
 
 Handler = Callable[[bytes], Awaitable[tuple[int, bytes]]]
 Scope = dict[str, Any]
@@ -25,10 +25,6 @@ Send = Callable[[dict[str, Any]], Awaitable[None]]
 
 class ClientGone(Exception):
     """The client disconnected before sending the whole body."""
-
-
-def message(status: int, text: str) -> tuple[int, bytes]:
-    return status, orjson.dumps({"message": text})
 
 
 class BodyBudget:

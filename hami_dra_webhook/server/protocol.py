@@ -23,8 +23,8 @@ import httptools
 from uvicorn.protocols.http.flow_control import service_unavailable
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
+from hami_dra_webhook.admission.handler import message
 from hami_dra_webhook.server.connections import ConnectionGuard
-from hami_dra_webhook.server.endpoint import message
 
 # A TLS connection's send buffer (uvloop's default is 512 KiB before the application is told
 # to wait) holds at most this much before an answer waits, as a plain TCP one does; and an

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from hami_dra_webhook.core.policy import DEFAULT_POLICY
-from hami_dra_webhook.server.app import readiness
 from hami_dra_webhook.server.builder import StartupError, WebhookProcess, build_server
+from hami_dra_webhook.server.operations import readiness
 from hami_dra_webhook.server.settings import Settings
 from tests.support.loop import run
 from tests.support.reviews import gpu_pod, review
@@ -81,9 +81,9 @@ def test_not_ready_until_the_webhook_port_listens(tmp_path: Path) -> None:
 
     async def scenario() -> tuple[dict[str, object], dict[str, object]]:
         server = await build_server(settings, DEFAULT_POLICY, cleanup=[])
-        before = readiness(server.parts, time.time())
+        before = readiness(server.services, time.time())
         running = await _started(server)
-        after = readiness(server.parts, time.time())
+        after = readiness(server.services, time.time())
         server.server.should_exit = True
         await asyncio.wait_for(running, timeout=30)
         return before, after

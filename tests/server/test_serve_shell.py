@@ -21,8 +21,9 @@ from hami_dra_webhook.cli.main import main
 from hami_dra_webhook.cluster.template_store import ApiTemplateStore
 from hami_dra_webhook.core.policy import DEFAULT_POLICY
 from hami_dra_webhook.kube.client import KubernetesApi
-from hami_dra_webhook.server.app import Parts, create_app
+from hami_dra_webhook.server.app import create_app
 from hami_dra_webhook.server.metrics import Metrics
+from hami_dra_webhook.server.services import Services
 from hami_dra_webhook.server.settings import Settings
 from hami_dra_webhook.server.tls import ReloadingTLS
 from tests.support.cluster import Cluster
@@ -44,7 +45,7 @@ def broken_server(tmp_path: Path) -> Iterator[tuple[int, Path]]:
     """create_app() served by uvicorn in a thread, with a store that raises."""
     ca, cert, key = write(issue(["localhost"]), tmp_path)
     tls = ReloadingTLS(cert, key)
-    parts = Parts(
+    services = Services(
         settings=Settings(),
         mutator=PodMutator(DEFAULT_POLICY, BrokenStore()),
         metrics=Metrics(),
@@ -52,7 +53,7 @@ def broken_server(tmp_path: Path) -> Iterator[tuple[int, Path]]:
     )
     port = free_port()
     config = uvicorn.Config(
-        create_app(parts),
+        create_app(services),
         host="127.0.0.1",
         port=port,
         ssl_context_factory=lambda c, d: tls.context,

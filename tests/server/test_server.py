@@ -286,17 +286,20 @@ def test_an_expired_certificate_makes_readyz_fail_with_the_reason(
     from hami_dra_webhook.certs.pki import issue, write
     from hami_dra_webhook.cluster.template_store import OfflineTemplateStore
     from hami_dra_webhook.core.policy import DEFAULT_POLICY
-    from hami_dra_webhook.server.app import Parts, readiness
     from hami_dra_webhook.server.metrics import Metrics
+    from hami_dra_webhook.server.operations import readiness
+    from hami_dra_webhook.server.services import Services
     from hami_dra_webhook.server.settings import Settings
     from hami_dra_webhook.server.tls import ReloadingTLS
 
     _, cert, key = write(issue(["localhost"], days=1), tmp_path)
     tls = ReloadingTLS(cert, key)
-    parts = Parts(Settings(), PodMutator(DEFAULT_POLICY, OfflineTemplateStore()), Metrics(), tls)
-    parts.lifecycle.listening = True  # as the webhook's server sets it once its port listens
-    assert readiness(parts, now=tls.expires_at - 60)["ready"] is True
-    expired = readiness(parts, now=tls.expires_at + 1)
+    services = Services(
+        Settings(), PodMutator(DEFAULT_POLICY, OfflineTemplateStore()), Metrics(), tls
+    )
+    services.lifecycle.listening = True  # as the webhook's server sets it once its port listens
+    assert readiness(services, now=tls.expires_at - 60)["ready"] is True
+    expired = readiness(services, now=tls.expires_at + 1)
     assert expired["ready"] is False and expired["certificates"].startswith("expired at ")
     # Logged: once when it expires within a week (this one, at start), once when expired.
     soon = [r for r in caplog.records if "expires at" in r.getMessage()]

@@ -15,9 +15,12 @@ from hami_dra_webhook.admission.mutator import PodMutator
 from hami_dra_webhook.certs.pki import issue, write
 from hami_dra_webhook.cluster.template_store import OfflineTemplateStore
 from hami_dra_webhook.core.policy import DEFAULT_POLICY
-from hami_dra_webhook.server.app import Parts, _lifespan, readiness
+from hami_dra_webhook.server.app import _lifespan
+from hami_dra_webhook.server.jobs import background_jobs
 from hami_dra_webhook.server.logs import AdmissionLog
 from hami_dra_webhook.server.metrics import Metrics
+from hami_dra_webhook.server.operations import readiness
+from hami_dra_webhook.server.services import Services
 from hami_dra_webhook.server.settings import Settings
 from hami_dra_webhook.server.supervisor import Job, Supervisor
 from hami_dra_webhook.server.tls import ReloadingTLS
@@ -84,26 +87,29 @@ def test_readyz_fails_while_a_needed_job_is_down_and_metrics_show_it(tmp_path: P
     tls = ReloadingTLS(cert, key)
     metrics = Metrics()
     dies = Dies(times=1)
-    parts = Parts(
+    services = Services(
         Settings(),
         PodMutator(DEFAULT_POLICY, OfflineTemplateStore()),
         metrics,
         tls,
         background=[Job("template-watch", dies, needed=True)],
     )
-    parts.lifecycle.listening = True  # as the webhook's server sets it once its port listens
+    services.background += background_jobs(
+        services
+    )  # as the builder does: the certificates' reload
+    services.lifecycle.listening = True  # as the webhook's server sets it once its port listens
 
     async def scenario() -> tuple[dict[str, object], float, float, dict[str, object]]:
-        async with _lifespan(parts, AdmissionLog(True))(None):  # type: ignore[arg-type]
+        async with _lifespan(services, AdmissionLog(True))(None):  # type: ignore[arg-type]
             await asyncio.sleep(0.01)
-            while_down = readiness(parts, time.time())
+            while_down = readiness(services, time.time())
             up_while_down = _sample(metrics, "hami_dra_background_up", "template-watch")
             await asyncio.wait_for(dies.running.wait(), timeout=10)  # 1 s backoff
             return (
                 while_down,
                 up_while_down,
                 _sample(metrics, "hami_dra_background_restarts_total", "template-watch"),
-                readiness(parts, time.time()),
+                readiness(services, time.time()),
             )
 
     while_down, up_while_down, restarts, after = run(scenario())

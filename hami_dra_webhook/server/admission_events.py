@@ -1,0 +1,45 @@
+"""The server's `AdmissionEvents` (admission/handler.py): each admission counted in the metrics
+and written to the admission log."""
+
+from __future__ import annotations
+
+from hami_dra_webhook.admission.mutator import MutationRecord
+from hami_dra_webhook.server.logs import AdmissionLog
+from hami_dra_webhook.server.metrics import Metrics
+
+
+class ServerEvents:
+    def __init__(self, metrics: Metrics, admission_log: AdmissionLog) -> None:
+        self.metrics, self.admission_log = metrics, admission_log
+
+    def malformed(self) -> None:
+        self.metrics.rejected("malformed")
+
+    def began(self) -> None:
+        self.metrics.in_flight.inc()
+
+    def ended(self) -> None:
+        self.metrics.in_flight.dec()
+
+    def previewed(self, outcome: str) -> None:
+        self.metrics.workload_previews.labels(outcome).inc()
+
+    def answered(self, result: MutationRecord, seconds: float) -> None:
+        self.metrics.admitted(result.operation, result.outcome, seconds, result.resources)
+        if result.operation not in ("CREATE", "UPDATE"):
+            return
+        line = {
+            "uid": result.uid,
+            "user": result.user,
+            "resource": result.resource,
+            "namespace": result.namespace,
+            "pod": result.name,
+            "operation": result.operation,
+            "dryRun": result.dry_run,
+            "outcome": result.outcome,
+            "templates": result.templates,
+            "duration_ms": round(seconds * 1000, 3),
+        }
+        if result.message:  # a refusal: why, as the pod's creator was told
+            line |= {"reason": result.reason, "message": result.message}
+        self.admission_log.write(line)

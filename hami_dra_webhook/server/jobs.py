@@ -1,0 +1,67 @@
+"""Every background job of the webhook, built in one place for the Supervisor (supervisor.py),
+which alone restarts, counts and reports them: the certificate files' reload, the template
+watch, the cluster check and the template garbage collection (the self-managed certificates'
+renewal is built with the certificates, in builder.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import time
+
+from hami_dra_webhook.cluster.gc import KnownForeign, collect_garbage
+from hami_dra_webhook.cluster.state import ClusterState
+from hami_dra_webhook.cluster.template_store import ApiTemplateStore
+from hami_dra_webhook.kube.port import KubeApi
+from hami_dra_webhook.server.services import Services
+from hami_dra_webhook.server.supervisor import Job
+
+log = logging.getLogger("hami_dra_webhook.server")
+CLUSTER_CHECK_TIMEOUT = 10.0  # seconds each of the cluster check's API reads may take
+
+
+def background_jobs(services: Services) -> list[Job]:
+    """The jobs `services` need, beside those already in `services.background`."""
+    settings = services.settings
+    jobs = []
+    if services.tls is not None:
+        reload = functools.partial(services.tls.watch, settings.cert_reload_interval)
+        jobs.append(Job("certificate-reload", reload, needed=True))
+    store = services.mutator.store
+    if isinstance(store, ApiTemplateStore):
+        # Not needed for readiness: without the watch the cache is not used and every
+        # admission confirms its templates through the API (template_store.py).
+        jobs.append(Job("template-watch", store.watch.run))
+    api, cluster = services.api, services.cluster
+    if api is not None and cluster is not None:
+        jobs.append(Job("cluster-check", functools.partial(_check_cluster, services, api, cluster)))
+        if settings.gc_interval > 0:
+            known_foreign = KnownForeign()  # across passes: tenants' objects read once
+            gc = functools.partial(_collect_garbage, services, api, known_foreign)
+            jobs.append(Job("template-gc", gc))
+    return jobs
+
+
+async def _check_cluster(services: Services, api: KubeApi, cluster: ClusterState) -> None:
+    metrics, policy, settings = services.metrics, services.mutator.policy, services.settings
+    while True:
+        await cluster.refresh(api, policy, settings.probe_namespace, timeout=CLUSTER_CHECK_TIMEOUT)
+        metrics.observe_cluster(cluster)
+        for status in cluster.failed_checks:
+            metrics.api_error(status)
+        cluster.failed_checks.clear()
+        await asyncio.sleep(settings.cluster_check_interval)
+
+
+async def _collect_garbage(services: Services, api: KubeApi, known_foreign: KnownForeign) -> None:
+    """A pass every gc_interval; a pass that fails raises, and the Supervisor restarts the job
+    (after its backoff, then gc_interval again), logging and counting the failure."""
+    settings = services.settings
+    while True:
+        await asyncio.sleep(settings.gc_interval)
+        report = await collect_garbage(
+            api, now=time.time(), grace=settings.gc_grace, known_foreign=known_foreign
+        )
+        services.metrics.gc_deleted.inc(len(report.deleted))
+        log.info("template garbage collection: %s", report.summary())

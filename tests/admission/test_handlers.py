@@ -1,0 +1,145 @@
+"""The admission handlers in process: an AdmissionReview's bytes in, the status and the answer's
+bytes out, with what they report to the server (its metrics and admission log). The process-level
+tests (tests/server) send the same bytes over TLS to a real webhook process."""
+
+from __future__ import annotations
+
+import base64
+import json
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import jsonpatch
+
+from hami_dra_webhook.admission.handler import (
+    PodAdmission,
+    VolcanoJobAdmission,
+    WorkloadAdmission,
+)
+from hami_dra_webhook.admission.mutator import MutationRecord, PodMutator
+from hami_dra_webhook.cluster.template_store import OfflineTemplateStore
+from hami_dra_webhook.core.policy import DEFAULT_POLICY
+from tests.support.loop import run
+from tests.support.reviews import gpu_pod, review
+
+
+class Recorded:
+    """The events a handler reported, in order."""
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+        self.results: list[MutationRecord] = []
+
+    def malformed(self) -> None:
+        self.seen.append("malformed")
+
+    def began(self) -> None:
+        self.seen.append("began")
+
+    def ended(self) -> None:
+        self.seen.append("ended")
+
+    def answered(self, result: MutationRecord, seconds: float) -> None:
+        assert 0 <= seconds < 60
+        self.seen.append(f"answered {result.outcome}")
+        self.results.append(result)
+
+    def previewed(self, outcome: str) -> None:
+        self.seen.append(f"previewed {outcome}")
+
+
+def _bytes(document: dict[str, Any]) -> bytes:
+    return json.dumps(document).encode()
+
+
+def _mutator(**options: Any) -> PodMutator:
+    return PodMutator(DEFAULT_POLICY, OfflineTemplateStore(), **options)
+
+
+def test_a_gpu_pod_is_answered_with_its_patch_and_reported() -> None:
+    events = Recorded()
+    document = review(gpu_pod())
+    status, body = run(PodAdmission(_mutator(), events)(_bytes(document)))
+    assert status == 200
+    answer = json.loads(body)
+    assert answer["response"]["uid"] == document["request"]["uid"]
+    assert answer["response"]["allowed"] is True
+    pod = jsonpatch.apply_patch(
+        document["request"]["object"], json.loads(base64.b64decode(answer["response"]["patch"]))
+    )
+    assert pod["spec"]["containers"][0]["resources"]["limits"] == {"cpu": "1"}
+    assert pod["spec"]["resourceClaims"][0]["resourceClaimTemplateName"].startswith("hami-gpu-")
+    assert events.seen == ["began", "ended", "answered converted"]
+
+
+def test_the_same_answer_from_the_off_loop_thread() -> None:
+    """A body over off_loop_bytes is decoded on the mutator's thread: the same bytes out."""
+    document = review(gpu_pod())
+    on_loop = run(PodAdmission(_mutator(), Recorded())(_bytes(document)))
+    with ThreadPoolExecutor(1) as thread:
+        events = Recorded()
+        handler = PodAdmission(_mutator(off_loop=thread), events, off_loop_bytes=0)
+        off_loop = run(handler(_bytes(document)))
+    assert off_loop == on_loop
+    assert events.seen == ["began", "ended", "answered converted"]
+
+
+def test_a_body_that_is_no_review_is_a_400_with_a_message() -> None:
+    for handler_of in (
+        lambda e: PodAdmission(_mutator(), e),
+        lambda e: VolcanoJobAdmission(_mutator(), e),
+        lambda e: WorkloadAdmission(_mutator(), e, opted_in_only=False),
+    ):
+        events = Recorded()
+        status, body = run(handler_of(events)(b'{"kind": "AdmissionReview", "request": 7}'))
+        assert status == 400
+        assert set(json.loads(body)) == {"message"}
+        assert events.seen == ["malformed"]
+
+
+def test_a_failing_use_case_is_an_internal_error_not_an_exception() -> None:
+    class Broken:
+        async def ensure(self, *_: Any, **__: Any) -> list[str]:
+            raise RuntimeError("a bug")
+
+    events = Recorded()
+    document = review(gpu_pod())
+    mutator = PodMutator(DEFAULT_POLICY, Broken())
+    status, body = run(PodAdmission(mutator, events)(_bytes(document)))
+    answer = json.loads(body)["response"]
+    assert status == 200 and answer["allowed"] is False
+    assert answer["status"]["code"] == 500
+    assert events.seen == ["began", "ended", "answered error"]
+
+
+def test_a_volcano_job_left_when_jobs_are_not_converted() -> None:
+    job = {
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job",
+        "metadata": {"name": "train", "namespace": "team-a"},
+        "spec": {"tasks": [{"name": "w", "template": gpu_pod()}]},
+    }
+    document = review(job, kind="Job", group="batch.volcano.sh", resource="jobs")
+    events = Recorded()
+    status, body = run(VolcanoJobAdmission(_mutator(), events)(_bytes(document)))
+    answer = json.loads(body)["response"]
+    assert status == 200 and answer["allowed"] is True and "patch" not in answer
+    assert events.seen[:2] == ["began", "ended"] and len(events.results) == 1
+
+
+def test_a_workload_preview_warns_and_never_denies() -> None:
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "trainer", "namespace": "team-a"},
+        "spec": {"template": {k: v for k, v in gpu_pod().items() if k in ("metadata", "spec")}},
+    }
+    document = review(deployment, kind="Deployment", group="apps", resource="deployments")
+    events = Recorded()
+    handler = WorkloadAdmission(_mutator(), events, opted_in_only=False)
+    status, body = run(handler(_bytes(document)))
+    answer = json.loads(body)["response"]
+    assert status == 200 and answer["allowed"] is True
+    assert any("hami-gpu-" in warning for warning in answer["warnings"]), answer["warnings"]
+    assert events.seen == [f"previewed {events.seen[0].split()[-1]}"]
+    assert events.seen[0] != "previewed none"
