@@ -30,7 +30,8 @@ def standin():  # type: ignore[no-untyped-def]
 @pytest.fixture
 def standin_api(standin, tmp_path):  # type: ignore[no-untyped-def]
     """The real adapter (hami_dra_webhook.kube.client, official client) pointed at the fault stand-in."""
-    from hami_dra_webhook.kube.client import KubernetesApi, load_configuration
+    from hami_dra_webhook.kube.client import KubernetesApi
+    from hami_dra_webhook.kube.connect import load_configuration
     from tests.support.loop import run
 
     configuration = run(load_configuration(str(standin.kubeconfig(tmp_path))))

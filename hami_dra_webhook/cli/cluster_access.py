@@ -25,7 +25,7 @@ def add_cluster_flags(parser: argparse.ArgumentParser) -> None:
 def on_cluster(args: argparse.Namespace, work: Callable[[Any], Awaitable[T]]) -> T:
     """`work(api)` on the cluster the flags name, the connection closed after; raises
     ClusterUnavailable with what went wrong."""
-    from hami_dra_webhook.kube.client import ClusterAccessError, connect
+    from hami_dra_webhook.kube.connect import ClusterAccessError, connect
     from hami_dra_webhook.kube.port import ApiError
 
     async def connected() -> T:

@@ -12,10 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
-import re
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
@@ -24,8 +21,8 @@ import kubernetes.aio.config
 from kubernetes.aio.client.exceptions import ApiException
 
 from hami_dra_webhook.core.types import JsonObject
-from hami_dra_webhook.kube import kubeconfig as kubeconfig_file
-from hami_dra_webhook.kube.port import AnswerTooLarge, ApiError, in_cluster, paths
+from hami_dra_webhook.kube.port import AnswerTooLarge, ApiError, paths
+from hami_dra_webhook.kube.streams import Oversized, json_or_empty, lines, read_capped
 
 log = logging.getLogger(__name__)
 # Items a list asks for at a time (kubectl asks for 500 too).
@@ -42,74 +39,10 @@ AS_METADATA = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,appl
 AS_METADATA_LIST = (
     "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
 )
-# The ListMeta that kube-apiserver writes before a list's items: the continue token of a page
-# whose items are too large to read is found here, so that the list goes on past them.
-_CONTINUE = re.compile(rb'"continue":"([^"\\]*)"')
-# The name and namespace that lead a watch event's object metadata, for a skipped event.
-_NAMED = re.compile(
-    rb'"metadata":\{"name":"([^"\\]{1,253})"(?:,"[a-zA-Z]+":"[^"\\]*")*?,"namespace":"([^"\\]{1,63})"'
-)
-
 JSON_PATCH = "application/json-patch+json"
 MERGE_PATCH = "application/merge-patch+json"
 FIELD_MANAGER = "hami-dra-webhook"
 Configuration = kubernetes.aio.client.Configuration
-
-
-async def load_configuration(kubeconfig: str | None) -> Configuration | None:
-    """From --kubeconfig, else the in-cluster service account, else None (offline)."""
-    configuration = Configuration()
-    if kubeconfig:
-        await kubernetes.aio.config.load_kube_config(
-            config_file=kubeconfig, client_configuration=configuration, persist_config=False
-        )
-    elif in_cluster():
-        kubernetes.aio.config.load_incluster_config(client_configuration=configuration)
-    else:
-        return None
-    configuration.retries = None
-    return configuration
-
-
-class ClusterAccessError(RuntimeError):
-    """No usable cluster access; the message says what to pass."""
-
-
-def _default_kubeconfig() -> str | None:
-    """The files kubectl reads ($KUBECONFIG's present ones, else ~/.kube/config), as the
-    client library takes a list of them; None when there is none."""
-    return os.pathsep.join(kubeconfig_file.files(None)) or None
-
-
-async def connect(kubeconfig: str | None, context: str | None = None) -> KubernetesApi:
-    """The API for a command-line tool, found as kubectl finds it: --kubeconfig, else
-    $KUBECONFIG, else ~/.kube/config, else the in-cluster service account."""
-    configuration = Configuration()
-    source = kubeconfig or _default_kubeconfig()
-    try:
-        kubeconfig_file.check(kubeconfig, context)
-    except kubeconfig_file.KubeconfigProblem as problem:
-        raise ClusterAccessError(str(problem)) from None
-    try:
-        if source is not None:
-            await kubernetes.aio.config.load_kube_config(
-                config_file=source,
-                context=context,
-                client_configuration=configuration,
-                persist_config=False,
-            )
-        elif in_cluster():
-            kubernetes.aio.config.load_incluster_config(client_configuration=configuration)
-        else:
-            raise ClusterAccessError(
-                "no cluster: no --kubeconfig, $KUBECONFIG or ~/.kube/config, and not in a pod"
-            )
-    except ClusterAccessError:
-        raise
-    except Exception as error:  # the client raises many kinds for a bad kubeconfig
-        raise ClusterAccessError(f"cannot load cluster access from {source}: {error}") from error
-    configuration.retries = None
-    return KubernetesApi(configuration)
 
 
 class KubernetesApi:
@@ -186,6 +119,36 @@ class KubernetesApi:
             )
             version = str((answer.get("metadata") or {}).get("resourceVersion") or "")
             listed = True
+        response = await self._open_watch(label_selector, version, window)
+        stream = response.response
+        try:
+            if response.status >= 300:
+                body = await read_capped(stream, MAX_PAGE_BYTES)
+                raise ApiError.from_status(response.status, json_or_empty(body))
+            yield {"type": "WATCHING", "resourceVersion": version, "listed": listed}
+            async for line in lines(stream.content, MAX_EVENT_BYTES):
+                if isinstance(line, Oversized):
+                    yield line.event()
+                    continue
+                event = json.loads(line)
+                if not isinstance(event, dict):
+                    raise ApiError(0, "BadResponse", "a watch event is not a JSON object")
+                if event.get("type") == "ERROR":  # e.g. 410: the version is too old
+                    status = event.get("object")
+                    code = status.get("code") if isinstance(status, dict) else 0
+                    raise ApiError.from_status(int(code) if isinstance(code, int) else 0, status)
+                yield event
+        except ApiError:
+            raise
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:  # aiohttp's errors, bad JSON, anything the stream holds
+            raise ApiError(0, type(error).__name__, str(error)[:300]) from error
+        finally:
+            stream.close()  # not released to the pool: the rest of the stream is not wanted
+
+    async def _open_watch(self, label_selector: str, version: str, window: int) -> Any:
+        """The watch's response, its stream not read yet (any failure an ApiError)."""
         query = [
             ("labelSelector", label_selector),
             ("watch", "true"),
@@ -208,32 +171,7 @@ class KubernetesApi:
             raise ApiError(error.status or 0, "Unreachable", str(error.reason)) from error
         except Exception as error:  # aiohttp: refused and reset connections, TLS, DNS
             raise ApiError(0, type(error).__name__, str(error)[:300]) from error
-        stream = response.response
-        try:
-            if response.status >= 300:
-                body = await _read_capped(stream, MAX_PAGE_BYTES)
-                raise ApiError.from_status(response.status, _json_or_empty(body))
-            yield {"type": "WATCHING", "resourceVersion": version, "listed": listed}
-            async for line in _lines(stream.content, MAX_EVENT_BYTES):
-                if isinstance(line, _Oversized):
-                    yield line.event()
-                    continue
-                event = json.loads(line)
-                if not isinstance(event, dict):
-                    raise ApiError(0, "BadResponse", "a watch event is not a JSON object")
-                if event.get("type") == "ERROR":  # e.g. 410: the version is too old
-                    status = event.get("object")
-                    code = status.get("code") if isinstance(status, dict) else 0
-                    raise ApiError.from_status(int(code) if isinstance(code, int) else 0, status)
-                yield event
-        except ApiError:
-            raise
-        except asyncio.CancelledError:
-            raise
-        except Exception as error:  # aiohttp's errors, bad JSON, anything the stream holds
-            raise ApiError(0, type(error).__name__, str(error)[:300]) from error
-        finally:
-            stream.close()  # not released to the pool: the rest of the stream is not wanted
+        return response
 
     def pod_pages(self, namespace: str, *, timeout: float) -> AsyncIterator[list[JsonObject]]:
         return self._pages(paths.pods(namespace), [], timeout)
@@ -412,7 +350,7 @@ class KubernetesApi:
                 data = await response.read()
             else:
                 async with asyncio.timeout(max(timeout, 0.001)):
-                    data = await _read_capped(response.response, max_bytes)
+                    data = await read_capped(response.response, max_bytes)
         except (ApiError, asyncio.CancelledError):
             raise
         except ApiException as error:
@@ -421,90 +359,9 @@ class KubernetesApi:
             raise ApiError(0, "Timeout", f"no answer within {timeout:g}s") from error
         except Exception as error:  # aiohttp: refused and reset connections, TLS, DNS
             raise ApiError(0, type(error).__name__, str(error)[:300]) from error
-        document = _json_or_empty(data)
+        document = json_or_empty(data)
         if response.status >= 300:
             raise ApiError.from_status(response.status, document)
         if not isinstance(document, dict):
             raise ApiError(response.status, "BadResponse", "the answer is not a JSON object")
         return document
-
-
-def _json_or_empty(data: bytes) -> Any:
-    try:
-        return json.loads(data) if data else {}
-    except ValueError:
-        return {}
-
-
-async def _read_capped(response: aiohttp.ClientResponse, max_bytes: int) -> bytes:
-    """The body, or AnswerTooLarge as soon as it passes `max_bytes` (the connection is closed:
-    the rest is never read). The error keeps a list page's continue token, which kube-apiserver
-    writes before the items."""
-    declared = response.content_length
-    body = bytearray()
-    if declared is None or declared <= max_bytes:
-        async for chunk in response.content.iter_any():
-            body += chunk
-            if len(body) > max_bytes:
-                break
-        else:
-            return bytes(body)
-    else:
-        body += await response.content.read(4096)
-    response.close()
-    found = _CONTINUE.search(body, 0, 4096)
-    token = found.group(1).decode("ascii", "replace") if found else ""
-    raise AnswerTooLarge(max(len(body), declared or 0), max_bytes, token)
-
-
-@dataclass(frozen=True)
-class _Oversized:
-    """A watch event larger than the bound: what its head says of the object."""
-
-    head: bytes
-    size: int
-
-    def event(self) -> JsonObject:
-        """`{"type": "OVERSIZED", "size": ..., "namespace": ..., "name": ...}` (the name and
-        namespace empty when the head does not say them)."""
-        found = _NAMED.search(self.head)
-        name, namespace = (
-            (found.group(1).decode("utf-8", "replace"), found.group(2).decode("utf-8", "replace"))
-            if found
-            else ("", "")
-        )
-        return {"type": "OVERSIZED", "size": self.size, "namespace": namespace, "name": name}
-
-
-async def _lines(
-    content: aiohttp.StreamReader, max_bytes: int
-) -> AsyncIterator[bytes | _Oversized]:
-    """The stream's newline-ended lines; a line longer than `max_bytes` is not kept: its first
-    4 KiB and its length come as _Oversized, the rest is read and dropped (memory stays within
-    `max_bytes` plus one chunk whatever the server sends)."""
-    buffer = bytearray()
-    skipping: _Oversized | None = None
-    skipped = 0
-    async for chunk in content.iter_any():
-        start = 0
-        while True:
-            end = chunk.find(b"\n", start)
-            piece = chunk[start:] if end < 0 else chunk[start:end]
-            if skipping is not None:
-                skipped += len(piece)
-            else:
-                buffer += piece
-                if len(buffer) > max_bytes:
-                    skipping, skipped = _Oversized(bytes(buffer[:4096]), 0), len(buffer)
-                    buffer.clear()
-            if end < 0:
-                break
-            if skipping is not None:
-                yield _Oversized(skipping.head, skipped)
-                skipping = None
-            elif buffer:
-                yield bytes(buffer)
-                buffer.clear()
-            start = end + 1
-    if buffer and skipping is None:
-        yield bytes(buffer)

@@ -271,7 +271,8 @@ async def _cluster_services(
 ) -> tuple[KubernetesApi | None, ClusterState | None, ApiTemplateStore | None]:
     if settings.kubeconfig is None and not in_cluster():
         return None, None, None
-    from hami_dra_webhook.kube.client import KubernetesApi, load_configuration
+    from hami_dra_webhook.kube.client import KubernetesApi
+    from hami_dra_webhook.kube.connect import load_configuration
 
     try:
         configuration = await load_configuration(

@@ -17,7 +17,8 @@ from typing import Any, TypeVar
 
 import yaml
 
-from hami_dra_webhook.kube.client import KubernetesApi, load_configuration
+from hami_dra_webhook.kube.client import KubernetesApi
+from hami_dra_webhook.kube.connect import load_configuration
 from tests.controlplane.cluster import ControlPlane, free_port
 from tests.controlplane.gpu_node import GpuNode
 from tests.support.chart_tools import CHART

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from hami_dra_webhook.kube.client import _lines, _Oversized
+from hami_dra_webhook.kube.streams import Oversized, lines
 from tests.support.loop import run
 
 
@@ -30,7 +30,7 @@ class _Chunks:
 
 def _read(chunks: list[bytes], limit: int) -> list[Any]:
     async def collect() -> list[Any]:
-        return [line async for line in _lines(_Chunks(chunks), limit)]  # type: ignore[arg-type]
+        return [line async for line in lines(_Chunks(chunks), limit)]  # type: ignore[arg-type]
 
     return run(collect())
 
@@ -62,7 +62,7 @@ def test_a_line_past_the_bound_is_skipped_and_named_the_rest_kept(size: int) -> 
     chunks = [stream[i : i + size] for i in range(0, len(stream), size)]
     lines = _read(chunks, 100_000)
     assert json.loads(lines[0])["object"]["metadata"]["name"] == "before"
-    assert isinstance(lines[1], _Oversized) and lines[1].size == len(big)
+    assert isinstance(lines[1], Oversized) and lines[1].size == len(big)
     assert lines[1].event() == {
         "type": "OVERSIZED",
         "size": len(big),
@@ -75,4 +75,4 @@ def test_a_line_past_the_bound_is_skipped_and_named_the_rest_kept(size: int) -> 
 
 def test_an_oversized_event_without_a_readable_name_names_nothing() -> None:
     head = b'{"type":"MODIFIED","object":{"metadata":{"annotations":{"pad":"' + b"&" * 5000
-    assert _Oversized(head[:4096], 9_000_000).event()["name"] == ""
+    assert Oversized(head[:4096], 9_000_000).event()["name"] == ""
