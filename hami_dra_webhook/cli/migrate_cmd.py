@@ -127,6 +127,8 @@ def run_status(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: 
     read = _read(args, stderr)
     if isinstance(read, int):
         return read
+    from hami_dra_webhook.cli.migrate_status import status_report, status_text
+
     policy, inventory = read
     report = status_report(inventory, policy)
     if args.output != "text":
@@ -134,176 +136,6 @@ def run_status(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: 
     else:
         stdout.write(status_text(report))
     return exit_codes.OK
-
-
-def status_report(inventory: Any, policy: Any) -> dict[str, Any]:
-    from hami_dra_webhook.core.pools import DRA, LEGACY
-
-    free = inventory.free()
-    pools: dict[str, dict[str, Any]] = {
-        LEGACY: {"nodes": 0, "slots": 0, "slotsUsed": 0, "pods": 0},
-        DRA: {"nodes": 0, "devices": 0, "memory": 0, "memoryFree": 0, "coresFree": 0, "pods": 0},
-    }
-    nodes = []
-    for node in sorted(inventory.nodes.values(), key=lambda n: n.name):
-        if not node.gpu_node:
-            continue
-        row: dict[str, Any] = {
-            "node": node.name,
-            "label": node.label,
-            "pool": node.pool,
-            "servedBy": list(node.served_by),
-            "cordoned": node.unschedulable,
-            "pods": node.pods,
-        }
-        if node.pool == LEGACY:
-            entry = pools[LEGACY]
-            entry["slots"] += node.legacy_slots
-            entry["slotsUsed"] += node.legacy_used
-            row |= {"slots": node.legacy_slots, "slotsUsed": node.legacy_used}
-        elif node.pool == DRA:
-            entry = pools[DRA]
-            left = free.dra_left(node.name) if not node.unschedulable else None
-            memory = sum(d.memory for d in node.devices)
-            entry["devices"] += len(node.devices)
-            entry["memory"] += memory
-            if left is not None:
-                entry["memoryFree"] += left.memory
-                entry["coresFree"] += left.cores
-            row |= {
-                "devices": len(node.devices),
-                "memoryMiB": memory // MIB,
-                "memoryFreeMiB": None if left is None else left.memory // MIB,
-            }
-        else:
-            nodes.append(row)
-            continue
-        entry["nodes"] += 1
-        entry["pods"] += node.pods
-        nodes.append(row)
-    namespaces: dict[str, dict[str, Any]] = {}
-    moves = inventory.free()
-    for pod in sorted(inventory.pods, key=lambda p: (p.namespace, p.name)):
-        entry = namespaces.setdefault(
-            pod.namespace,
-            {
-                "inScope": inventory.scope.converts(
-                    inventory.namespace_labels.get(pod.namespace, {}), {}
-                )
-                if inventory.scope.mode != "workloads"
-                else None,
-                "legacy": 0,
-                "converted": 0,
-                "legacyPods": [],
-            },
-        )
-        entry[pod.side] += 1
-        if pod.side == "legacy":
-            entry["legacyPods"].append(
-                {
-                    "pod": pod.name,
-                    "node": pod.node,
-                    "blocker": _blocker(pod, inventory, moves, policy),
-                }
-            )
-    return {
-        "scope": inventory.scope.mode,
-        "pools": {
-            LEGACY: pools[LEGACY]
-            | {"slotsFree": pools[LEGACY]["slots"] - pools[LEGACY]["slotsUsed"]},
-            DRA: pools[DRA]
-            | {
-                "memoryMiB": pools[DRA]["memory"] // MIB,
-                "memoryFreeMiB": pools[DRA]["memoryFree"] // MIB,
-            },
-        },
-        "nodes": nodes,
-        "namespaces": namespaces,
-    }
-
-
-def _blocker(pod: Any, inventory: Any, free: Any, policy: Any) -> str:
-    """What keeps a legacy pod from moving to DRA now; "" when nothing does."""
-    from hami_dra_webhook.core.pool_plan import destination
-
-    if not inventory.in_scope(pod):
-        if inventory.scope.mode == "namespaces":
-            return "namespace not in the scope: label it hami.io/gpu-migration=dra"
-        return "not in the scope: label its pod template hami.io/gpu-migration=dra"
-    goes, fits = destination(pod, inventory, free, policy, skip="")
-    if not fits:
-        return goes
-    if not pod.owner:
-        return "a bare pod: re-create it yourself (deleting it loses it)"
-    return "" if goes.startswith("converted") else goes
-
-
-def status_text(report: dict[str, Any]) -> str:
-    from hami_dra_webhook.cli.inputs import table
-
-    legacy, dra = report["pools"]["legacy"], report["pools"]["dra"]
-    used = dra["memoryMiB"] - dra["memoryFreeMiB"]
-    lines = [f"migration scope: {report['scope']}", ""]
-    lines += table(
-        ["POOL", "NODES", "GPUS", "USED", "FREE", "GPU PODS"],
-        [
-            [
-                "legacy",
-                str(legacy["nodes"]),
-                f"{legacy['slots']} nvidia.com/gpu",
-                f"{legacy['slotsUsed']} nvidia.com/gpu",
-                f"{legacy['slotsFree']} nvidia.com/gpu",
-                str(legacy["pods"]),
-            ],
-            [
-                "dra",
-                str(dra["nodes"]),
-                f"{dra['devices']} devices, {dra['memoryMiB']} MiB",
-                f"{used} MiB",
-                f"{dra['memoryFreeMiB']} MiB, {dra['coresFree']} cores",
-                str(dra["pods"]),
-            ],
-        ],
-    )
-    lines.append("")
-    lines += table(
-        ["NODE", "POOL", "LABEL", "SERVED BY", "CORDONED", "GPU PODS"],
-        [
-            [
-                node["node"],
-                node["pool"] or "NONE",
-                node["label"] or "-",
-                ",".join(node["servedBy"]) or "-",
-                "yes" if node["cordoned"] else "no",
-                str(node["pods"]),
-            ]
-            for node in report["nodes"]
-        ],
-    )
-    lines.append("")
-    lines += table(
-        ["NAMESPACE", "IN SCOPE", "LEGACY PODS", "CONVERTED PODS"],
-        [
-            [
-                name,
-                {True: "yes", False: "no", None: "per pod"}[e["inScope"]],
-                str(e["legacy"]),
-                str(e["converted"]),
-            ]
-            for name, e in sorted(report["namespaces"].items())
-        ],
-    )
-    blocked = [
-        (name, pod)
-        for name, entry in sorted(report["namespaces"].items())
-        for pod in entry["legacyPods"]
-    ]
-    if blocked:
-        lines += ["", "legacy pods and what keeps them from moving to DRA:"]
-        for name, pod in blocked:
-            what = pod["blocker"] or "nothing: it converts on its next creation"
-            lines.append(f"  {name}/{pod['pod']}: {what}")
-    return "\n".join(lines) + "\n"
 
 
 # -- node -------------------------------------------------------------------------------------
@@ -325,10 +157,8 @@ class _Progress:
 
 
 def run_node(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
-    from hami_dra_webhook.cluster.node_move import MoveError, NodeMove
     from hami_dra_webhook.core.pool_plan import plan_move
 
-    timeout: float = args.timeout
     read = _read(args, stderr)
     if isinstance(read, int):
         return read
@@ -368,10 +198,24 @@ def run_node(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: Te
         if not text:
             write_data(result | {"moved": False}, args.output, stdout)
         return exit_codes.REFUSED if blockers else exit_codes.OK
+    return _move(args, policy, result, stdout, stderr)
+
+
+def _move(
+    args: argparse.Namespace,
+    policy: Any,
+    result: dict[str, Any],
+    stdout: TextIO,
+    stderr: TextIO,
+) -> int:
+    """The move itself, after its plan: its progress as it goes, its result at the end."""
+    from hami_dra_webhook.cluster.node_move import MoveError, NodeMove
+
+    text = args.output == "text"
     progress = _Progress(stdout, quiet=not text)
 
     async def move(api: Any) -> Any:
-        return await NodeMove(api, policy, args.node, args.to, progress, timeout=timeout).run()
+        return await NodeMove(api, policy, args.node, args.to, progress, timeout=args.timeout).run()
 
     code = exit_codes.OK
     try:
