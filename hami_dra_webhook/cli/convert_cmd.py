@@ -192,7 +192,8 @@ def _converted(
     from ruamel.yaml.error import YAMLError
     from yaml import YAMLError as LibYAMLError
 
-    from hami_dra_webhook.migrate.convert import WrittenWrong, convert_text
+    from hami_dra_webhook.migrate.convert import convert_text
+    from hami_dra_webhook.migrate.yaml_write import WrittenWrong
 
     try:
         return convert_text(

@@ -8,17 +8,12 @@ converting twice changes nothing.
 
 from __future__ import annotations
 
-import copy
-import io
-import itertools
 import json
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
 import jsonpatch
 import yaml
-from ruamel.yaml import YAML
 
 from hami_dra_webhook.core import patch
 from hami_dra_webhook.core.decision import Converted, Refusal, Unchanged, excluded_namespace
@@ -27,16 +22,20 @@ from hami_dra_webhook.core.policy import Policy
 from hami_dra_webhook.core.translation_cache import TranslationCache
 from hami_dra_webhook.core.types import JsonObject
 from hami_dra_webhook.files.embedded import EmbeddedPod, embedded_pods
-from hami_dra_webhook.files.fast_yaml import FastSafeLoader
 from hami_dra_webhook.files.manifests import pod_template
-from hami_dra_webhook.migrate.flow_spacing import keep_flow_spacing
 from hami_dra_webhook.migrate.quotas import QuotaReport, dra_quota_ops, quota_report
 from hami_dra_webhook.migrate.report import uses_legacy
-from hami_dra_webhook.migrate.text_edit import NotEditable, edit_document
-
-# libyaml, when PyYAML has it, and the Python half made faster: reading every document first
-# is then cheap.
-_FAST_LOADER: Any = FastSafeLoader
+from hami_dra_webhook.migrate.yaml_write import (
+    FAST_LOADER,
+    SegmentEdits,
+    edited_text,
+    guess_indent,
+    round_trip_segment,
+    round_trip_yaml,
+    segments_of,
+    with_templates,
+    workloads_of,
+)
 
 
 @dataclass
@@ -51,11 +50,6 @@ class FileResult:
     notes: list[str] = field(default_factory=list)
 
 
-class WrittenWrong(RuntimeError):
-    """The converted text does not read back as the converted documents: a defect of convert,
-    not of the input. The file is left as it is."""
-
-
 EMBEDDED_LEFT = (
     "left as it is: its pods are converted when they are created (by the webhook, at"
     " admission); --embedded rewrites it here"
@@ -64,43 +58,6 @@ BARE_SPEC_LEFT = (
     "a pod spec without a template around it, left as it is even with --embedded (its pods'"
     " labels are not here): its pods are converted when they are created"
 )
-
-
-def _yaml(text: str = "") -> YAML:
-    yaml = YAML()
-    yaml.preserve_quotes = True
-    yaml.width = 4096
-    mapping, offset = guess_indent(text)
-    yaml.indent(mapping=mapping, sequence=offset + 2, offset=offset)
-    return yaml
-
-
-def guess_indent(text: str) -> tuple[int, int]:
-    """(mapping indent, dash offset of list items) as the file writes them; (2, 0) if unknown."""
-    mapping, offset = 0, -1
-    lines = [
-        line for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")
-    ]
-    for line, following in itertools.pairwise(lines):
-        if not line.rstrip().endswith(":"):
-            continue
-        here = len(line) - len(line.lstrip()) + (2 if line.lstrip().startswith("- ") else 0)
-        there = len(following) - len(following.lstrip())
-        if following.lstrip().startswith("- ") and offset < 0 and there >= here:
-            offset = there - here
-        elif there > here and not mapping:
-            mapping = there - here
-        if mapping and offset >= 0:
-            break
-    return mapping or 2, max(offset, 0)
-
-
-def _workloads(document: Any) -> list[Any]:
-    """The document itself, or the items of a List (nested Lists included)."""
-    if isinstance(document, dict) and str(document.get("kind", "")).endswith("List"):
-        items = document.get("items")
-        return [w for item in items for w in _workloads(item)] if isinstance(items, list) else []
-    return [document]
 
 
 def convert_text(
@@ -244,9 +201,9 @@ def _convert_json(
     volcano: frozenset[str],
 ) -> FileResult:
     top = json.loads(text)
-    existing = _existing_templates(_workloads(top))
+    existing = _existing_templates(workloads_of(top))
     changes = _Changes(FileResult(text=text, changed=False), existing, embedded, excluded, volcano)
-    for document in _workloads(top):
+    for document in workloads_of(top):
         jsonpatch.apply_patch(
             document, changes.workload(document, policy, default_namespace), in_place=True
         )
@@ -262,17 +219,6 @@ def _convert_json(
     return result
 
 
-# A document marker at the start of a line ends any scalar (YAML 1.2), so splitting here is safe.
-_DOCUMENT_START = re.compile(r"^---(?=[ \t]|$)", re.MULTILINE)
-
-
-def _segments(text: str) -> list[str]:
-    """The file's text cut before each `---` line: joined again, they are the text itself."""
-    cuts = [m.start() for m in _DOCUMENT_START.finditer(text) if m.start() > 0]
-    bounds = [0, *cuts, len(text)]
-    return [text[a:b] for a, b in itertools.pairwise(bounds) if a < b]
-
-
 def _convert_yaml(
     text: str,
     policy: Policy,
@@ -283,8 +229,8 @@ def _convert_yaml(
 ) -> FileResult:
     """Each document is read with libyaml first; only those that change go through ruamel's
     (slow, pure-Python) round trip. The others are kept byte for byte."""
-    segments = _segments(text)
-    parsed = [list(yaml.load_all(segment, Loader=_FAST_LOADER)) for segment in segments]
+    segments = segments_of(text)
+    parsed = [list(yaml.load_all(segment, Loader=FAST_LOADER)) for segment in segments]
     documents = [d for docs in parsed for d in docs if d is not None]
     changes = _Changes(
         FileResult(text=text, changed=False),
@@ -294,10 +240,10 @@ def _convert_yaml(
         volcano,
     )
     # segment -> for each of its documents, for each of its workloads, the patch to apply
-    edits: dict[int, list[list[list[patch.PatchOp]]]] = {}
+    edits: dict[int, SegmentEdits] = {}
     for index, docs in enumerate(parsed):
         per_document = [
-            [changes.workload(w, policy, default_namespace) for w in _workloads(d)]
+            [changes.workload(w, policy, default_namespace) for w in workloads_of(d)]
             for d in docs
             if d is not None
         ]
@@ -307,98 +253,20 @@ def _convert_yaml(
     if not edits and not changes.new_templates:
         return result
     result.changed = True
-    round_trip = _yaml(text)
+    round_trip = round_trip_yaml(text)
     indent = guess_indent(text)
     out = []
     for index, segment in enumerate(segments):
         if index not in edits:
             out.append(segment)
             continue
-        fast = _edited_text(segment, parsed[index], edits[index], indent)
+        fast = edited_text(segment, parsed[index], edits[index], indent)
         if fast is not None:
             out.append(fast)
             continue
-        loaded = [d for d in round_trip.load_all(segment) if d is not None]
-        for document in loaded:
-            _unshare(document, set())
-        for document, per_workload in zip(loaded, edits[index], strict=True):
-            for workload, ops in zip(_workloads(document), per_workload, strict=True):
-                # In place: the round-trip maps and lists keep their comments and order.
-                # The ops' values are copied: jsonpatch puts them in by reference, and a later
-                # op may add inside one (the ops may be a cached decision's).
-                jsonpatch.apply_patch(workload, copy.deepcopy(ops), in_place=True)
-        dumped = io.StringIO()
-        round_trip.explicit_start = segment.lstrip().startswith("---")
-        round_trip.dump_all(loaded, dumped)
-        # An edit in place is read back already (text_edit); a round trip is read back here.
-        present = [d for d in parsed[index] if d is not None]
-        expected = [_patched(d, ops) for d, ops in zip(present, edits[index], strict=True)]
-        written = keep_flow_spacing(segment, dumped.getvalue())
-        _check_reads_back(written, expected)
-        out.append(written)
+        out.append(round_trip_segment(round_trip, segment, parsed[index], edits[index]))
     body = "".join(out)
     if changes.new_templates:
-        if body and not body.endswith("\n"):
-            body += "\n"
-        dumped = io.StringIO()
-        round_trip.explicit_start = True
-        round_trip.dump_all(changes.new_templates, dumped)
-        _check_reads_back(dumped.getvalue(), changes.new_templates)
-        body += dumped.getvalue()
+        body = with_templates(body, round_trip, changes.new_templates)
     result.text = body
     return result
-
-
-def _unshare(node: Any, seen: set[int]) -> None:
-    """Give every alias its own copy: a patch to an anchored map (`labels: &l`) must not reach
-    the places that name it (`annotations: *l`). What is copied is written out in full."""
-    if isinstance(node, dict):
-        entries: Any = list(node.items())
-    elif isinstance(node, list):
-        entries = list(enumerate(node))
-    else:
-        return
-    for key, value in entries:
-        if not isinstance(value, dict | list):
-            continue
-        own = copy.deepcopy(value) if id(value) in seen else value
-        node[key] = own
-        seen.add(id(own))
-        _unshare(own, seen)
-
-
-def _patched(document: Any, per_workload: list[list[patch.PatchOp]]) -> Any:
-    """The document with each of its workloads' patches applied (a List's items each)."""
-    workloads = _workloads(document)
-    if workloads == [document]:
-        return patch.apply(document, per_workload[0]) if per_workload[0] else document
-    items = [
-        patch.apply(w, ops) if ops else w for w, ops in zip(workloads, per_workload, strict=True)
-    ]
-    return {**document, "items": items} if items else document
-
-
-def _check_reads_back(text: str, expected: list[Any]) -> None:
-    try:
-        written = [d for d in yaml.load_all(text, Loader=_FAST_LOADER) if d is not None]
-    except yaml.YAMLError as error:
-        raise WrittenWrong(f"the converted text is not valid YAML: {error}") from error
-    if written != expected:
-        raise WrittenWrong("the converted text does not read back as the converted objects")
-
-
-def _edited_text(
-    segment: str,
-    documents: list[Any],
-    edits: list[list[list[patch.PatchOp]]],
-    indent: tuple[int, int],
-) -> str | None:
-    """The segment edited in place (text_edit), or None where it needs the round trip."""
-    present = [d for d in documents if d is not None]
-    if len(present) != 1 or len(edits[0]) != 1 or _workloads(present[0]) != [present[0]]:
-        return None  # several documents, or a List of workloads
-    ops = edits[0][0]
-    try:
-        return edit_document(segment, ops, patch.apply(present[0], ops), indent)
-    except NotEditable:
-        return None

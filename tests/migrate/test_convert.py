@@ -129,7 +129,7 @@ def test_edited_text_equals_the_round_trip(monkeypatch: pytest.MonkeyPatch) -> N
         text = path.read_text()
         fast = convert.convert_text(text, DEFAULT_POLICY, None, False)
         with monkeypatch.context() as patched:
-            patched.setattr(convert, "_edited_text", lambda *args: None)
+            patched.setattr(convert, "edited_text", lambda *args: None)
             slow = convert.convert_text(text, DEFAULT_POLICY, None, False)
         assert list(yaml.safe_load_all(fast.text)) == list(yaml.safe_load_all(slow.text)), path
         kept = [line for line in text.splitlines() if line.strip().startswith("#")]
@@ -185,7 +185,7 @@ def test_alike_workloads_are_converted_alike_by_either_path(
     for edited in (True, False):
         with monkeypatch.context() as patched:
             if not edited:
-                patched.setattr(convert, "_edited_text", lambda *args: None)
+                patched.setattr(convert, "edited_text", lambda *args: None)
             together = convert.convert_text("---\n".join(documents), DEFAULT_POLICY, None, False)
             alone = [convert.convert_text(d, DEFAULT_POLICY, None, False) for d in documents]
         read = list(yaml.safe_load_all(together.text))
