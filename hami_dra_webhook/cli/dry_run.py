@@ -40,7 +40,7 @@ from hami_dra_webhook.files.manifests import (
     pod_template,
     read_manifests,
 )
-from hami_dra_webhook.migrate.quotas import dra_quota_ops, quota_report
+from hami_dra_webhook.migrate.quotas import QuotaReport, dra_quota_ops, quota_report
 from hami_dra_webhook.migrate.report import uses_legacy
 
 
@@ -230,26 +230,10 @@ def convert(
     found = pod_template(document)
     quota = None if found is not None else quota_report(document, policy, "", result.namespace)
     if quota is not None:  # what convert writes (the webhook leaves quotas)
-        result.patch = dra_quota_ops(document, quota)
-        if result.patch:
-            result.outcome = "converted"
-            result.object = patch.apply(document, result.patch)
-        result.warnings.append(f"counts {', '.join(quota.counted)}: {quota.stops}")
+        _quota(result, document, quota)
         return result
     if found is None:
-        result.embedded = _embedded(
-            document, policy, metadata.get("namespace") or default_namespace, excluded, volcano
-        )
-        converted = [e for e in result.embedded if e.outcome == "converted"]
-        if converted:
-            rewritten = sum(e.rewritable for e in converted)
-            which = "them" if rewritten == len(converted) else str(rewritten)
-            result.warnings.append(
-                f"{len(converted)} pod template(s) inside this {kind} ask for legacy GPU"
-                " resources: their pods are converted when they are created (by the webhook, at"
-                " admission)"
-                + (f"; `convert --embedded` rewrites {which} here instead" if rewritten else "")
-            )
+        _judge_embedded(result, document, policy, default_namespace, excluded, volcano)
         return result
     path, pod = found
     namespace = metadata.get("namespace") or default_namespace
@@ -273,6 +257,41 @@ def convert(
         result.object = patch.apply(document, result.patch)
         result.templates = list(translation.templates)
     return result
+
+
+def _quota(result: DryRunResult, document: Any, quota: QuotaReport) -> None:
+    result.patch = dra_quota_ops(document, quota)
+    if result.patch:
+        result.outcome = "converted"
+        result.object = patch.apply(document, result.patch)
+    result.warnings.append(f"counts {', '.join(quota.counted)}: {quota.stops}")
+
+
+def _judge_embedded(
+    result: DryRunResult,
+    document: Any,
+    policy: Policy,
+    default_namespace: str | None,
+    excluded: frozenset[str],
+    volcano: frozenset[str],
+) -> None:
+    """A custom resource's embedded pod templates, judged into `result` (left as they are)."""
+    metadata = document.get("metadata") if isinstance(document, dict) else None
+    metadata = metadata if isinstance(metadata, dict) else {}
+    kind = str(document.get("kind", "")) if isinstance(document, dict) else ""
+    result.embedded = _embedded(
+        document, policy, metadata.get("namespace") or default_namespace, excluded, volcano
+    )
+    converted = [e for e in result.embedded if e.outcome == "converted"]
+    if converted:
+        rewritten = sum(e.rewritable for e in converted)
+        which = "them" if rewritten == len(converted) else str(rewritten)
+        result.warnings.append(
+            f"{len(converted)} pod template(s) inside this {kind} ask for legacy GPU"
+            " resources: their pods are converted when they are created (by the webhook, at"
+            " admission)"
+            + (f"; `convert --embedded` rewrites {which} here instead" if rewritten else "")
+        )
 
 
 def split_summaries(decision: Decision) -> tuple[list[str], list[str]]:

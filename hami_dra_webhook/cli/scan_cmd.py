@@ -54,31 +54,18 @@ def add_parser(commands: Any) -> None:
 
 
 def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
-    from hami_dra_webhook.cli.inputs import load_policy
-    from hami_dra_webhook.core.policy import PolicyError, policy_from_yaml
-    from hami_dra_webhook.files.manifests import ManifestError, read_manifests
     from hami_dra_webhook.migrate import render
-    from hami_dra_webhook.migrate.quotas import quota_report
     from hami_dra_webhook.migrate.report import assess, worth_reporting
-    from hami_dra_webhook.migrate.sources import from_manifests
 
     if args.cluster == bool(inputs(args)):
         stderr.write("error: give manifest PATHs or --cluster (not both)\n")
         return exit_codes.USAGE
-    notes: list[str] = []
     unreadable: list[str] = []
     quotas: list[Any] = []  # from manifests; `check` judges a cluster's ResourceQuotas
-    try:
-        policy = load_policy(args.config, stderr)
-        if args.config:
-            with open(args.config, encoding="utf-8") as config:
-                legacy_only = policy_from_yaml(config.read(), args.config).legacy_only_keys
-            notes += [
-                f"nvidia.{key} has no DRA equivalent and is not applied" for key in legacy_only
-            ]
-    except PolicyError as error:
-        stderr.write(f"error: {error}\n")
-        return exit_codes.UNREADABLE
+    loaded = _policy(args, stderr)
+    if isinstance(loaded, int):
+        return loaded
+    policy, notes = loaded
     if args.cluster:
         try:
             workloads, policy = _cluster_workloads(args, policy, stderr)
@@ -89,22 +76,10 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
             sizes = ", ".join(f"{s >> 20} MiB" for s in policy.webhook.device_memory_sizes)
             notes.append(f"GPU memory sizes from the driver's ResourceSlices: {sizes}")
     else:
-        try:
-            read = read_manifests(inputs(args), stdin)
-        except ManifestError as error:
-            stderr.write(f"error: {error}\n")
-            return exit_codes.UNREADABLE
-        unreadable = read.unreadable
-        if nothing_read(read, inputs(args), stderr):
-            return exit_codes.UNREADABLE
-        workloads = from_manifests(
-            read.manifests, args.namespace or "default", dra_schedulers(args)
-        )
-        found = (
-            quota_report(m.document, policy, m.where, args.namespace or "default")
-            for m in read.manifests
-        )
-        quotas = [q for q in found if q is not None]
+        from_files = _manifest_workloads(args, policy, stdin, stderr)
+        if isinstance(from_files, int):
+            return from_files
+        workloads, unreadable, quotas = from_files
     reports = [
         assess(
             w.kind,
@@ -130,6 +105,48 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
         exit_codes.ATTENTION if "attention" in outcomes or quotas else exit_codes.OK,
         exit_codes.UNREADABLE if unreadable else exit_codes.OK,
     )
+
+
+def _policy(args: argparse.Namespace, stderr: TextIO) -> tuple[Any, list[str]] | int:
+    """The policy, and a note for each legacy-only setting of --config; an exit code when it
+    cannot be read."""
+    from hami_dra_webhook.cli.inputs import load_policy
+    from hami_dra_webhook.core.policy import PolicyError, policy_from_yaml
+
+    try:
+        policy = load_policy(args.config, stderr)
+        if not args.config:
+            return policy, []
+        with open(args.config, encoding="utf-8") as config:
+            legacy_only = policy_from_yaml(config.read(), args.config).legacy_only_keys
+    except PolicyError as error:
+        stderr.write(f"error: {error}\n")
+        return exit_codes.UNREADABLE
+    return policy, [f"nvidia.{key} has no DRA equivalent and is not applied" for key in legacy_only]
+
+
+def _manifest_workloads(
+    args: argparse.Namespace, policy: Any, stdin: TextIO, stderr: TextIO
+) -> tuple[list[Any], list[str], list[Any]] | int:
+    """The workloads, unreadable files and legacy quotas of the manifests; an exit code when
+    none could be read."""
+    from hami_dra_webhook.files.manifests import ManifestError, read_manifests
+    from hami_dra_webhook.migrate.quotas import quota_report
+    from hami_dra_webhook.migrate.sources import from_manifests
+
+    try:
+        read = read_manifests(inputs(args), stdin)
+    except ManifestError as error:
+        stderr.write(f"error: {error}\n")
+        return exit_codes.UNREADABLE
+    if nothing_read(read, inputs(args), stderr):
+        return exit_codes.UNREADABLE
+    workloads = from_manifests(read.manifests, args.namespace or "default", dra_schedulers(args))
+    found = (
+        quota_report(m.document, policy, m.where, args.namespace or "default")
+        for m in read.manifests
+    )
+    return workloads, read.unreadable, [q for q in found if q is not None]
 
 
 def _cluster_workloads(

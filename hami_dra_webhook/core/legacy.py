@@ -197,6 +197,20 @@ def resolve_share(
             code=422,
         )
     cores = _cores(request, percentage, ref, policy, warnings)
+    memory_mib, share_percentage = _memory(request, percentage, ref, policy, warnings)
+    return GpuShare(count=count, memory_mib=memory_mib, percentage=share_percentage, cores=cores)
+
+
+def _memory(
+    request: LegacyRequest,
+    percentage: int | None,
+    ref: ContainerRef,
+    policy: Policy,
+    warnings: list[str],
+) -> tuple[int | None, int | None]:
+    """(memory MiB, percentage of each card's memory): at most one set; neither is the whole
+    card."""
+    nvidia = policy.nvidia
     memory_mib: int | None = None
     share_percentage: int | None = None
     if request.memory:  # gpumem 0 counts as absent for memory, as in legacy HAMi
@@ -217,7 +231,7 @@ def resolve_share(
             f" quantity holds ({MAX_MEMORY_MIB} MiB); no device could ever be allocated",
             code=422,
         )
-    return GpuShare(count=count, memory_mib=memory_mib, percentage=share_percentage, cores=cores)
+    return memory_mib, share_percentage
 
 
 def _cores(

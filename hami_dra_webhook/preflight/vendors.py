@@ -68,6 +68,16 @@ def _family(snapshot: Snapshot, family: Family, nodes: list[str], report: Report
             f"install the {family.driver} driver on every node with these devices",
         )
         return
+    if _device_class_missing(snapshot, family, report):
+        return
+    report.add(
+        "PASS", check, f"{family.driver} publishes {devices} devices on {len(driver_nodes)} nodes"
+    )
+
+
+def _device_class_missing(snapshot: Snapshot, family: Family, report: Report) -> bool:
+    """A FAIL line when the family's DeviceClass cannot be read or does not exist."""
+    check = family.title
     device_class = snapshot.vendor_classes.get(str(family.device_class))
     if not isinstance(device_class, dict):
         problem = (
@@ -81,7 +91,5 @@ def _family(snapshot: Snapshot, family: Family, nodes: list[str], report: Report
             problem,
             "install the chart with deviceClass.vendors for this family, or the driver's own",
         )
-        return
-    report.add(
-        "PASS", check, f"{family.driver} publishes {devices} devices on {len(driver_nodes)} nodes"
-    )
+        return True
+    return False

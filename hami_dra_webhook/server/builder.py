@@ -101,16 +101,7 @@ async def build_server(
     api, cluster, store = await _cluster_services(settings, metrics)
     background: list[Job] = []
     cert_file, key_file = await _certificate_files(settings, api, background, cleanup)
-    try:
-        tls = ReloadingTLS(
-            Path(cert_file), Path(key_file), settings.tls_min_version, settings.client_ca_file
-        )
-    except (OSError, ValueError) as error:
-        raise StartupError(
-            f"cannot load the certificate {cert_file} / {key_file}"
-            + (f" or the client CA {settings.client_ca_file}" if settings.client_ca_file else "")
-            + f": {error}"
-        ) from error
+    tls = _tls(settings, cert_file, key_file)
     mutator = _mutator(settings, policy, store, cluster)
     if api is None:
         log.warning("no cluster configured: running offline, templates are logged, not created")
@@ -153,6 +144,19 @@ async def build_server(
     gc.collect()
     gc.freeze()
     return WebhookProcess(services, server, ops, ops_socket, api)
+
+
+def _tls(settings: Settings, cert_file: str | Path, key_file: str | Path) -> ReloadingTLS:
+    try:
+        return ReloadingTLS(
+            Path(cert_file), Path(key_file), settings.tls_min_version, settings.client_ca_file
+        )
+    except (OSError, ValueError) as error:
+        raise StartupError(
+            f"cannot load the certificate {cert_file} / {key_file}"
+            + (f" or the client CA {settings.client_ca_file}" if settings.client_ca_file else "")
+            + f": {error}"
+        ) from error
 
 
 def _mutator(

@@ -57,6 +57,19 @@ class Metrics:
         r = self.registry
         ProcessCollector(registry=r)
         PlatformCollector(registry=r)
+        self._declare_admissions(r)
+        self._declare_cluster(r)
+        self._declare_jobs(r)
+        self.capacity.set(-1)
+        self._admissions: dict[tuple[str, str], tuple[Any, Any]] = {}
+        self._conversions: dict[str, Any] = {}
+        # Label children looked up once (`labels()` costs a few microseconds on the hot path).
+        self._cache_hits, self._cache_misses = self.cache.labels("hit"), self.cache.labels("miss")
+        self._rejections = {reason: self.rejections.labels(reason) for reason in REJECTIONS}
+        for reason in REJECTIONS:  # every series present from the start, at 0
+            self._rejections[reason].inc(0)
+
+    def _declare_admissions(self, r: CollectorRegistry) -> None:
         self.admissions = Counter(
             "hami_dra_admissions",
             "Admission reviews answered, by operation and outcome",
@@ -80,6 +93,8 @@ class Metrics:
             buckets=LATENCY_BUCKETS,
             registry=r,
         )
+
+    def _declare_cluster(self, r: CollectorRegistry) -> None:
         self.build_info = Gauge(
             "hami_dra_build_info",
             "Always 1: the running version, and the Python it runs on",
@@ -125,6 +140,8 @@ class Metrics:
             "1: claims keep consumable capacity; 0: kube-apiserver drops it; -1: not known",
             registry=r,
         )
+
+    def _declare_jobs(self, r: CollectorRegistry) -> None:
         self.gc_deleted = Counter(
             "hami_dra_gc_deleted_templates", "Unused templates deleted by GC", registry=r
         )
@@ -144,14 +161,6 @@ class Metrics:
         )
         for outcome in ("refused", "converted", "unchanged", "none"):
             self.workload_previews.labels(outcome).inc(0)
-        self.capacity.set(-1)
-        self._admissions: dict[tuple[str, str], tuple[Any, Any]] = {}
-        self._conversions: dict[str, Any] = {}
-        # Label children looked up once (`labels()` costs a few microseconds on the hot path).
-        self._cache_hits, self._cache_misses = self.cache.labels("hit"), self.cache.labels("miss")
-        self._rejections = {reason: self.rejections.labels(reason) for reason in REJECTIONS}
-        for reason in REJECTIONS:  # every series present from the start, at 0
-            self._rejections[reason].inc(0)
 
     def watch_translation_cache(self, cache: Any) -> None:
         """Its hits, misses and size, read at scrape time (nothing on the hot path)."""
