@@ -25,7 +25,7 @@ from pathlib import Path
 from benchmarks.apiserver import Creator
 from benchmarks.plane import bare_control_plane
 from tests.controlplane.cluster import ControlPlane
-from tests.support.reviews import gpu_pod, review
+from tests.support.reviews import replica_pod, review
 from tests.support.tenants import squatting_template
 from tests.support.webhook_process import Webhook
 
@@ -63,7 +63,7 @@ def _run(plane: ControlPlane, folder: Path, seconds: float, gc_interval: float) 
     try:
         connection = webhook.connection()
         body = review(
-            gpu_pod({"nvidia.com/gpu": "1", "nvidia.com/gpumem": "1000"}), namespace=OTHER
+            replica_pod({"nvidia.com/gpu": "1", "nvidia.com/gpumem": "1000"}), namespace=OTHER
         )
         status, _ = webhook.post(body, connection)  # creates the template; then cache hits
         assert status == 200

@@ -23,7 +23,7 @@ from tests.support.api_calls import CallsThrough
 from tests.support.apiserver_standin import StandIn
 from tests.support.cluster import Cluster, api_for
 from tests.support.loop import run
-from tests.support.reviews import gpu_pod, review
+from tests.support.reviews import replica_pod, review
 
 
 def admit(mutator: PodMutator, document: dict[str, Any]) -> MutationRecord:
@@ -65,7 +65,7 @@ def powerless_api(kube: Cluster, namespace: str) -> KubernetesApi:
 def test_create_converts_creates_templates_and_echoes_uid(
     mutator: PodMutator, kube: Cluster, namespace: str
 ) -> None:
-    document = review(gpu_pod(), namespace=namespace)
+    document = review(replica_pod(), namespace=namespace)
     result = admit(mutator, document)
     answer = result.answer["response"]
     assert answer["uid"] == document["request"]["uid"] and answer["allowed"] is True
@@ -85,7 +85,7 @@ def test_create_converts_creates_templates_and_echoes_uid(
 def test_dry_run_admission_creates_nothing(
     mutator: PodMutator, api: CallsThrough, kube: Cluster, namespace: str
 ) -> None:
-    result = admit(mutator, review(gpu_pod(), dry_run=True, namespace=namespace))
+    result = admit(mutator, review(replica_pod(), dry_run=True, namespace=namespace))
     assert result.answer["response"]["allowed"] is True and "patch" in result.answer["response"]
     assert api.calls == {"create_template": 1}  # a server-side dry run
     assert stored(kube, namespace) == []
@@ -95,7 +95,7 @@ def test_refused_pod_has_code_and_message(
     mutator: PodMutator, api: CallsThrough, namespace: str
 ) -> None:
     limits = {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "16Gi"}
-    result = admit(mutator, review(gpu_pod(limits), namespace=namespace))
+    result = admit(mutator, review(replica_pod(limits), namespace=namespace))
     answer = result.answer["response"]
     assert answer["allowed"] is False and "patch" not in answer
     assert answer["status"]["code"] == 422 and "gpumem is in MiB" in answer["status"]["message"]
@@ -103,7 +103,7 @@ def test_refused_pod_has_code_and_message(
 
 
 def test_update_strips_reapplied_legacy_keys_only(mutator: PodMutator, namespace: str) -> None:
-    created = review(gpu_pod(), namespace=namespace)
+    created = review(replica_pod(), namespace=namespace)
     converted = patched(created, admit(mutator, created).answer)
     reapplied = copy.deepcopy(converted)
     reapplied["spec"]["containers"][0]["resources"]["limits"] |= {
@@ -122,8 +122,8 @@ def test_update_strips_reapplied_legacy_keys_only(mutator: PodMutator, namespace
 @pytest.mark.parametrize(
     "document",
     [
-        review(gpu_pod(), operation="DELETE", old=gpu_pod()),
-        review(gpu_pod(), operation="CONNECT"),
+        review(replica_pod(), operation="DELETE", old=replica_pod()),
+        review(replica_pod(), operation="CONNECT"),
         review(
             {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"}},
             kind="Deployment",
@@ -168,14 +168,14 @@ def test_capacity_dropped_refuses_sharing_but_not_whole_gpus(gate_off: Kubernete
     run(cluster.refresh(gate_off, DEFAULT_POLICY, "team-a", timeout=5))
     assert cluster.capacity == "dropped" and cluster.api_answered
     mutator = PodMutator(policy=DEFAULT_POLICY, store=ApiTemplateStore(gate_off), cluster=cluster)
-    shared = admit(mutator, review(gpu_pod())).answer["response"]
+    shared = admit(mutator, review(replica_pod())).answer["response"]
     assert shared["allowed"] is False and "DRAConsumableCapacity" in shared["status"]["message"]
-    whole = admit(mutator, review(gpu_pod({"nvidia.com/gpu": "2"}))).answer["response"]
+    whole = admit(mutator, review(replica_pod({"nvidia.com/gpu": "2"}))).answer["response"]
     assert whole["allowed"] is True
     lenient = policy_from_mapping({"hamiDraWebhook": {"allowSharingWithoutCapacity": True}}).policy
     allowed = admit(
         PodMutator(policy=lenient, store=ApiTemplateStore(gate_off), cluster=cluster),
-        review(gpu_pod()),
+        review(replica_pod()),
     ).answer["response"]
     assert allowed["allowed"] is True and any("whole GPUs" in w for w in allowed["warnings"])
 
@@ -204,7 +204,7 @@ def test_probe_is_a_dry_run_and_deviceclass_mapping_warns(
         mutator = PodMutator(
             policy=DEFAULT_POLICY, store=ApiTemplateStore(real_api), cluster=cluster
         )
-        answer = admit(mutator, review(gpu_pod(), namespace=namespace)).answer["response"]
+        answer = admit(mutator, review(replica_pod(), namespace=namespace)).answer["response"]
     finally:
         kube.kubectl("delete", "deviceclass", f"{namespace}.nvidia.com")
     assert any(
@@ -217,7 +217,7 @@ def test_api_forbidden_refuses_the_pod(kube: Cluster, namespace: str) -> None:
     api = powerless_api(kube, namespace)
     try:
         mutator = PodMutator(policy=DEFAULT_POLICY, store=ApiTemplateStore(api))
-        answer = admit(mutator, review(gpu_pod(), namespace=namespace)).answer["response"]
+        answer = admit(mutator, review(replica_pod(), namespace=namespace)).answer["response"]
     finally:
         run(api.close())
     assert answer["allowed"] is False and answer["status"]["code"] == 500
@@ -230,14 +230,14 @@ def test_budget_holds_when_the_api_hangs(standin: StandIn, standin_api: Kubernet
     standin.delay[("POST", "templates")] = 5
     mutator = PodMutator(policy=DEFAULT_POLICY, store=ApiTemplateStore(standin_api), budget=0.5)
     started = time.monotonic()
-    answer = admit(mutator, review(gpu_pod())).answer["response"]
+    answer = admit(mutator, review(replica_pod())).answer["response"]
     assert time.monotonic() - started < 1.5
     assert answer["allowed"] is False and answer["status"]["code"] in (503, 504)
 
 
 def test_offline_store_answers_with_a_patch_and_says_so() -> None:
     policy: Policy = DEFAULT_POLICY
-    result = admit(PodMutator(policy=policy, store=OfflineTemplateStore()), review(gpu_pod()))
+    result = admit(PodMutator(policy=policy, store=OfflineTemplateStore()), review(replica_pod()))
     answer = result.answer["response"]
     assert answer["allowed"] is True and "patch" in answer
     assert any(
@@ -291,7 +291,7 @@ def test_memory_sizes_come_from_resource_slices(
             policy=DEFAULT_POLICY, store=ApiTemplateStore(real_api), cluster=cluster
         )
         limits = {"nvidia.com/gpu": "1", "nvidia.com/gpumem-percentage": "50"}
-        answer = admit(mutator, review(gpu_pod(limits), namespace=namespace)).answer["response"]
+        answer = admit(mutator, review(replica_pod(limits), namespace=namespace)).answer["response"]
     finally:
         for item in extra:
             kube.kubectl("delete", "resourceslice", item["metadata"]["name"])
@@ -308,7 +308,7 @@ def test_memory_sizes_come_from_resource_slices(
     # Without a cluster's sizes (and none configured), the same pod is refused with how to fix it.
     offline = admit(
         PodMutator(policy=DEFAULT_POLICY, store=OfflineTemplateStore()),
-        review(gpu_pod({"nvidia.com/gpu": "1", "nvidia.com/gpumem-percentage": "50"})),
+        review(replica_pod({"nvidia.com/gpu": "1", "nvidia.com/gpumem-percentage": "50"})),
     )
     assert (
         offline.answer["response"]["allowed"] is False
@@ -318,7 +318,7 @@ def test_memory_sizes_come_from_resource_slices(
 
 def test_odd_metadata_without_request_namespace_is_no_crash() -> None:
     for metadata in ([1, 2], "x", {"namespace": 5}):
-        document = review(gpu_pod(), namespace="")
+        document = review(replica_pod(), namespace="")
         document["request"]["object"]["metadata"] = metadata
         answer = admit(
             PodMutator(policy=DEFAULT_POLICY, store=OfflineTemplateStore()), document

@@ -20,7 +20,7 @@ from hami_dra_webhook.admission.mutator import MutationRecord, PodMutator
 from hami_dra_webhook.cluster.template_store import OfflineTemplateStore
 from hami_dra_webhook.core.policy import DEFAULT_POLICY
 from tests.support.loop import run
-from tests.support.reviews import gpu_pod, review
+from tests.support.reviews import replica_pod, review
 
 
 class Recorded:
@@ -58,7 +58,7 @@ def _mutator(**options: Any) -> PodMutator:
 
 def test_a_gpu_pod_is_answered_with_its_patch_and_reported() -> None:
     events = Recorded()
-    document = review(gpu_pod())
+    document = review(replica_pod())
     status, body = run(PodAdmission(_mutator(), events)(_bytes(document)))
     assert status == 200
     answer = json.loads(body)
@@ -74,7 +74,7 @@ def test_a_gpu_pod_is_answered_with_its_patch_and_reported() -> None:
 
 def test_the_same_answer_from_the_off_loop_thread() -> None:
     """A body over off_loop_bytes is decoded on the mutator's thread: the same bytes out."""
-    document = review(gpu_pod())
+    document = review(replica_pod())
     on_loop = run(PodAdmission(_mutator(), Recorded())(_bytes(document)))
     with ThreadPoolExecutor(1) as thread:
         events = Recorded()
@@ -103,7 +103,7 @@ def test_a_failing_use_case_is_an_internal_error_not_an_exception() -> None:
             raise RuntimeError("a bug")
 
     events = Recorded()
-    document = review(gpu_pod())
+    document = review(replica_pod())
     mutator = PodMutator(DEFAULT_POLICY, Broken())
     status, body = run(PodAdmission(mutator, events)(_bytes(document)))
     answer = json.loads(body)["response"]
@@ -117,7 +117,7 @@ def test_a_volcano_job_left_when_jobs_are_not_converted() -> None:
         "apiVersion": "batch.volcano.sh/v1alpha1",
         "kind": "Job",
         "metadata": {"name": "train", "namespace": "team-a"},
-        "spec": {"tasks": [{"name": "w", "template": gpu_pod()}]},
+        "spec": {"tasks": [{"name": "w", "template": replica_pod()}]},
     }
     document = review(job, kind="Job", group="batch.volcano.sh", resource="jobs")
     events = Recorded()
@@ -132,7 +132,7 @@ def test_a_workload_preview_warns_and_never_denies() -> None:
         "apiVersion": "apps/v1",
         "kind": "Deployment",
         "metadata": {"name": "trainer", "namespace": "team-a"},
-        "spec": {"template": {k: v for k, v in gpu_pod().items() if k in ("metadata", "spec")}},
+        "spec": {"template": {k: v for k, v in replica_pod().items() if k in ("metadata", "spec")}},
     }
     document = review(deployment, kind="Deployment", group="apps", resource="deployments")
     events = Recorded()

@@ -224,7 +224,7 @@ def test_missing_secret_or_forbidden_says_what_to_fix(
 
 def test_serve_with_self_managed_certs(kube: Cluster, target: Target, tmp_path: Path) -> None:
     """The real process: fills the Secret, publishes the caBundle, serves with that certificate."""
-    from tests.support.reviews import gpu_pod, review
+    from tests.support.reviews import replica_pod, review
     from tests.support.webhook_process import Webhook
 
     process = Webhook(
@@ -241,7 +241,7 @@ def test_serve_with_self_managed_certs(kube: Cluster, target: Target, tmp_path: 
         ca.write_bytes(base64.b64decode(secret_data(kube, target)["ca.crt"]))
         assert ca_bundle(kube, target) == ca.read_bytes()
         connection = process.connection(process.context([ca]))  # verified, hostname included
-        status, body = process.post(review(gpu_pod(), namespace=target.namespace), connection)
+        status, body = process.post(review(replica_pod(), namespace=target.namespace), connection)
         connection.close()
         assert status == 200 and body["response"]["allowed"] is True, body
     finally:

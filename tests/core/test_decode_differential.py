@@ -32,7 +32,7 @@ from hami_dra_webhook.core.review_fast import decode_fast, read_review
 from tests.support.cases import CASE_NAMES, load_case
 from tests.support.review_mix import mix
 from tests.support.review_strategies import REVIEWS, json_values
-from tests.support.reviews import gpu_pod, review
+from tests.support.reviews import replica_pod, review
 
 EXAMPLES = 400
 
@@ -172,7 +172,7 @@ ODD_TEXT = [
 
 
 def _one_gpu() -> dict[str, Any]:
-    pod = gpu_pod({"nvidia.com/gpu": "1", "nvidia.com/gpumem": "3000"})
+    pod = replica_pod({"nvidia.com/gpu": "1", "nvidia.com/gpumem": "3000"})
     pod["metadata"]["labels"] = {"app": "trainer"}
     pod["metadata"]["annotations"] = {"nvidia.com/use-gputype": "A100", "example.com/other": "x"}
     pod["spec"]["containers"][0]["env"] = [{"name": "A", "value": "1"}]
@@ -288,7 +288,7 @@ def test_deep_nesting_is_refused_alike_at_the_usual_recursion_limit() -> None:
 
 
 def _large_pod_review(count: int, limits: dict[str, str]) -> Any:
-    pod = gpu_pod()
+    pod = replica_pod()
     pod["spec"]["initContainers"] = [{"name": "init", "resources": {"requests": {"cpu": "1"}}}]
     pod["spec"]["containers"] = [
         {"name": f"c{index}", "image": "cuda", "resources": {"limits": limits}}

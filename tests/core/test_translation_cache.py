@@ -51,7 +51,7 @@ def test_a_cached_decision_is_the_pods_own(pod: dict[str, Any], policy: Policy) 
     assert second == translate_pod(twin, policy, "team-a")
 
 
-def gpu_pod(**limits: str) -> dict[str, Any]:
+def cache_pod(**limits: str) -> dict[str, Any]:
     resources = {"limits": {"nvidia.com/gpu": "1", **limits}}
     return {
         "metadata": {"generateName": "rs-", "labels": {"app": "a"}, "annotations": {"x": "1"}},
@@ -61,7 +61,7 @@ def gpu_pod(**limits: str) -> dict[str, Any]:
 
 def test_every_field_the_translation_reads_is_in_the_key() -> None:
     """Two pods that differ in any field the translation reads never share an entry."""
-    base = gpu_pod(**{"nvidia.com/gpumem": "1000"})
+    base = cache_pod(**{"nvidia.com/gpumem": "1000"})
     variants = []
     for change in (
         lambda p: p["spec"]["containers"][0]["resources"]["limits"].update(
@@ -95,8 +95,8 @@ def test_every_field_the_translation_reads_is_in_the_key() -> None:
 
 def test_what_the_translation_does_not_read_hits() -> None:
     cache = TranslationCache()
-    first = cache.decide(gpu_pod(), DEFAULT_POLICY, "ns")
-    other = gpu_pod()
+    first = cache.decide(cache_pod(), DEFAULT_POLICY, "ns")
+    other = cache_pod()
     other["metadata"].update(generateName="rs2-", uid="u", annotations={"y": "2"})
     other["spec"]["containers"][0].update(image="j", args=["--x"], ports=[{"containerPort": 1}])
     other["spec"].update(nodeSelector={"gpu": "true"}, tolerations=[])
@@ -108,7 +108,7 @@ def test_labels_the_translation_does_not_read_hit() -> None:
     cache = TranslationCache()
     pods = []
     for index in range(3):
-        pod = gpu_pod(**{"nvidia.com/gpumem": "1000"})
+        pod = cache_pod(**{"nvidia.com/gpumem": "1000"})
         pod["metadata"]["labels"].update(
             {
                 "statefulset.kubernetes.io/pod-name": f"trainer-{index}",
@@ -124,9 +124,9 @@ def test_labels_the_translation_does_not_read_hit() -> None:
 
 def test_a_new_policy_empties_the_cache() -> None:
     cache = TranslationCache()
-    cache.decide(gpu_pod(), DEFAULT_POLICY, "ns")
+    cache.decide(cache_pod(), DEFAULT_POLICY, "ns")
     other = policy_from_mapping({"nvidia": {"defaultCores": 10}}).policy
-    decision = cache.decide(gpu_pod(**{"nvidia.com/gpumem": "100"}), other, "ns")
+    decision = cache.decide(cache_pod(**{"nvidia.com/gpumem": "100"}), other, "ns")
     assert len(cache) == 1 and cache.hits == 0
     assert isinstance(decision, Converted)
     assert decision.plan[0].share is not None and decision.plan[0].share.cores == 10
@@ -135,17 +135,17 @@ def test_a_new_policy_empties_the_cache() -> None:
 def test_the_cache_is_bounded_in_bytes() -> None:
     cache = TranslationCache(max_bytes=40_000, max_entry_bytes=20_000)
     for memory in range(1, 200):
-        cache.decide(gpu_pod(**{"nvidia.com/gpumem": str(memory)}), DEFAULT_POLICY, "ns")
+        cache.decide(cache_pod(**{"nvidia.com/gpumem": str(memory)}), DEFAULT_POLICY, "ns")
         assert cache.bytes <= 40_000
     assert 0 < len(cache) < 199
     # The newest entries stay; the oldest went first.
     cache.hits = 0
-    cache.decide(gpu_pod(**{"nvidia.com/gpumem": "199"}), DEFAULT_POLICY, "ns")
+    cache.decide(cache_pod(**{"nvidia.com/gpumem": "199"}), DEFAULT_POLICY, "ns")
     assert cache.hits == 1
-    cache.decide(gpu_pod(**{"nvidia.com/gpumem": "1"}), DEFAULT_POLICY, "ns")
+    cache.decide(cache_pod(**{"nvidia.com/gpumem": "1"}), DEFAULT_POLICY, "ns")
     assert cache.hits == 1
     # One pod cannot take it over: an entry over max_entry_bytes is decided, not kept.
-    huge = gpu_pod()
+    huge = cache_pod()
     huge["spec"]["containers"][0]["env"] = [
         {"name": f"V{i}", "value": "x" * 100} for i in range(300)
     ]
@@ -156,7 +156,7 @@ def test_the_cache_is_bounded_in_bytes() -> None:
 
 def test_unserializable_views_are_decided_not_kept() -> None:
     cache = TranslationCache()
-    pod = gpu_pod()
+    pod = cache_pod()
     pod["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpumem"] = 2**70
     assert cache.decide(pod, DEFAULT_POLICY, "ns") == translate_pod(pod, DEFAULT_POLICY, "ns")
     assert len(cache) == 0
@@ -168,7 +168,7 @@ def test_pods_read_from_yaml_get_their_own_decisions_where_json_would_mix_them_u
     1.0, but the same for -0.0 and 0.0 is not true of every type), True and "true". Each pod
     gets what translating it alone gives, however the pods before it were keyed."""
 
-    def gpu_pod(memory: Any, gpu_type: Any = "A100") -> dict[str, Any]:
+    def cache_pod(memory: Any, gpu_type: Any = "A100") -> dict[str, Any]:
         limits = {"nvidia.com/gpu": 1, "nvidia.com/gpumem": memory}
         return {
             "metadata": {"annotations": {"nvidia.com/use-gputype": gpu_type}},
@@ -176,17 +176,17 @@ def test_pods_read_from_yaml_get_their_own_decisions_where_json_would_mix_them_u
         }
 
     variants = [
-        gpu_pod(1000),
-        gpu_pod(1000.0),
-        gpu_pod("1000"),
-        gpu_pod(True),
-        gpu_pod("true"),
-        gpu_pod(float("inf")),
-        gpu_pod(None),
-        gpu_pod(-0.0),
-        gpu_pod(0),
-        gpu_pod(1000, datetime.date(2024, 1, 1)),
-        gpu_pod(1000, "2024-01-01"),
+        cache_pod(1000),
+        cache_pod(1000.0),
+        cache_pod("1000"),
+        cache_pod(True),
+        cache_pod("true"),
+        cache_pod(float("inf")),
+        cache_pod(None),
+        cache_pod(-0.0),
+        cache_pod(0),
+        cache_pod(1000, datetime.date(2024, 1, 1)),
+        cache_pod(1000, "2024-01-01"),
     ]
     cache = TranslationCache(from_yaml=True)
     for _ in range(2):

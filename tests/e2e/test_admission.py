@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from tests.e2e.manifests import gpu_pod, plain_pod
 from tests.support.cluster import Cluster, Release
+from tests.support.pods import gpu_pod, plain_pod
 
 WEBHOOK = "hami-dra-webhook.project-hami.io"
 

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.manifests import gpu_pod
 from tests.support.cluster import Cluster, Release
+from tests.support.pods import gpu_pod
 from tests.support.shared import shared_path
 
 pytestmark = pytest.mark.e2e_on(capacity=True)

@@ -9,8 +9,8 @@ import json
 import pytest
 import yaml
 
-from tests.e2e.manifests import gpu_pod
 from tests.support.cluster import Cluster, Release
+from tests.support.pods import gpu_pod
 
 pytestmark = pytest.mark.e2e_on(capacity=False)
 

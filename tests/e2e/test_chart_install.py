@@ -11,8 +11,8 @@ from pathlib import Path
 import yaml
 
 from hami_dra_webhook.certs.pki import issue, write
-from tests.e2e.manifests import gpu_pod
 from tests.support.cluster import RELEASE_NAMESPACE, Cluster, Release, granted, wait_for
+from tests.support.pods import gpu_pod
 
 SECURITY = Path(__file__).parents[2] / "docs" / "security.md"
 SERVICE_ACCOUNT = f"system:serviceaccount:{RELEASE_NAMESPACE}:hami-dra-webhook"

@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.manifests import gpu_pod
 from tests.support.cluster import RELEASE_NAMESPACE, Cluster, CommandFailed, Release, granted
+from tests.support.pods import gpu_pod
 
 NODE_EXTRA = "authentication.kubernetes.io/node-name"
 DRIVER = "hami-core-gpu.project-hami.io"

@@ -12,8 +12,8 @@ from typing import Any
 
 import yaml
 
-from tests.e2e.manifests import gpu_pod, plain_pod
 from tests.support.cluster import RELEASE_NAMESPACE, Cluster, Release, wait_for
+from tests.support.pods import gpu_pod, plain_pod
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:

@@ -11,8 +11,8 @@ import pytest
 import yaml
 
 from hami_dra_webhook.cli.main import main
-from tests.e2e.manifests import gpu_pod
 from tests.support.cluster import Cluster, Release, wait_for
+from tests.support.pods import gpu_pod
 from tests.support.shared import shared_path
 
 pytestmark = pytest.mark.e2e_on(capacity=True)

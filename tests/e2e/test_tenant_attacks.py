@@ -12,8 +12,8 @@ import time
 
 import pytest
 
-from tests.e2e.manifests import gpu_pod
 from tests.support.cluster import Cluster, Release
+from tests.support.pods import gpu_pod
 from tests.support.tenants import create_as, squatting_template, tenant_kubeconfig, touch_as
 
 pytestmark = pytest.mark.e2e_on(versions=("1.37",))

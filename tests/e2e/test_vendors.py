@@ -17,9 +17,9 @@ import yaml
 
 from tests.controlplane.gpu_node import _expect
 from tests.controlplane.vendor_nodes import ASCEND_NODE, HYGON, HYGON_NODE, HygonCard, VendorNode
-from tests.e2e.manifests import gpu_pod
 from tests.e2e.test_operations import _cli
 from tests.support.cluster import Cluster, Release, wait_for
+from tests.support.pods import gpu_pod
 
 pytestmark = pytest.mark.e2e_on(capacity=True, versions=("1.36", "1.37"))
 

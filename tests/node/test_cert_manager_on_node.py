@@ -36,6 +36,8 @@ from tests.node.creates import creating_pods
 from tests.node.images import CERT_MANAGER_IMAGES
 from tests.support.cluster import wait_for
 
+pytestmark = pytest.mark.node  # the real node: runs beside the quiet tests
+
 CERT_MANAGER_NAMESPACE = "cert-manager"
 # What of cert-manager's chart runs here: everything but its webhook and startupapicheck.
 CHART_PARTS = (

@@ -7,8 +7,12 @@ from __future__ import annotations
 import base64
 import json
 
+import pytest
+
 from tests.node.conftest import NAMESPACE, RELEASE, NodeCluster
 from tests.support.cluster import wait_for
+
+pytestmark = pytest.mark.node  # the real node: runs beside the quiet tests
 
 
 def test_the_webhook_pods_run_restricted_and_ready(chart: NodeCluster) -> None:

@@ -23,9 +23,13 @@ import os
 import signal
 import time
 
+import pytest
+
 from tests.node.conftest import NAMESPACE, RELEASE, NodeCluster
 from tests.node.creates import creating_pods
 from tests.support.cluster import wait_for
+
+pytestmark = pytest.mark.node  # the real node: runs beside the quiet tests
 
 
 def _webhook_pods(cluster: NodeCluster) -> list[dict[str, object]]:

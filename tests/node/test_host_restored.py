@@ -9,11 +9,15 @@ import json
 import os
 from pathlib import Path
 
+import pytest
+
 from tests.node.conftest import confined_cluster, node_versions
 from tests.node.host import HostState
 from tests.node.images import LocalImages
 from tests.node.node import BOUND_PATHS
 from tests.support.cluster import wait_for
+
+pytestmark = pytest.mark.node  # the real node: runs beside the quiet tests
 
 
 def _our_processes(folder: Path) -> list[str]:

@@ -10,33 +10,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.node.conftest import NAMESPACE, RELEASE, NodeCluster
 from tests.node.node import CDI_DIR
-from tests.node.workloads import gpu_env, limits_of
+from tests.node.workloads import gpu_env, limits_of, sleeping_pod
 from tests.support.cluster import wait_for
 
+pytestmark = pytest.mark.node  # the real node: runs beside the quiet tests
+
 L4_0 = "GPU-1c000000-0000-4000-8000-000000000000"
-
-
-def gpu_pod(
-    name: str, limits: dict[str, int], annotations: dict[str, str] | None = None
-) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "annotations": annotations or {}},
-        "spec": {
-            "terminationGracePeriodSeconds": 1,
-            "containers": [
-                {
-                    "name": "cuda",
-                    "image": "docker.io/library/ubuntu:22.04",
-                    "command": ["sleep", "3600"],
-                    "resources": {"limits": limits},
-                }
-            ],
-        },
-    }
 
 
 def apply(cluster: NodeCluster, namespace: str, manifest: dict[str, Any]) -> None:
@@ -65,14 +48,14 @@ def test_capacity_comes_back(chart: NodeCluster, quiet_namespace: str) -> None:
     pin = {"nvidia.com/use-gpuuuid": L4_0}
     before = cdi_specs(chart)
     for index in range(8):
-        apply(chart, namespace, gpu_pod(f"fill-{index}", {"nvidia.com/gpumem": 3000}, pin))
+        apply(chart, namespace, sleeping_pod(f"fill-{index}", {"nvidia.com/gpumem": 3000}, pin))
     for index in range(8):
         wait_for(
             lambda index=index: phase(chart, namespace, f"fill-{index}") == "Running",
             f"fill-{index} running",
             timeout=120,
         )
-    apply(chart, namespace, gpu_pod("ninth", {"nvidia.com/gpumem": 3000}, pin))
+    apply(chart, namespace, sleeping_pod("ninth", {"nvidia.com/gpumem": 3000}, pin))
     wait_for(
         lambda: (
             "cannot allocate all claims"
@@ -109,7 +92,7 @@ def test_running_pods_survive_a_kubelet_restart(chart: NodeCluster, quiet_namesp
     apply(
         chart,
         namespace,
-        gpu_pod(
+        sleeping_pod(
             "steady", {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 3000, "nvidia.com/gpucores": 30}
         ),
     )
@@ -140,7 +123,7 @@ def test_running_pods_survive_a_kubelet_restart(chart: NodeCluster, quiet_namesp
     )
     assert limits_of(gpu_env(shown)) == [("3000m", "30")]
     # New pods still get their claims prepared by the restarted kubelet.
-    apply(chart, namespace, gpu_pod("after-restart", {"nvidia.com/gpumem": 1000}))
+    apply(chart, namespace, sleeping_pod("after-restart", {"nvidia.com/gpumem": 1000}))
     wait_for(
         lambda: phase(chart, namespace, "after-restart") == "Running",
         "a new pod running",

@@ -18,6 +18,8 @@ from tests.node.workloads import EXAMPLES, HAMI_NVIDIA, gpu_env, limits_of
 from tests.support.cluster import CommandFailed, wait_for
 from tests.support.shared import shared_path
 
+pytestmark = pytest.mark.node  # the real node: runs beside the quiet tests
+
 # The stand-in's cards: two L4 (24 GiB) and one A100 (80 GiB).
 SIZES_MIB = (24576, 81920)
 WHOLE = {f"{size}m" for size in SIZES_MIB}

@@ -10,8 +10,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.node.conftest import NodeCluster
 from tests.support.cluster import wait_for
+
+pytestmark = pytest.mark.node  # the real node: runs beside the quiet tests
 
 NODE_VERSIONS = ("1.37",)
 

@@ -47,9 +47,11 @@ from tests.node.legacy import (
     wait_legacy_served,
 )
 from tests.node.legacy import NAMESPACE as LEGACY_NAMESPACE
-from tests.node.workloads import gpu_env, limits_of
+from tests.node.workloads import gpu_env, limits_of, sleeping_pod
 from tests.support.chart_tools import CHART
 from tests.support.cluster import wait_for
+
+pytestmark = pytest.mark.node  # the real node: runs beside the quiet tests
 
 POOL = "hami.io/gpu-pool"
 OPT_IN = "hami.io/gpu-migration"
@@ -84,17 +86,10 @@ def gpu_container(command: str = "env; exec sleep 3600") -> dict[str, Any]:
     }
 
 
-def gpu_pod(name: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name},
-        "spec": {
-            "terminationGracePeriodSeconds": 1,
-            "tolerations": TOLERATE_GPU_NODES,
-            "containers": [gpu_container()],
-        },
-    }
+def _sleeping_pod(name: str) -> dict[str, Any]:
+    return sleeping_pod(
+        name, dict(LIMITS), command="env; exec sleep 3600", tolerations=TOLERATE_GPU_NODES
+    )
 
 
 def deployment(name: str) -> list[dict[str, Any]]:
@@ -264,12 +259,12 @@ def test_scope_sends_each_namespace_to_its_pool(
     try:
         with hami_webhook(mixed, name) as webhook:
             for namespace in (opted, legacy):
-                apply(mixed, namespace, gpu_pod("gpu"))
+                apply(mixed, namespace, _sleeping_pod("gpu"))
             converted = wait_running(mixed, opted, "gpu")
             kept = wait_running(mixed, legacy, "gpu")
             # The way back: A out of scope again, its next pod is legacy HAMi's.
             mixed.kubectl("label", "namespace", opted, f"{OPT_IN}-")
-            apply(mixed, opted, gpu_pod("again"))
+            apply(mixed, opted, _sleeping_pod("again"))
             again = wait_running(mixed, opted, "again")
         assert again["spec"]["schedulerName"] == "hami-scheduler"
         assert again["spec"]["nodeName"] == LEGACY_NODE and legacy_limits(again)
@@ -476,15 +471,15 @@ def test_whole_gpus_are_left_to_kube_scheduler(mixed: NodeCluster, extender: Ext
     namespace = mixed.create_namespace("staged-whole")
     legacy = mixed.create_namespace("staged-whole-legacy")
     mixed.kubectl("label", "namespace", namespace, f"{OPT_IN}=dra")
-    whole = gpu_pod("whole")
+    whole = _sleeping_pod("whole")
     whole["spec"].pop("tolerations")  # the legacy node is tainted: the DRA node only
     whole["spec"]["containers"][0]["resources"]["limits"] = {"nvidia.com/gpu": 1}
-    shared = gpu_pod("shared")
+    shared = _sleeping_pod("shared")
     shared["spec"].pop("tolerations")
     try:
         with hami_webhook(mixed, "zz-hami-vgpu"):
             apply(mixed, namespace, whole, shared)
-            apply(mixed, legacy, gpu_pod("gpu"))
+            apply(mixed, legacy, _sleeping_pod("gpu"))
             pod = wait_running(mixed, namespace, "whole")
             converted = wait_running(mixed, namespace, "shared")
             refused = wait_for(

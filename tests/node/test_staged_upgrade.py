@@ -32,6 +32,8 @@ from tests.node.images import PREVIOUS_IMAGE, previous_image, previous_source
 from tests.support.chart_tools import CHART
 from tests.support.cluster import wait_for
 
+pytestmark = pytest.mark.node  # the real node: runs beside the quiet tests
+
 AFTER_SECONDS = 5.0  # creates go on this long after each change
 
 

@@ -26,6 +26,8 @@ from tests.node.images import TEST_IMAGE
 from tests.support.chart_tools import CHART
 from tests.support.cluster import wait_for
 
+pytestmark = pytest.mark.node  # the real node: runs beside the quiet tests
+
 NODE_VERSIONS = ("1.37",)
 
 CRDS = "installer/helm/chart/volcano/crd/bases"

@@ -12,6 +12,8 @@ from typing import Any
 
 import yaml
 
+from tests.support import pods
+
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 HAMI_NVIDIA = ROOT.parent / "shared" / "hami-examples" / "nvidia"
@@ -84,3 +86,22 @@ def limits_of(env: dict[str, str]) -> list[tuple[str, str]]:
         (env.get(f"CUDA_DEVICE_MEMORY_LIMIT_{i}", "-"), env.get(f"CUDA_DEVICE_SM_LIMIT_{i}", "-"))
         for i in range(count)
     ]
+
+
+def sleeping_pod(
+    name: str,
+    limits: dict[str, Any],
+    annotations: dict[str, str] | None = None,
+    command: str = "sleep 3600",
+    **spec: Any,
+) -> dict[str, Any]:
+    """A pod that runs `command` on the node's GPUs (tests.support.pods.gpu_pod, in Ubuntu)."""
+    return pods.gpu_pod(
+        name,
+        limits,
+        annotations,
+        image=pods.UBUNTU,
+        command=["sh", "-c", command],
+        terminationGracePeriodSeconds=1,
+        **spec,
+    )

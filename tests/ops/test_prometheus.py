@@ -21,7 +21,7 @@ import yaml
 
 from tests.ops.test_alerts import alerts, dashboard_queries, rules
 from tests.support.cluster import Cluster, wait_for
-from tests.support.reviews import gpu_pod, review
+from tests.support.reviews import replica_pod, review
 from tests.support.webhook_process import Webhook, free_port
 
 JOB, NAMESPACE = "hami-dra-webhook", "hami-system"  # as the chart's ServiceMonitor labels them
@@ -126,7 +126,7 @@ def test_alerts_and_dashboard_evaluate_over_the_webhooks_real_series(
     webhook, prometheus = scraped
     namespace = kube.create_namespace("prom")
     for _ in range(3):  # a conversion, so that latency and admission series exist
-        assert webhook.post(review(gpu_pod(), namespace=namespace))[0] == 200
+        assert webhook.post(review(replica_pod(), namespace=namespace))[0] == 200
     selector = f'job="{JOB}", namespace="{NAMESPACE}"'
     wait_for(
         lambda: prometheus.query(f"hami_dra_admissions_total{{{selector}}}"),

@@ -18,8 +18,10 @@ from hami_dra_webhook.server.builder import StartupError, WebhookProcess, build_
 from hami_dra_webhook.server.operations import readiness
 from hami_dra_webhook.server.settings import Settings
 from tests.support.loop import run
-from tests.support.reviews import gpu_pod, review
+from tests.support.reviews import replica_pod, review
 from tests.support.webhook_process import free_port
+
+pytestmark = pytest.mark.timed  # latencies, memory or timeouts: run alone on a quiet machine
 
 
 def _post(port: int, ca: Path, body: bytes) -> tuple[int, dict[str, object]]:
@@ -61,7 +63,7 @@ def test_the_built_server_answers_and_stops(tmp_path: Path) -> None:
     async def scenario() -> tuple[int, dict[str, object], bool]:
         server = await build_server(settings, DEFAULT_POLICY, cleanup=[])
         running = await _started(server)
-        body = json.dumps(review(gpu_pod())).encode()
+        body = json.dumps(review(replica_pod())).encode()
         status, answer = await asyncio.to_thread(_post, settings.port, tmp_path / "ca.crt", body)
         server.server.should_exit = True
         started = await asyncio.wait_for(running, timeout=30)
@@ -117,7 +119,7 @@ def test_a_large_request_sent_with_the_handshake_is_answered_on_asyncios_loop(
     32 KiB head limit arrived there whole, and the connection was aborted: those bytes are a
     body, not a head. Each of 20 fresh connections sends ~200 KiB at once after the handshake."""
     settings = _local_settings(tmp_path)
-    pod = gpu_pod()
+    pod = replica_pod()
     pod["metadata"]["annotations"] = {"filler": "x" * 200_000}
     body = json.dumps(review(pod)).encode()
     request = (

@@ -10,13 +10,16 @@ import ssl
 import threading
 from pathlib import Path
 
+import pytest
 from cryptography import x509
 
 from hami_dra_webhook.certs.pki import issue, write
 from hami_dra_webhook.cli.main import main
 from tests.support.cluster import wait_for
-from tests.support.reviews import gpu_pod, review
+from tests.support.reviews import replica_pod, review
 from tests.support.webhook_process import Webhook, served_serial
+
+pytestmark = pytest.mark.timed  # latencies, memory or timeouts: run alone on a quiet machine
 
 
 def test_certs_command_writes_files_sans_and_ca_bundle(tmp_path: Path) -> None:
@@ -116,7 +119,7 @@ def test_rotation_in_place_under_concurrent_requests(tmp_path: Path) -> None:
         while not stop.is_set():
             connection = webhook.connection(both, timeout=5)  # a new handshake each time
             try:
-                status, body = webhook.post(review(gpu_pod()), connection)
+                status, body = webhook.post(review(replica_pod()), connection)
                 if status != 200 or body["response"]["allowed"] is not True:
                     failures.append(f"{status} {body}")
                 answered[0] += 1

@@ -17,9 +17,11 @@ import yaml
 from tests.controlplane.for_pytest import start_plane
 from tests.controlplane.gpu_node import GpuNode
 from tests.controlplane.pki import Pki
-from tests.e2e.manifests import gpu_pod
 from tests.support.cluster import Cluster
+from tests.support.pods import gpu_pod
 from tests.support.webhook_process import Webhook
+
+pytestmark = pytest.mark.timed  # latencies, memory or timeouts: run alone on a quiet machine
 
 
 @pytest.fixture(scope="module")

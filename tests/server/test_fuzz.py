@@ -24,9 +24,11 @@ from hypothesis import HealthCheck, given, settings
 
 from tests.support import k8s_schema
 from tests.support.review_strategies import REVIEWS
-from tests.support.reviews import gpu_pod, review
+from tests.support.reviews import replica_pod, review
 from tests.support.strategies import LEGACY
 from tests.support.webhook_process import Webhook
+
+pytestmark = pytest.mark.timed  # latencies, memory or timeouts: run alone on a quiet machine
 
 EXAMPLES = int(os.environ.get("HAMI_FUZZ_EXAMPLES", "2000"))
 LEFT_ALONE = "left unchanged:"
@@ -128,7 +130,7 @@ def test_fuzzed_reviews(client: Client, case: tuple[str, Any]) -> None:
 
 def test_printable_text_is_not_a_crash(client: Client) -> None:
     """A hand-picked example the generator rarely finds: every printable ASCII character."""
-    document = review(gpu_pod())
+    document = review(replica_pod())
     document["request"]["object"]["metadata"]["annotations"] = {
         "nvidia.com/use-gputype": string.printable
     }

@@ -20,8 +20,10 @@ import pytest
 from hami_dra_webhook.certs.pki import issue, write
 from tests.support.apiserver_standin import StandIn
 from tests.support.cluster import Cluster, wait_for
-from tests.support.reviews import gpu_pod, review
+from tests.support.reviews import replica_pod, review
 from tests.support.webhook_process import Webhook, free_port
+
+pytestmark = pytest.mark.timed  # latencies, memory or timeouts: run alone on a quiet machine
 
 BUDGET = 1.0  # --admission-budget of these webhooks
 HEAD_TIMEOUT_DEFAULT = 10.0  # --head-timeout's default (server/settings.py)
@@ -68,7 +70,7 @@ def read_status(sock: ssl.SSLSocket) -> int:
 
 
 def test_a_body_over_the_limit_gets_413(webhook: Webhook) -> None:
-    pod = gpu_pod()
+    pod = replica_pod()
     pod["metadata"]["annotations"] = {"blob": "x" * (5 * 1024 * 1024)}
     status, body = webhook.post(review(pod))
     assert status == 413 and "over 4194304 bytes" in body["message"]
@@ -91,7 +93,7 @@ def test_a_trickling_body_gets_408_and_others_are_served(webhook: Webhook) -> No
     sock = raw_tls(webhook)
     sock.sendall(b"POST /mutate HTTP/1.1\r\nHost: localhost\r\nContent-Length: 1000\r\n\r\n{")
     started = time.monotonic()
-    assert webhook.post(review(gpu_pod()))[0] == 200  # not blocked by the slow one
+    assert webhook.post(review(replica_pod()))[0] == 200  # not blocked by the slow one
     assert read_status(sock) == 408
     assert time.monotonic() - started < 3
     sock.close()
@@ -107,7 +109,7 @@ def test_slow_loris_connections_do_not_starve_others(webhook: Webhook) -> None:
     durations = []
     for _ in range(50):
         started = time.monotonic()
-        status, _ = webhook.post(review(gpu_pod()), connection)
+        status, _ = webhook.post(review(replica_pod()), connection)
         durations.append(time.monotonic() - started)
         assert status == 200
     connection.close()
@@ -126,7 +128,7 @@ def test_concurrency_is_bounded(tmp_path: Path) -> None:
         idle = [process.connection() for _ in range(10)]
         for connection in idle:
             connection.connect()
-        assert process.post(review(gpu_pod()))[0] == 200  # ten idle ones hold no slot
+        assert process.post(review(replica_pod()))[0] == 200  # ten idle ones hold no slot
         # Three requests whose bodies have not all come yet are being answered.
         held = [raw_tls(process) for _ in range(3)]
         for sock in held:
@@ -134,13 +136,13 @@ def test_concurrency_is_bounded(tmp_path: Path) -> None:
                 b"POST /mutate HTTP/1.1\r\nHost: localhost\r\nContent-Length: 100\r\n\r\n{"
             )
         # Busy once the server has read the three heads (no fixed sleep: waited for).
-        wait_for(lambda: process.post(review(gpu_pod()))[0] == 503, "503 while three are held")
+        wait_for(lambda: process.post(review(replica_pod()))[0] == 503, "503 while three are held")
         for sock in held:
             sock.close()
         for connection in idle:
             connection.close()
         # Served again once the server has noticed the closed connections.
-        wait_for(lambda: process.post(review(gpu_pod()))[0] == 200, "a free slot", timeout=5)
+        wait_for(lambda: process.post(review(replica_pod()))[0] == 200, "a free slot", timeout=5)
     finally:
         process.stop()
 
@@ -148,7 +150,7 @@ def test_concurrency_is_bounded(tmp_path: Path) -> None:
 def test_deeply_nested_bodies_are_malformed_not_crashes(webhook: Webhook) -> None:
     status, body = webhook.post(b'{"a":' * 100000 + b"1" + b"}" * 100000)
     assert status == 400 and "nested too deeply" in body["message"]
-    document = review(gpu_pod())
+    document = review(replica_pod())
     document["request"]["object"]["metadata"]["annotations"] = {"x": "y"}
     deep: dict[str, object] = {}
     node = deep
@@ -171,7 +173,7 @@ def test_tls_1_1_and_weak_ciphers_are_refused(tmp_path: Path) -> None:
             client.minimum_version = ssl.TLSVersion.MINIMUM_SUPPORTED
             client.maximum_version = maximum
             with pytest.raises(ssl.SSLError):
-                process.post(review(gpu_pod()), process.connection(client))
+                process.post(review(replica_pod()), process.connection(client))
     finally:
         process.stop()
 
@@ -255,7 +257,7 @@ def test_non_forward_secret_ciphers_are_refused(tmp_path: Path) -> None:
     )  # fmt: skip
     try:
         with pytest.raises(ssl.SSLError):
-            process.post(review(gpu_pod()), process.connection(_weak_client(ca)))
+            process.post(review(replica_pod()), process.connection(_weak_client(ca)))
     finally:
         process.stop()
 
@@ -312,7 +314,7 @@ def test_api_faults_end_within_budget_and_leave_nothing_broken(
     if "truncate" in setting:
         standin.truncate.add(key)
     started = time.monotonic()
-    status, body = webhook.post(review(gpu_pod()))
+    status, body = webhook.post(review(replica_pod()))
     elapsed = time.monotonic() - started
     answer = body["response"]
     # The admission budget is 1 s and the stand-in's slowest answer 3 s: an answer well before
@@ -326,7 +328,7 @@ def test_api_faults_end_within_budget_and_leave_nothing_broken(
     standin.truncate.clear()
 
     def retried() -> dict[str, Any] | None:  # once the stalled call has let go
-        answer: dict[str, Any] = webhook.post(review(gpu_pod()))[1]["response"]
+        answer: dict[str, Any] = webhook.post(review(replica_pod()))[1]["response"]
         return answer if answer["allowed"] else None
 
     retry = wait_for(retried, "a retry to be admitted", timeout=10)
@@ -340,7 +342,7 @@ def test_api_unreachable_refuses_quickly(faulty: Webhook, standin: StandIn) -> N
     webhook = faulty
     standin.stop()
     started = time.monotonic()
-    answer = webhook.post(review(gpu_pod()))[1]["response"]
+    answer = webhook.post(review(replica_pod()))[1]["response"]
     assert time.monotonic() - started < 1.6
     assert answer["allowed"] is False and answer["status"]["code"] == 503
     assert 'hami_dra_api_errors_total{code="0"}' in webhook.get("/metrics")[1].decode()
@@ -358,7 +360,7 @@ def test_two_servers_racing_on_the_same_templates(kube: Cluster, tmp_path: Path)
         connection = server.connection()
         for _ in range(20):
             status, body = server.post(
-                review(gpu_pod({"nvidia.com/gpu": "1", "nvidia.com/gpumem": str(memory)})),
+                review(replica_pod({"nvidia.com/gpu": "1", "nvidia.com/gpumem": str(memory)})),
                 connection,
             )
             if status != 200 or body["response"]["allowed"] is not True:

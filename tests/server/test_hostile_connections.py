@@ -29,8 +29,10 @@ from tests.support.attack import (
     warmed_baseline,
 )
 from tests.support.cluster import wait_for
-from tests.support.reviews import gpu_pod, review
+from tests.support.reviews import replica_pod, review
 from tests.support.webhook_process import Webhook
+
+pytestmark = pytest.mark.timed  # latencies, memory or timeouts: run alone on a quiet machine
 
 HEAD_TIMEOUT = 2.0
 
@@ -182,7 +184,7 @@ def test_a_head_that_trickles_is_closed_at_its_deadline(webhook: Webhook) -> Non
 
 
 def _large_review(size: int) -> bytes:
-    pod = gpu_pod()
+    pod = replica_pod()
     pod["metadata"]["annotations"] = {"example.com/blob": "x" * size}
     return json.dumps(review(pod)).encode()
 
@@ -256,7 +258,7 @@ def test_connections_reset_by_their_peer_are_let_go_at_once(webhook: Webhook) ->
     connection (its TLS objects and buffers, ~90 KiB) stayed referenced by the timer for the
     idle timeout, 120 s; 64 connections at a time grew RSS by ~5.5 MiB a round."""
     baseline = warmed_baseline(webhook)
-    body = json.dumps(review(gpu_pod())).encode()
+    body = json.dumps(review(replica_pod())).encode()
     request = (
         b"POST /mutate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
         b"Content-Length: %d\r\n\r\n%s" % (len(body), body)

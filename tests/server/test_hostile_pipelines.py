@@ -34,8 +34,10 @@ from tests.support.attack import (
 )
 from tests.support.cluster import wait_for
 from tests.support.metrics import sample_sum, samples_by
-from tests.support.reviews import gpu_pod, review
+from tests.support.reviews import replica_pod, review
 from tests.support.webhook_process import Webhook
+
+pytestmark = pytest.mark.timed  # latencies, memory or timeouts: run alone on a quiet machine
 
 WRITE_TIMEOUT = 2.0
 MAX_PIPELINED = 4  # the server's default
@@ -182,7 +184,7 @@ def test_deep_pipelines_are_cut_and_a_fair_one_is_answered(webhook: Webhook) -> 
     client still sending then may get a reset before it has read those answers); a client
     that pipelines 4 gets every answer on a connection kept open."""
     baseline = warmed_baseline(webhook)
-    request = _admission(json.dumps(review(gpu_pod())).encode())
+    request = _admission(json.dumps(review(replica_pod())).encode())
     answers: list[list[int]] = []
     with Established(webhook) as prober:
         _flood(webhook, 10, request * 200, answers)
@@ -207,7 +209,7 @@ def test_deep_pipelines_are_cut_and_a_fair_one_is_answered(webhook: Webhook) -> 
 
 def _big_answer_review() -> bytes:
     """An admission whose answer is about 108 KB (200 GPU containers, one template)."""
-    pod = gpu_pod()
+    pod = replica_pod()
     container = pod["spec"]["containers"][0]
     pod["spec"]["containers"] = [
         dict(copy.deepcopy(container), name=f"worker-{index:04d}") for index in range(200)
@@ -238,7 +240,7 @@ def test_slow_readers_are_closed_and_hold_nothing(webhook: Webhook, connections:
             held.append(sock)
         # A fresh connection (kube-apiserver opening another) is answered meanwhile.
         fresh = webhook.connection(timeout=5)
-        fresh.request("POST", "/mutate", body=json.dumps(review(gpu_pod())).encode())
+        fresh.request("POST", "/mutate", body=json.dumps(review(replica_pod())).encode())
         assert fresh.getresponse().status == 200
         fresh.close()
         time.sleep(0.5)
@@ -263,7 +265,7 @@ def test_slow_readers_are_closed_and_hold_nothing(webhook: Webhook, connections:
 
 
 def _review_of(containers: int) -> bytes:
-    pod = gpu_pod()
+    pod = replica_pod()
     limits = {"nvidia.com/gpu": "1"}
     pod["spec"]["containers"] = [
         {"name": f"c{index}", "image": "nvidia/cuda:12.4.0-base", "resources": {"limits": limits}}

@@ -19,8 +19,10 @@ import pytest
 from hami_dra_webhook.server.settings import Settings
 from tests.support.apiserver_standin import StandIn
 from tests.support.cluster import Cluster, wait_for
-from tests.support.reviews import gpu_pod, review
+from tests.support.reviews import replica_pod, review
 from tests.support.webhook_process import Webhook
+
+pytestmark = pytest.mark.timed  # latencies, memory or timeouts: run alone on a quiet machine
 
 
 @pytest.fixture
@@ -45,7 +47,7 @@ def test_excluded_namespaces_get_no_templates_from_a_direct_caller(
     """Finding 10: a caller without credentials put a review with namespace kube-system on
     the wire, and a template was created there, in a namespace the chart excludes."""
     before = _templates(kube, "kube-system")
-    status, body = webhook.post(review(gpu_pod(), namespace="kube-system"))
+    status, body = webhook.post(review(replica_pod(), namespace="kube-system"))
     answer = body["response"]
     assert status == 200 and answer["allowed"] is True and "patch" not in answer
     assert any("excluded" in w for w in answer.get("warnings", []))
@@ -56,7 +58,7 @@ def test_a_refused_review_writes_nothing(webhook: Webhook, kube: Cluster) -> Non
     """Finding 10: a review that ended refused still left 908 templates behind. A pod over a
     bound is refused before the first template is written."""
     namespace = kube.create_namespace("refused")
-    pod = gpu_pod()
+    pod = replica_pod()
     pod["spec"]["containers"] = [
         {
             "name": f"c{i}",
@@ -72,7 +74,7 @@ def test_a_refused_review_writes_nothing(webhook: Webhook, kube: Cluster) -> Non
 
 def test_privileged_ephemeral_container_in_a_gpu_pod_is_refused(webhook: Webhook) -> None:
     """Finding 20: a privileged ephemeral container added to a GPU pod was never checked."""
-    converted = gpu_pod()
+    converted = replica_pod()
     converted["metadata"]["labels"] = {"hami.io/dra": "true"}
     debug = {"name": "debugger", "image": "busybox", "securityContext": {"privileged": True}}
     added = {**converted, "spec": {**converted["spec"], "ephemeralContainers": [debug]}}
@@ -105,7 +107,7 @@ def test_an_api_answering_a_byte_at_a_time_holds_nothing_up(
         answers: list[dict[str, Any]] = []
 
         def admit(memory: int) -> None:
-            pod = gpu_pod()
+            pod = replica_pod()
             pod["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpumem"] = str(memory)
             answers.append(webhook.post(review(pod))[1]["response"])
 
@@ -120,7 +122,7 @@ def test_an_api_answering_a_byte_at_a_time_holds_nothing_up(
         assert {a["status"]["code"] for a in answers} <= {503, 504}
         standin.trickle.clear()
         healthy = time.monotonic()
-        answer = webhook.post(review(gpu_pod()))[1]["response"]
+        answer = webhook.post(review(replica_pod()))[1]["response"]
         assert answer["allowed"] is True and time.monotonic() - healthy < 1.5
     finally:
         webhook.stop()
@@ -132,14 +134,14 @@ def test_sigterm_drains_before_the_listener_closes(tmp_path: Path) -> None:
     webhook = Webhook(tmp_path, "--gc-interval", "0", "--drain-delay", "2")
     try:
         connection = webhook.connection()
-        assert webhook.post(review(gpu_pod()), connection)[0] == 200
+        assert webhook.post(review(replica_pod()), connection)[0] == 200
         webhook.process.send_signal(signal.SIGTERM)
         signalled = time.monotonic()
         wait_for(lambda: webhook.get_ops("/readyz")[0] == 503, "readyz to say shutting down")
         assert b"shutting down" in webhook.get_ops("/readyz")[1]
         # Still answered during the drain: on the kept connection, and on new ones.
-        assert webhook.post(review(gpu_pod()), connection)[0] == 200
-        assert webhook.post(review(gpu_pod()))[0] == 200
+        assert webhook.post(review(replica_pod()), connection)[0] == 200
+        assert webhook.post(review(replica_pod()))[0] == 200
         assert time.monotonic() - signalled < 2
         webhook.process.wait(timeout=15)
         assert time.monotonic() - signalled >= 2
@@ -197,7 +199,7 @@ def test_the_drain_closes_kept_connections_after_an_answer_never_under_a_request
     webhook = Webhook(tmp_path, "--gc-interval", "0", "--drain-delay", "3")
     opened: list[ssl.SSLSocket] = []
     try:
-        body = json.dumps(review(gpu_pod())).encode()
+        body = json.dumps(review(replica_pod())).encode()
         used, idle = _tls(webhook), _tls(webhook)
         opened += (used, idle)
         for connection in (used, idle):
@@ -245,7 +247,7 @@ def test_sighup_loses_nothing(tmp_path: Path) -> None:
 
         def keep_admitting() -> None:
             while not stop.is_set():
-                statuses.append(webhook.post(review(gpu_pod()), connection)[0])
+                statuses.append(webhook.post(review(replica_pod()), connection)[0])
 
         thread = threading.Thread(target=keep_admitting)
         thread.start()
@@ -266,7 +268,7 @@ def test_many_containers_of_one_name_hold_nothing_up(tmp_path: Path) -> None:
     naming was quadratic), and a normal request waited 47.2 s."""
     webhook = Webhook(tmp_path, "--gc-interval", "0")
     try:
-        pod = gpu_pod()
+        pod = replica_pod()
         container = {"name": "c", "image": "cuda", "resources": {"limits": {"nvidia.com/gpu": "1"}}}
         pod["spec"]["containers"] = [container] * 20000
         body = json.dumps(review(pod)).encode()
@@ -277,7 +279,7 @@ def test_many_containers_of_one_name_hold_nothing_up(tmp_path: Path) -> None:
         attack.start()
         time.sleep(0.05)
         normal = time.monotonic()
-        assert webhook.post(review(gpu_pod()))[1]["response"]["allowed"] is True
+        assert webhook.post(review(replica_pod()))[1]["response"]["allowed"] is True
         waited = time.monotonic() - normal
         attack.join(timeout=30)
         assert answers and answers[0]["response"]["allowed"] is False
@@ -299,11 +301,11 @@ def test_large_and_distinct_annotations_do_not_grow_the_process(tmp_path: Path) 
         baseline = warmed_baseline(webhook)
         connection = webhook.connection(timeout=30)
         for index in range(100):
-            pod = gpu_pod()
+            pod = replica_pod()
             pod["metadata"]["annotations"] = {"nvidia.com/numa-bind": f"{index}" + "x" * 2_900_000}
             assert webhook.post(review(pod), connection)[0] == 200
         for index in range(1000):
-            pod = gpu_pod()
+            pod = replica_pod()
             kinds = ",".join(f"T{index:04d}-{n:03d}" for n in range(400))[:4000]
             pod["metadata"]["annotations"] = {
                 "nvidia.com/use-gputype": kinds,

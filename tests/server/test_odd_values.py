@@ -19,8 +19,10 @@ from typing import Any
 import pytest
 
 from tests.support.cel_k8s import hami_device, selects
-from tests.support.reviews import gpu_pod, review
+from tests.support.reviews import replica_pod, review
 from tests.support.webhook_process import Webhook
+
+pytestmark = pytest.mark.timed  # latencies, memory or timeouts: run alone on a quiet machine
 
 
 @pytest.fixture(scope="module")
@@ -124,7 +126,7 @@ ODD_TYPES = [
 def test_odd_annotation_values_stay_one_cel_literal(webhook: Webhook, value: str) -> None:
     """The value reaches CEL as one string literal: the selector compiles, and it matches a
     device whose product name contains exactly that text, not one named A100 or H100."""
-    pod = gpu_pod()
+    pod = replica_pod()
     pod["metadata"]["annotations"] = {"nvidia.com/use-gputype": value}
     status, answer = webhook.post(review(pod))
     assert status == 200 and answer["response"]["allowed"] is True, answer
@@ -145,7 +147,7 @@ def test_odd_annotation_values_compile_to_one_literal() -> None:
     from hami_dra_webhook.core.translate import translate_pod
 
     for value in ODD_TYPES:
-        pod = gpu_pod()
+        pod = replica_pod()
         pod["metadata"]["annotations"] = {"nvidia.com/use-gputype": value}
         [template] = translate_pod(pod, DEFAULT_POLICY, "team-a").templates
         request = template["spec"]["spec"]["devices"]["requests"][0]["exactly"]
@@ -159,7 +161,7 @@ def test_odd_annotation_values_compile_to_one_literal() -> None:
 def test_a_lone_surrogate_is_refused(webhook: Webhook) -> None:
     """JSON that escapes half a UTF-16 pair is no text a CEL literal (or kube-apiserver) can
     hold: a 400 that says the body is not JSON."""
-    pod_text = json.dumps(gpu_pod()).replace(
+    pod_text = json.dumps(replica_pod()).replace(
         '"labels"', '"annotations":{"nvidia.com/use-gputype":"A100\\ud800"},"labels"', 1
     )
     status, answer = _post_text(webhook, _review_text(pod_text))
@@ -183,7 +185,7 @@ def test_the_body_is_decoded_once(webhook: Webhook) -> None:
 def test_an_env_name_of_another_type_is_a_400_with_its_path(webhook: Webhook, name: Any) -> None:
     """Finding 5, through the real process: a CREATE whose GPU container has an env entry
     named by a map (or a list, or a number) was a 500 and a traceback in the log."""
-    pod = gpu_pod({"nvidia.com/gpu": "1", "nvidia.com/priority": "1"})
+    pod = replica_pod({"nvidia.com/gpu": "1", "nvidia.com/priority": "1"})
     pod["spec"]["containers"][0]["env"] = [{"name": name, "value": "v"}]
     status, answer = webhook.post(review(pod))
     response = answer["response"]

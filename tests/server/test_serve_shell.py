@@ -28,9 +28,11 @@ from hami_dra_webhook.server.settings import Settings
 from hami_dra_webhook.server.tls import ReloadingTLS
 from tests.support.cluster import Cluster
 from tests.support.loop import run
-from tests.support.reviews import gpu_pod, review
+from tests.support.reviews import replica_pod, review
 from tests.support.templates import templates
 from tests.support.webhook_process import free_port
+
+pytestmark = pytest.mark.timed  # latencies, memory or timeouts: run alone on a quiet machine
 
 
 class BrokenStore:
@@ -82,7 +84,7 @@ def test_an_unexpected_error_is_a_500_refusal_with_a_logged_traceback(
     connection = http.client.HTTPSConnection(
         "localhost", port, context=ssl.create_default_context(cafile=str(ca))
     )
-    document = review(gpu_pod())
+    document = review(replica_pod())
     connection.request("POST", "/mutate", body=json.dumps(document))
     answer = connection.getresponse()
     body = json.loads(answer.read())

@@ -17,8 +17,10 @@ import pytest
 
 from tests.support.apiserver_standin import StandIn
 from tests.support.cluster import Cluster, wait_for
-from tests.support.reviews import gpu_pod, review
+from tests.support.reviews import replica_pod, review
 from tests.support.webhook_process import Webhook
+
+pytestmark = pytest.mark.timed  # latencies, memory or timeouts: run alone on a quiet machine
 
 
 @pytest.fixture
@@ -49,7 +51,7 @@ def templates(kube: Cluster) -> list[str]:
 
 
 def test_create_is_converted_over_verified_tls(webhook: Webhook, kube: Cluster) -> None:
-    document = review(gpu_pod())
+    document = review(replica_pod())
     status, body = webhook.post(document)
     assert status == 200
     answer = body["response"]
@@ -64,16 +66,16 @@ def test_create_is_converted_over_verified_tls(webhook: Webhook, kube: Cluster) 
 
 
 def test_dry_run_update_delete_and_other_kinds(webhook: Webhook, kube: Cluster) -> None:
-    assert webhook.post(review(gpu_pod(), dry_run=True))[1]["response"]["allowed"] is True
+    assert webhook.post(review(replica_pod(), dry_run=True))[1]["response"]["allowed"] is True
     assert templates(kube) == []
-    old = gpu_pod({"cpu": "1"})
-    new = gpu_pod({"cpu": "1", "nvidia.com/gpu": "1"})
+    old = replica_pod({"cpu": "1"})
+    new = replica_pod({"cpu": "1", "nvidia.com/gpu": "1"})
     update = webhook.post(review(new, operation="UPDATE", old=old))[1]["response"]
     assert json.loads(base64.b64decode(update["patch"])) == [
         {"op": "remove", "path": "/spec/containers/0/resources/limits/nvidia.com~1gpu"}
     ]
     for document in (
-        review(gpu_pod(), operation="DELETE", old=gpu_pod()),
+        review(replica_pod(), operation="DELETE", old=replica_pod()),
         review(
             {"kind": "Service", "apiVersion": "v1", "metadata": {"name": "s"}},
             kind="Service",
@@ -87,7 +89,7 @@ def test_dry_run_update_delete_and_other_kinds(webhook: Webhook, kube: Cluster) 
 def test_malformed_reviews_get_400_with_a_message(webhook: Webhook) -> None:
     status, body = webhook.post(b"{not json")
     assert status == 400 and "not JSON" in body["message"]
-    document = review(gpu_pod())
+    document = review(replica_pod())
     del document["request"]["uid"]
     status, body = webhook.post(document)
     assert status == 400 and "request.uid" in body["message"]
@@ -98,7 +100,7 @@ def test_malformed_reviews_get_400_with_a_message(webhook: Webhook) -> None:
 
 
 def test_refusals_answer_allowed_false(webhook: Webhook) -> None:
-    answer = webhook.post(review(gpu_pod({"nvidia.com/gpu": "-1"})))[1]["response"]
+    answer = webhook.post(review(replica_pod({"nvidia.com/gpu": "-1"})))[1]["response"]
     assert (
         answer["allowed"] is False
         and answer["status"]["code"] == 422
@@ -108,21 +110,21 @@ def test_refusals_answer_allowed_false(webhook: Webhook) -> None:
 
 def test_api_failures_answer_allowed_false(faulty: Webhook, standin: StandIn) -> None:
     standin.fail[("POST", "templates")] = 500
-    answer = faulty.post(review(gpu_pod()))[1]["response"]
+    answer = faulty.post(review(replica_pod()))[1]["response"]
     assert answer["allowed"] is False and answer["status"]["code"] == 503
 
 
 def test_a_3_mib_pod_is_answered(webhook: Webhook) -> None:
-    pod = gpu_pod()
+    pod = replica_pod()
     pod["metadata"]["annotations"] = {"example.com/blob": "x" * (3 * 1024 * 1024)}
     status, body = webhook.post(review(pod))
     assert status == 200 and body["response"]["allowed"] is True, body
 
 
 def test_health_readiness_and_metrics(webhook: Webhook) -> None:
-    webhook.post(review(gpu_pod()))
-    webhook.post(review(gpu_pod({"nvidia.com/gpumem": "1Gi"})))
-    webhook.post(review(gpu_pod(), operation="MADE-UP-" + "x" * 1000))
+    webhook.post(review(replica_pod()))
+    webhook.post(review(replica_pod({"nvidia.com/gpumem": "1Gi"})))
+    webhook.post(review(replica_pod(), operation="MADE-UP-" + "x" * 1000))
     webhook.post(b"{not json")
     for get in (webhook.get, webhook.get_ops):  # HTTPS and the plain-HTTP operations port
         assert get("/healthz")[0] == 200 and get("/livez")[0] == 200
@@ -163,7 +165,7 @@ def test_the_operations_port_never_serves_mutate(webhook: Webhook) -> None:
 
 
 def test_one_json_log_line_per_admission(webhook: Webhook) -> None:
-    sent = review(gpu_pod())
+    sent = review(replica_pod())
     webhook.post(sent)
 
     def admissions() -> list[dict[str, Any]]:  # written in batches every 0.2 s
@@ -187,7 +189,7 @@ def test_graceful_shutdown_finishes_in_flight_admissions(faulty: Webhook, standi
     standin.delay[("POST", "templates")] = 1.0  # an admission that is still in flight
     answers: list[dict[str, object]] = []
     seen = standin.received[("POST", "templates")]  # the start-up capacity probe's, say
-    thread = threading.Thread(target=lambda: answers.append(faulty.post(review(gpu_pod()))[1]))
+    thread = threading.Thread(target=lambda: answers.append(faulty.post(review(replica_pod()))[1]))
     thread.start()
     wait_for(
         lambda: standin.received[("POST", "templates")] > seen, "the admission to reach the API"
@@ -224,7 +226,7 @@ def test_offline_embedded_default(tmp_path: Path) -> None:
         assert logged, process.log_tail()
         ca_file = Path(logged[0]["ca_file"])
         connection = process.connection(process.context([ca_file]))
-        status, body = process.post(review(gpu_pod()), connection)
+        status, body = process.post(review(replica_pod()), connection)
         connection.close()
         answer = body["response"]
         assert status == 200 and answer["allowed"] is True and "patch" in answer
@@ -253,7 +255,7 @@ def test_self_signed_dir_is_a_known_place(tmp_path: Path) -> None:
         process = Webhook(tmp_path, "--self-signed-dir", str(folder), own_certs=False)
         try:
             connection = process.connection(process.context([folder / "ca.crt"]))
-            assert process.post(review(gpu_pod()), connection)[0] == 200
+            assert process.post(review(replica_pod()), connection)[0] == 200
             connection.close()
         finally:
             process.stop()
@@ -265,13 +267,13 @@ def test_tls_minimum_version_is_enforced(webhook: Webhook, tmp_path: Path) -> No
     old_client = webhook.context()
     old_client.maximum_version = ssl.TLSVersion.TLSv1_2
     with pytest.raises(ssl.SSLError):
-        webhook.post(review(gpu_pod()), webhook.connection(old_client))
+        webhook.post(review(replica_pod()), webhook.connection(old_client))
     lenient = Webhook(tmp_path / "tls12", "--tls-min-version", "1.2")
     try:
         client = lenient.context()
         client.maximum_version = ssl.TLSVersion.TLSv1_2
         connection = lenient.connection(client)
-        assert lenient.post(review(gpu_pod()), connection)[0] == 200
+        assert lenient.post(review(replica_pod()), connection)[0] == 200
         assert connection.sock.version() == "TLSv1.2"  # type: ignore[union-attr]
         assert connection.sock.cipher()[0].startswith(("ECDHE-ECDSA-AES", "ECDHE-ECDSA-CHACHA20"))  # type: ignore[union-attr]
         connection.close()
@@ -318,7 +320,7 @@ def test_text_logs_cannot_be_forged_by_a_pod_name(kube: Cluster, tmp_path: Path)
         "--log-format", "text",
     )  # fmt: skip
     try:
-        pod = gpu_pod()
+        pod = replica_pod()
         pod["metadata"]["generateName"] = "x\n2026-01-01 00:00:00,000 INFO admission forged=yes "
         process.post(review(pod))
         wait_for(lambda: "INFO admission" in process.log(), "the admission's log line", timeout=5)

@@ -13,13 +13,16 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
 from cryptography import x509
 
 from hami_dra_webhook.certs.pki import issue
 from tests.support.attack import rss_mib
 from tests.support.cluster import Cluster
-from tests.support.reviews import gpu_pod, review
+from tests.support.reviews import replica_pod, review
 from tests.support.webhook_process import Webhook, served_serial
+
+pytestmark = pytest.mark.timed  # latencies, memory or timeouts: run alone on a quiet machine
 
 REQUESTS = int(os.environ.get("HAMI_SOAK_REQUESTS", "3000"))
 CLIENTS = 4
@@ -61,7 +64,7 @@ def test_soak_with_rotation(kube: Cluster, tmp_path: Path) -> None:
     new_ca.write_bytes(rotated.ca_pem)
     context = webhook.context([webhook.ca_file, new_ca])
     bodies = [
-        review(gpu_pod({"nvidia.com/gpu": "1", "nvidia.com/gpumem": str(1000 + i % 10)}))
+        review(replica_pod({"nvidia.com/gpu": "1", "nvidia.com/gpumem": str(1000 + i % 10)}))
         for i in range(50)
     ]
     failures: list[str] = []

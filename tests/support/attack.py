@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.metrics import sample_sum
-from tests.support.reviews import gpu_pod, review
+from tests.support.reviews import replica_pod, review
 from tests.support.webhook_process import Webhook
 
 # The hostile-callers issues' bounds: during an attack an established connection has no
@@ -112,7 +112,7 @@ def rss_mib(pid: int) -> float:
 def warmed_baseline(webhook: Webhook, requests: int = 300) -> float:
     """The server's RSS once its caches and pools hold what normal traffic puts there."""
     connection = webhook.connection()
-    body = json.dumps(review(gpu_pod())).encode()
+    body = json.dumps(review(replica_pod())).encode()
     for _ in range(requests):
         connection.request("POST", "/mutate", body=body)
         connection.getresponse().read()
@@ -163,7 +163,7 @@ class Established:
 def _probe(port: int, ca_file: str, pid: int, pause: float) -> None:
     """The prober process: admissions on one connection until standard input closes."""
     context = ssl.create_default_context(cafile=ca_file)
-    body = json.dumps(review(gpu_pod())).encode()
+    body = json.dumps(review(replica_pod())).encode()
     latencies: list[float] = []
     failures: list[str] = []
     peak = 0.0

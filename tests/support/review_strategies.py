@@ -7,7 +7,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from tests.support.reviews import gpu_pod, review
+from tests.support.reviews import replica_pod, review
 from tests.support.strategies import LEGACY, pods
 
 json_values = st.recursive(
@@ -86,7 +86,7 @@ def _set(document: Any, path: tuple[Any, ...], value: Any) -> Any:
 
 @st.composite
 def wrong_types(draw: st.DrawFn) -> tuple[str, Any]:
-    document = review(gpu_pod())
+    document = review(replica_pod())
     return "wrong-type", _set(document, draw(st.sampled_from(PATHS)), draw(json_values))
 
 
@@ -125,7 +125,7 @@ def odd_quantities(draw: st.DrawFn) -> tuple[str, Any]:
         key: draw(quantities)
         for key in draw(st.lists(st.sampled_from(LEGACY), min_size=1, unique=True))
     }
-    return "quantities", review(gpu_pod(limits))
+    return "quantities", review(replica_pod(limits))
 
 
 @st.composite
@@ -134,7 +134,7 @@ def many_containers(draw: st.DrawFn) -> tuple[str, Any]:
     names = draw(
         st.lists(st.sampled_from(["a", "b", "c", "cuda", "x" * 63]), min_size=count, max_size=count)
     )  # duplicates on purpose
-    pod = gpu_pod()
+    pod = replica_pod()
     pod["spec"]["containers"] = [
         {
             "name": name,

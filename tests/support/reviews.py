@@ -6,7 +6,7 @@ import uuid
 from typing import Any
 
 
-def gpu_pod(limits: dict[str, str] | None = None, **metadata: Any) -> dict[str, Any]:
+def replica_pod(limits: dict[str, str] | None = None, **metadata: Any) -> dict[str, Any]:
     """A pod as a ReplicaSet creates it: generateName, no name and no uid yet."""
     return {
         "kind": "Pod",

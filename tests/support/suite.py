@@ -1,10 +1,10 @@
 """`./scripts/test`'s pytest runs (`python -m tests.support.suite [--long]`).
 
-The default run is three pytest runs. The real node's tests (`tests/node`: they mostly wait on
-the kubelet and the pods) run beside the tests that are not held to timings (core, chart,
-migrate, cluster, e2e); then the server's tests, which measure an established connection's
-latency and the process's memory while they attack it, run alone on a quiet machine (beside the
-node, they failed their 50 ms and 64 MiB bounds). `--long` runs the longer sizes instead: the
+The default run is three pytest runs, chosen by marker: the tests marked `node` (the real node:
+they mostly wait on the kubelet and the pods) run beside the tests marked neither `node` nor
+`timed`; then the tests marked `timed`, which measure an established connection's latency and
+the process's memory while they attack it, run alone on a quiet machine (beside the node, they
+failed their 50 ms and 64 MiB bounds). tests/test_suite_markers.py keeps the markers true. `--long` runs the longer sizes instead: the
 soak and the fuzzing with more requests and examples, and every test marked `long`.
 
 Each run's output is shown whole (the one beside is shown when it ends), and the last line is
@@ -15,6 +15,7 @@ nothing is a failure too).
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -24,17 +25,9 @@ from pathlib import Path
 from xml.etree import ElementTree
 
 ROOT = Path(__file__).resolve().parents[2]
-NODE = ["tests/node"]
-TIMED = ["tests/server"]
-QUIET = [  # every other test folder and module, found here so that a new one is not forgotten
-    str(path.relative_to(ROOT))
-    for path in sorted((ROOT / "tests").iterdir())
-    if (
-        (path.is_dir() and path.name not in ("node", "server", "support", "__pycache__"))
-        and any(path.rglob("test_*.py"))
-    )
-    or (path.is_file() and path.name.startswith("test_") and path.suffix == ".py")
-]
+NODE = ["-m", "node and not long", "tests"]
+TIMED = ["-m", "timed and not long", "tests"]
+QUIET = ["-m", "not node and not timed and not long", "tests"]
 LONG_SIZES = {"HAMI_SOAK_REQUESTS": "100000", "HAMI_FUZZ_EXAMPLES": "20000"}
 
 
@@ -61,7 +54,7 @@ def _command(junit: Path, *arguments: str) -> list[str]:
 
 
 def _foreground(run: Run, arguments: list[str], env: dict[str, str] | None = None) -> None:
-    print(f"== pytest {' '.join(arguments)}", flush=True)
+    print(f"== pytest {shlex.join(arguments)}", flush=True)
     started = time.monotonic()
     run.code = subprocess.call(_command(run.junit, *arguments), cwd=ROOT, env=env)
     run.seconds = time.monotonic() - started
@@ -84,7 +77,7 @@ def main(argv: list[str]) -> int:
         node = Run("node", folder / "node.xml")
         log = folder / "node.log"
         print(
-            f"== pytest {' '.join(NODE)} (beside the next run; its output follows it)", flush=True
+            f"== pytest {shlex.join(NODE)} (beside the next run; its output follows it)", flush=True
         )
         started = time.monotonic()
         with log.open("wb") as output:
@@ -95,7 +88,7 @@ def main(argv: list[str]) -> int:
         _foreground(quiet, QUIET)
         node.code = beside.wait()
         node.seconds = time.monotonic() - started
-        print(f"== pytest {' '.join(NODE)}: its output", flush=True)
+        print(f"== pytest {shlex.join(NODE)}: its output", flush=True)
         sys.stdout.write(log.read_text(errors="replace"))
         timed = Run("timed", folder / "timed.xml")
         _foreground(timed, TIMED)
