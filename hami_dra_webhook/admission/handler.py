@@ -6,7 +6,7 @@ and bytes out (tests/server/test_handlers.py).
 
 A review over OFF_LOOP_BYTES is decoded on the mutator's `off_loop` thread; one whose pod has
 many containers (PodMutator.many_containers) is translated and encoded there too, so that the
-event loop gets the interpreter back every switch interval (docs/design/2026-12-01-off-loop.md).
+event loop gets the interpreter back every switch interval (docs/design/2026-12-02-off-loop.md).
 """
 
 from __future__ import annotations

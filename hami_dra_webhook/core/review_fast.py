@@ -1,32 +1,15 @@
 """The fast way to read the review of a pod CREATE: find what is read, decode it only when the
 translation needs it.
 
-A review of a pod is 8-20 KB, and the webhook reads a few hundred bytes of it (the envelope; of
-the pod its namespace, generateName, the labels and annotations it knows, four spec fields and of
-each container its name, resources, env and securityContext: `pod_view`). msgspec reads the
-body into the structs below, skipping everything else (still checking that it is JSON) and
-keeping each value read as its exact text (`Raw`). Those fields, written back with their texts,
-are the translation cache's key: pods of one ReplicaSet repeat it, and a repeated pod is answered
-without decoding any of it; the first of its kind has the key decoded by orjson, the decoder of
-the full parse, so the view translated is exactly `pod_view` of what the full parse reads.
-
-Same answers, always: `decode_fast` returns None, and the caller parses the whole body as it
-always did (`review.parse_review`), for every review that is not a pod CREATE of this shape and
-wherever it cannot tell that the full parse would accept the body and read the same:
-- the body is not valid UTF-8 (msgspec does not check what it skips; orjson refuses it);
-- a number could overflow a double (orjson refuses `1e400` anywhere; msgspec skips it
-  unchecked): a run of 309 digits, or an exponent in a number;
-- it could nest deeper than orjson's 1,024 levels, and msgspec might not refuse it: more than
-  1,000 `[` and `{` in all (a typical pod has a few hundred), unless msgspec refuses 1,025
-  levels right there (`_msgspec_refuses_deeper`: its limit follows the interpreter's recursion
-  limit and the stack's depth, which a program may change; as run here it refuses from ~1,000,
-  so that a pod of thousands of containers is read fast too);
-- msgspec refuses it: anything not of the shape below (a map where a map is read, a list of maps
-  for containers, the envelope's fields of their exact types), nesting deeper than its limit.
-Duplicate keys: both decoders keep the last value, as Go's encoding/json does (kube-apiserver
-serializes the object it sends itself, so only a direct caller sends duplicates); the value
-translated is the one the answer is about. `tests/core/test_decode_differential.py` checks that
-both paths give the same answers.
+msgspec reads the body into the structs below, skipping all but the few hundred bytes the
+translation reads (`pod_view`), each value kept as its exact text (`Raw`): written back, they
+are the translation cache's key, so a repeated pod is answered without decoding any of it.
+Same answers, always: `decode_fast` returns None, and the caller parses the whole body
+(`review.parse_review`), for every review that is not a pod CREATE of this shape and wherever it
+cannot tell that the full parse would accept the body and read the same (invalid UTF-8, a number
+that could overflow, nesting that could pass orjson's limit, a shape msgspec refuses).
+`tests/core/test_decode_differential.py` checks that both paths give the same answers; the
+reasoning in full: docs/design/2026-12-01-fast-review-reader.md.
 """
 
 from __future__ import annotations

@@ -1,28 +1,11 @@
 """Giving freed memory back to the system (glibc only; elsewhere nothing changes).
 
-glibc raises its mmap threshold each time a large block is freed, up to 32 MiB, so after one
-burst of large bodies, later blocks of that size come from the heap, and a heap rarely shrinks:
-a process that once held 300 MiB of request bodies keeps it. `trim` (malloc_trim) hands back
-every free page of the heaps, not only those at their top; the server calls it once the large
-bodies in flight are all answered and after every burst of closed connections, after a
-collection of the garbage cycles that closed connections leave.
-
-Fixing the mmap threshold instead (mallopt) was measured and not taken: every read buffer of
-TLS (256 KiB) then became an mmap and munmap, about 50 us more CPU per request.
-
-`one_heap` keeps every thread on the main heap. glibc gives each new thread a heap of its own
-(up to 8 per core), and a trim hands back only the free pages inside a thread's heap, never
-its free top; the large-review thread (which decodes and translates pods of thousands of
-containers) kept 7-8 MiB that way after three 10,000-container conversions. With one heap:
-measured on the server with uvloop, three 10,000-container conversions and two 40,000-container
-refusals left +23.0/+24.0 MiB before (two runs), +14.1/+16.1 MiB with one heap. The threads
-then share one heap's lock; they already take turns under the GIL (its cost was not measured
-apart: the machine was never quiet enough to see it).
-The rest of what is kept is CPython's own small-object arenas (1 MiB each, held by any one
-object that outlives the request). PYTHONMALLOC=malloc would hand those back too (+0.5 MiB
-measured), but it must be set before the interpreter starts and replaces the allocator of every
-small object: cachegrind counted 9.0 % more instructions per new pod and 6.6 % per repeated one
-in the translation path, so it is not taken.
+glibc keeps freed heap memory after a burst of large request bodies; `trim` (malloc_trim) hands
+back every free page of the heaps, and the server calls it once the large bodies in flight are
+answered and after every burst of closed connections. `one_heap` keeps every thread on the main
+heap, so that a trim reaches what the large-review thread freed. What was measured, and what
+was not taken (a fixed mmap threshold, PYTHONMALLOC=malloc):
+docs/design/2026-12-02-memory-return.md.
 """
 
 from __future__ import annotations
