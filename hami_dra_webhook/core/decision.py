@@ -39,6 +39,9 @@ class ContainerPlan:
     claim: str | None = None  # the name of its entry in spec.resourceClaims
     family: str = "nvidia"  # the device family (core/vendors/families.py)
     ask: DeviceAsk | None = None  # another family's devices (`share` is NVIDIA's)
+    # What the decision said of this container beside its devices (also among its warnings):
+    # `scan` reports them from here instead of deciding again.
+    notes: tuple[str, ...] = ()
 
     @property
     def gets_devices(self) -> bool:

@@ -163,7 +163,14 @@ class _Translation:
                 warnings.append(f"{gpu.ref.label}: {ask.summary} -> {template_name}")
                 records.append((gpu.ref.name, record))
                 planned = ContainerPlan(
-                    gpu.ref, gpu.request, gpu.share, template_name, claim, planned.family, ask
+                    gpu.ref,
+                    gpu.request,
+                    gpu.share,
+                    template_name,
+                    claim,
+                    planned.family,
+                    ask,
+                    planned.notes,
                 )
             plan.append(planned)
             if planned.family == NVIDIA:

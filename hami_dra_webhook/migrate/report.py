@@ -7,13 +7,10 @@ from typing import Any, Literal
 
 from hami_dra_webhook.core.containers import containers
 from hami_dra_webhook.core.decision import (
-    EXCLUSIVE_CORES_NOTE,
     INIT_CLAIMS_HELD,
-    PRIORITY_NOTE,
     ContainerPlan,
     Refusal,
     Unchanged,
-    describe,
     excluded_namespace,
 )
 from hami_dra_webhook.core.legacy import resource_maps
@@ -30,11 +27,11 @@ from hami_dra_webhook.core.selectors import (
 from hami_dra_webhook.core.translate import translate_pod
 from hami_dra_webhook.core.types import Attention, ContainerRef, JsonObject
 from hami_dra_webhook.core.vendors.families import (
+    NVIDIA,
     container_families,
     families,
     names_a_family,
 )
-from hami_dra_webhook.core.vendors.nvidia import TASK_PRIORITY_ENV
 from hami_dra_webhook.core.vendors.unknown import unknown_keys
 
 Outcome = Literal["converted", "attention", "refused"]
@@ -158,7 +155,7 @@ def _containers(
         keys += unknown
         legacy = {k: str(limits.get(k, requests.get(k))) for k in keys}
         label = ref.name if ref.list_name == "containers" else f"{ref.name} (init)"
-        parts = [_container(label, legacy, p, decision, policy) for p in plan.get(ref, [])]
+        parts = [_container(label, legacy, p, decision) for p in plan.get(ref, [])]
         if len(parts) == 1:
             reports.append(parts[0])
         elif parts:  # a container naming two families: one claim each
@@ -171,32 +168,20 @@ def _containers(
                 )
             )
         else:
-            reports.append(_container(label, legacy, None, decision, policy))
+            reports.append(_container(label, legacy, None, decision))
     return reports
 
 
 def _container(
-    label: str,
-    legacy: dict[str, str],
-    planned: ContainerPlan | None,
-    decision: object,
-    policy: Policy,
+    label: str, legacy: dict[str, str], planned: ContainerPlan | None, decision: object
 ) -> ContainerReport:
     if planned is None:
         words = "left unchanged" if isinstance(decision, Unchanged) else "not converted"
         return ContainerReport(label, legacy, f"{words} (see the outcome)")
-    notes: list[str] = []
-    if planned.request.priority is not None:
-        priority = policy.nvidia.resource_priority_name
-        notes.append(PRIORITY_NOTE.format(name=priority, env=TASK_PRIORITY_ENV))
-    if planned.family != "nvidia":
-        return ContainerReport(label, legacy, planned.summary, notes)
-    share = planned.share
-    if share is None:
+    notes = list(planned.notes)  # as the decision said them
+    if planned.family == NVIDIA and planned.share is None:
         return ContainerReport(label, legacy, "no device (legacy keys removed)", notes)
-    if share.cores == 100 and (share.memory_mib or share.percentage):
-        notes.append(EXCLUSIVE_CORES_NOTE)
-    return ContainerReport(label, legacy, describe(share), notes)
+    return ContainerReport(label, legacy, planned.summary, notes)
 
 
 def _selectors_in_words(annotations: JsonObject) -> str:

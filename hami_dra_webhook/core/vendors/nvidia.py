@@ -138,13 +138,13 @@ class NvidiaProfile:
         request = read_request(container, ref, policy)
         requests_only(request, ref, warnings)
         share = resolve_share(request, ref, policy, warnings)
+        notes: tuple[str, ...] = ()
         if request.priority is not None:
-            note = PRIORITY_NOTE.format(
-                name=policy.nvidia.resource_priority_name, env=TASK_PRIORITY_ENV
-            )
-            warnings.append(f"{ref.label}: {note}")
+            name = policy.nvidia.resource_priority_name
+            notes += (PRIORITY_NOTE.format(name=name, env=TASK_PRIORITY_ENV),)
         if share is not None and share.cores == 100 and (share.memory_mib or share.percentage):
-            warnings.append(f"{ref.label}: {EXCLUSIVE_CORES_NOTE}")
+            notes += (EXCLUSIVE_CORES_NOTE,)
+        warnings += [f"{ref.label}: {note}" for note in notes]
         if share is not None and share.memory_mib is not None:
             largest = policy.largest_memory_mib
             if largest and share.memory_mib > largest:
@@ -154,7 +154,7 @@ class NvidiaProfile:
                         f" ({largest} MiB): it can never be placed"
                     )
                 )
-        plan = ContainerPlan(ref, request, share)
+        plan = ContainerPlan(ref, request, share, notes=notes)
         return Resolved(plan, "", policy.nvidia.runtime_class_name)
 
 
