@@ -220,11 +220,19 @@ def _ops_server(settings: Settings, services: Services) -> tuple[OpsServer, sock
     here, so that a port in use is a start-up error with a message, not a traceback."""
     # Limits of its own: a flood of the webhook port cannot close the probes' connections.
     guard = ConnectionGuard(
-        ConnectionLimits(max_connections=256, max_unproven=64, max_requests=64),
+        ConnectionLimits(
+            max_connections=settings.ops_max_connections,
+            max_unproven=max(1, settings.ops_max_connections // 4),
+            max_requests=max(1, settings.ops_max_connections // 4),
+        ),
         services.metrics.rejected,
     )
     config = guarded_config(
-        create_ops_app(services), settings.ops_host, settings.ops_port, guard, keep_alive=5
+        create_ops_app(services),
+        settings.ops_host,
+        settings.ops_port,
+        guard,
+        keep_alive=settings.ops_idle_timeout,
     )
     try:
         listening = socket.create_server((settings.ops_host, settings.ops_port))

@@ -18,7 +18,6 @@ from hami_dra_webhook.server.services import Services
 from hami_dra_webhook.server.supervisor import Job
 
 log = logging.getLogger("hami_dra_webhook.server")
-CLUSTER_CHECK_TIMEOUT = 10.0  # seconds each of the cluster check's API reads may take
 
 
 def background_jobs(services: Services) -> list[Job]:
@@ -46,7 +45,9 @@ def background_jobs(services: Services) -> list[Job]:
 async def _check_cluster(services: Services, api: KubeApi, cluster: ClusterState) -> None:
     metrics, policy, settings = services.metrics, services.mutator.policy, services.settings
     while True:
-        await cluster.refresh(api, policy, settings.probe_namespace, timeout=CLUSTER_CHECK_TIMEOUT)
+        await cluster.refresh(
+            api, policy, settings.probe_namespace, timeout=settings.cluster_check_timeout
+        )
         metrics.observe_cluster(cluster)
         for status in cluster.failed_checks:
             metrics.api_error(status)

@@ -36,6 +36,15 @@ class Settings(BaseSettings):
         description="plain-HTTP port for /healthz, /livez, /readyz and /metrics (0: none; they"
         " are served on the HTTPS port as well)",
     )
+    ops_max_connections: int = Field(
+        256,
+        ge=1,
+        description="open connections on the operations port (its own limit: a flood of the"
+        " HTTPS port cannot close the probes' connections)",
+    )
+    ops_idle_timeout: int = Field(
+        5, ge=1, description="seconds a keep-alive connection of the operations port may idle"
+    )
     cert_file: Path | None = Field(
         None, description="serving certificate (PEM); none: a self-signed one for localhost"
     )
@@ -72,6 +81,9 @@ class Settings(BaseSettings):
     gc_grace: Seconds = Field(3600.0, gt=0, description="seconds an unused template is kept")
     cluster_check_interval: Seconds = Field(
         300.0, gt=0, description="seconds between checks of the cluster (capacity, sizes)"
+    )
+    cluster_check_timeout: Seconds = Field(
+        10.0, gt=0, description="seconds each API read of a cluster check may take"
     )
     cert_reload_interval: Seconds = Field(
         1.0, gt=0, description="seconds between looks at the certificate files"
