@@ -24,6 +24,8 @@ def actual(name: str) -> dict[str, Any]:
     report: dict[str, Any] = {"outcome": result.outcome}
     if result.outcome == "refused":
         report |= {"code": result.code, "message": result.message}
+        if result.reason:  # what the metrics and the admission log name it by
+            report["reason"] = result.reason
     report["warnings"] = [str(w) for w in result.warnings]  # Attention is a str subclass
     if result.outcome == "converted":
         patched = jsonpatch.apply_patch(pod, result.patch)
