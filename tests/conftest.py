@@ -75,6 +75,10 @@ def _fresh_translation_caches() -> None:
     it: mutation testing (scripts/mutation) runs a mutant against the tests that call the
     mutated function, and a cache filled by an earlier test would hide the call."""
     from hami_dra_webhook.core import claims, selectors
+    from hami_dra_webhook.core.vendors import families, nvidia
 
     claims._content.cache_clear()
     selectors._device_filter.cache_clear()
+    nvidia._device_ask.cache_clear()
+    families.families.cache_clear()
+    families.converted_names.cache_clear()

@@ -172,3 +172,46 @@ def test_a_vendors_annotation_too_long_is_refused() -> None:
     assert isinstance(decision, Refusal)
     assert decision.reason == "annotation-too-long"
     assert decision.message.startswith("annotation hygon.com/use-gpuuuid is 6000 characters long")
+
+
+def test_which_annotations_are_ascends_uuid_lists() -> None:
+    from hami_dra_webhook.core.vendors.annotations import is_ascend_uuid_key
+
+    assert is_ascend_uuid_key("hami.io/use-Ascend310P-uuid")
+    assert is_ascend_uuid_key("hami.io/no-use-Ascend910B3-uuid")
+    for other in (
+        "hami.io/use-Ascend310P",
+        "hami.io/other-Ascend310P-uuid",
+        "huawei.com/use-x-uuid",
+        "hami.io/use-x-UUID",
+    ):
+        assert not is_ascend_uuid_key(other), other
+
+
+def test_an_annotation_at_its_bound_is_read_and_one_over_it_refused() -> None:
+    from hami_dra_webhook.core.selectors import MAX_ANNOTATION_VALUE
+    from hami_dra_webhook.core.vendors.annotations import annotation_items
+
+    warnings: list[str] = []
+    at_bound = "a" * MAX_ANNOTATION_VALUE
+    assert annotation_items({"k": at_bound}, "k", warnings) == [at_bound]
+    assert warnings == []
+    assert annotation_items({"k": 7}, "k", warnings) == []  # not a string: lists nothing
+    assert warnings == ["annotation k lists nothing, so it adds no constraint"]
+    assert annotation_items({}, "k", warnings) == []
+    decision = translate_pod(
+        _pod({"amd.com/gpu": "1"}, {"amd.com/use-gputype": "a" * (MAX_ANNOTATION_VALUE + 1)}),
+        CONVERTING,
+        "team-a",
+    )
+    assert isinstance(decision, Refusal)
+    assert (decision.code, decision.reason) == (422, "annotation-too-long")
+    assert decision.message == (
+        f"annotation amd.com/use-gputype is {MAX_ANNOTATION_VALUE + 1} characters long; legacy"
+        f" values are short UUID or type lists (at most {MAX_ANNOTATION_VALUE}): list fewer"
+    )
+
+
+def test_amds_cores_100_alone_is_one_whole_gpu() -> None:
+    ask = _ask({"amd.com/gpucores": "100"})
+    assert (ask.count, ask.whole, ask.summary) == (1, True, "1 whole AMD GPU")
