@@ -29,11 +29,11 @@ from hami_dra_webhook.core.decision import (
 from hami_dra_webhook.core.ephemeral import privileged_ephemeral
 from hami_dra_webhook.core.pod_checks import MAX_CONTAINERS_PER_POD, too_many_containers
 from hami_dra_webhook.core.policy import Policy
+from hami_dra_webhook.core.read_pod import DictPod, ReadPod
 from hami_dra_webhook.core.reapply import strip_reapplied
 from hami_dra_webhook.core.review_fast import FastPod
 from hami_dra_webhook.core.translate import translate_pod
 from hami_dra_webhook.core.translation_cache import TranslationCache
-from hami_dra_webhook.core.types import JsonObject
 
 T = TypeVar("T")
 
@@ -131,18 +131,13 @@ class PodMutator:
         """The answer to `request`; `off_loop`: a large one, whose pod-sized work runs on the
         `off_loop` executor; `fast`: the pod of a CREATE read by `review_fast` (the request's
         `object` is then None)."""
-        pod = request.object or {}
-        if fast is not None:
-            declared, generate_name = fast.namespace, fast.generate_name
-        else:
-            metadata = pod.get("metadata")
-            metadata = metadata if isinstance(metadata, dict) else {}
-            declared, generate_name = metadata.get("namespace"), metadata.get("generateName")
+        pod: ReadPod = fast or DictPod(request.object or {})
+        declared, generate_name = pod.namespace, pod.generate_name
         namespace = (
             request.namespace or (declared if isinstance(declared, str) else "") or "default"
         )
         off = self.off_loop if off_loop else None
-        decision, warnings = await self._decide(request, fast or pod, namespace, off)
+        decision, warnings = await self._decide(request, pod, namespace, off)
         encode = functools.partial(
             review.encode, warnings=warnings, audit=audit_annotations(request, decision)
         )
@@ -152,19 +147,20 @@ class PodMutator:
     async def _decide(
         self,
         request: review.Request,
-        pod: JsonObject | FastPod,
+        pod: ReadPod,
         namespace: str,
         off: Executor | None,
     ) -> tuple[Decision, list[str]]:
         """The final decision for this request and the cluster's warnings (the pod-sized work
         on `off` when it is given)."""
+        new, old = request.object or {}, request.old_object  # decoded: not a fast-read CREATE
         if request.adds_ephemeral_containers:
-            refused = await _run(off, privileged_ephemeral, pod, request.old_object, self.policy)
+            refused = await _run(off, privileged_ephemeral, new, old, self.policy)
             return (refused or _UNCHANGED), []
         if not request.is_pod or request.operation not in ("CREATE", "UPDATE"):
             return _UNCHANGED, []
         if request.operation == "UPDATE":
-            ops = await _run(off, strip_reapplied, pod, request.old_object, self.policy)
+            ops = await _run(off, strip_reapplied, new, old, self.policy)
             if not ops:
                 return _UNCHANGED, []
             reapplied = Converted(
@@ -185,7 +181,7 @@ class PodMutator:
         if excluded is not None:
             return excluded, []
         if off is None:
-            decision = self.cache.decide(pod, self.policy_now(), namespace)
+            decision = self.cache.decide_read(pod, self.policy_now(), namespace)
         else:  # not kept: the cache is the loop's, and pods this large do not repeat
             decision = await _run(off, _translate, pod, self.policy_now(), namespace)
         if not isinstance(decision, Converted):
@@ -262,12 +258,10 @@ class PodMutator:
         ]
 
 
-def _translate(pod: JsonObject | FastPod, policy: Policy, namespace: str) -> Decision:
-    """`translate_pod`, a fast-read pod decoded first (on the executor, with the rest); one of
-    more containers than are converted decided from their resources alone, as translate_pod
-    decides it."""
-    if not isinstance(pod, FastPod):
-        return translate_pod(pod, policy, namespace)
+def _translate(pod: ReadPod, policy: Policy, namespace: str) -> Decision:
+    """`translate_pod` of the pod's view (decoded on the executor, with the rest); one of more
+    containers than are converted decided from their resources alone, as translate_pod decides
+    it."""
     if pod.container_count > MAX_CONTAINERS_PER_POD:
         return too_many_containers(pod.container_count, pod.container_resources(), policy)
     return translate_pod(pod.view(), policy, namespace)

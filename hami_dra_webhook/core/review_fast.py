@@ -14,7 +14,7 @@ reasoning in full: docs/design/2026-12-01-fast-review-reader.md.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Annotated, Any, Final, Literal
 
@@ -119,6 +119,10 @@ class FastPod:
         if spec is not UNSET:
             for items in (spec.init_containers, spec.containers):
                 self.container_count += 0 if items is UNSET else len(items)
+
+    def cache_key(self, text_of: Callable[[Any], bytes]) -> bytes:
+        """Its own key: the text of what is read, as the body wrote it."""
+        return self.key
 
     def container_resources(self) -> Iterator[dict[str, Any]]:
         """Each container (init containers first) as far as the translation's count check reads

@@ -18,9 +18,8 @@ from typing import Any
 import orjson
 
 from hami_dra_webhook.core.decision import Converted, Decision, Refusal
-from hami_dra_webhook.core.pod_view import pod_view
 from hami_dra_webhook.core.policy import Policy
-from hami_dra_webhook.core.review_fast import FastPod
+from hami_dra_webhook.core.read_pod import DictPod, ReadPod
 from hami_dra_webhook.core.translate import translate_pod
 
 Key = tuple[str | None, bytes]
@@ -44,28 +43,28 @@ class TranslationCache:
         return len(self._entries)
 
     def decide(self, pod: Any, policy: Policy, namespace: str | None) -> Decision:
-        """What `translate_pod(pod, policy, namespace)` decides, from the cache when known.
-        A `FastPod` brings its own key (the text of what is read) and is decoded only when it
-        is not known."""
+        """What `translate_pod(pod, policy, namespace)` decides for a decoded pod, from the
+        cache when known."""
+        return self.decide_read(DictPod(pod), policy, namespace)
+
+    def decide_read(self, pod: ReadPod, policy: Policy, namespace: str | None) -> Decision:
+        """As `decide`, for a pod as the admission read it (a `FastPod` brings its own key, the
+        text of what is read, and is decoded only when it is not known)."""
         if policy is not self._policy:
             self._entries.clear()
             self.bytes = 0
             self._policy = policy
-        if isinstance(pod, FastPod):
-            key, view = (namespace, pod.key), None
-        else:
-            view = pod_view(pod)
-            try:
-                key = (namespace, self._text_of(view))
-            except orjson.JSONEncodeError:  # e.g. an integer beyond 64 bits: decide, not keep
-                return translate_pod(view, policy, namespace)
+        text = pod.cache_key(self._text_of)
+        if text is None:
+            return translate_pod(pod.view(), policy, namespace)
+        key = (namespace, text)
         found = self._entries.get(key)
         if found is not None:
             self._entries.move_to_end(key)
             self.hits += 1
             return found[0]
         self.misses += 1
-        decision = translate_pod(pod.view() if view is None else view, policy, namespace)
+        decision = translate_pod(pod.view(), policy, namespace)
         size = len(namespace or "") + len(key[1]) * PYTHON_OVER_JSON + _size(decision)
         if size <= self.max_entry_bytes:
             self._entries[key] = (decision, size)
