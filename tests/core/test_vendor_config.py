@@ -173,6 +173,9 @@ def test_sections_are_read_as_hami_reads_them() -> None:
     assert hami_vendor_sections({"vnpus": {"configs": None}}).vnpus == DEFAULT_VNPUS
     assert hami_vendor_sections({"hygon": "no"}).hygon.resource_count_name == "hygon.com/dcunum"
     assert hami_vendor_sections({"amd": "no"}).amd.resource_count_name == "amd.com/gpu"
+    neuron = hami_vendor_sections({"awsneuron": {"resourceCountName": "aws.amazon.com/n"}})
+    assert neuron.awsneuron.resource_count_name == "aws.amazon.com/n"
+    assert neuron.awsneuron.resource_core_name == ""  # the section replaces the default whole
 
 
 def test_section_names() -> None:
