@@ -107,7 +107,9 @@ def test_every_rule_case_is_answered_the_same(name: str) -> None:
     pod, policy = load_case(name)
     taken = same_answer(_body(review(pod, namespace="team-a")), policy)
     metadata = pod.get("metadata", {})
-    odd = not isinstance(metadata, dict) or not isinstance(metadata.get("labels", {}), dict | None)
+    odd = not isinstance(metadata, dict) or any(
+        not isinstance(metadata.get(key, {}), dict | None) for key in ("labels", "annotations")
+    )
     assert taken or odd, "a plain pod read fully"
 
 
