@@ -102,3 +102,41 @@ def test_splitting_and_listing() -> None:
     assert _either(["a"]) == "a"
     assert _either(["a", "b"]) == "a or b"
     assert _either(iter(["a", "b", "c"])) == "a, b or c"
+
+
+def test_the_hint_is_of_the_kind_asked_and_at_most_four_names() -> None:
+    from hami_dra_webhook.core.policy import policy_from_mapping
+
+    hint = unknown_keys(_container({"nvidia.com/gpu-percentage": "1"}), DEFAULT_POLICY)
+    assert hint["nvidia.com/gpu-percentage"].endswith("(NVIDIA GPU: nvidia.com/gpumem-percentage)")
+    hint = unknown_keys(_container({"nvidia.com/gpu-core": "1"}), DEFAULT_POLICY)
+    assert hint["nvidia.com/gpu-core"].endswith("(NVIDIA GPU: nvidia.com/gpucores)")
+    chips = [
+        {
+            "chipName": f"C{i}",
+            "commonWord": f"C{i}",
+            "resourceName": f"huawei.com/npu{i}",
+            "resourceMemoryName": f"huawei.com/mem{i}",
+            "resourceCoreName": f"huawei.com/core{i}",
+            "memoryAllocatable": 100,
+            "memoryCapacity": 100,
+        }
+        for i in range(6)
+    ]
+    policy = policy_from_mapping({"vnpus": chips}).policy
+    hint = unknown_keys(_container({"huawei.com/npu0-memory": "1"}), policy)
+    assert hint["huawei.com/npu0-memory"].endswith(
+        "(Huawei Ascend NPU: huawei.com/mem0, huawei.com/mem1, huawei.com/mem2 or huawei.com/mem3)"
+    )
+
+
+def test_each_unknown_name_is_found_after_a_known_or_odd_one() -> None:
+    container = _container(
+        {
+            "huawei.com/Ascend310P": "1",  # known
+            "cambricon.com/mlu-mem": "1",  # a family without a driver
+            "example.com/gpu-mem": "1",  # no legacy domain
+            "huawei.com/Ascend910B": "1",
+        }
+    )
+    assert list(unknown_keys(container, DEFAULT_POLICY)) == ["huawei.com/Ascend910B"]
