@@ -9,7 +9,6 @@ import re
 
 import orjson
 
-from hami_dra_webhook.core.legacy import LegacyRequest
 from hami_dra_webhook.core.policy import Policy
 from hami_dra_webhook.core.types import JsonObject
 from hami_dra_webhook.core.vendors.ask import DeviceAsk, ask_devices
@@ -32,17 +31,6 @@ _NOT_DNS_LABEL = re.compile(r"[^a-z0-9-]+")
 
 def template_labels() -> dict[str, str]:
     return {MANAGED_BY_LABEL: MANAGED_BY, DRA_LABEL: "true"}
-
-
-def legacy_record(request: LegacyRequest, policy: Policy) -> str:
-    """The legacy request a template came from, e.g. `nvidia.com/gpu=1,nvidia.com/gpumem=8000`."""
-    values = (request.count, request.memory, request.percentage, request.cores, request.priority)
-    pairs = [
-        f"{name}={value}"
-        for name, value in zip(policy.legacy_resource_names, values, strict=True)
-        if value is not None
-    ]
-    return ",".join(pairs)
 
 
 def converted_from(entries: list[tuple[str, str]]) -> str:

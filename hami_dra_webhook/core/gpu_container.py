@@ -29,6 +29,6 @@ class GpuContainer:
         self.ref, self.request, self.share = plan.ref, plan.request, plan.share
         # A GPU container in legacy's eyes: it names a count, or gets a device.
         self.is_gpu = plan.request.count is not None or plan.gets_devices
-        # Its template's legacy record (NVIDIA's is written with its ask) and the runtime class
+        # Its template's legacy record ("" when it gets no device) and the runtime class
         # its devices need.
         self.record, self.runtime_class = resolved.record, resolved.runtime_class

@@ -10,7 +10,6 @@ from hami_dra_webhook.core.claims import (
     ask_template,
     claim_name,
     converted_from,
-    legacy_record,
 )
 from hami_dra_webhook.core.containers import containers
 from hami_dra_webhook.core.decision import (
@@ -149,9 +148,8 @@ class _Translation:
         claimed: ContainerRef | None = None  # the container last given a claim (families adjoin)
         for gpu in gpus:
             planned, ask, record = gpu.plan, gpu.plan.ask, gpu.record
-            if gpu.share is not None:  # NVIDIA's share, asked of its driver like any family's
+            if gpu.share is not None:  # NVIDIA's share: its ask needs the pod's selectors
                 ask = nvidia.device_ask(gpu.share, selectors, gpu.ref, policy)
-                record = legacy_record(gpu.request, policy)
             if ask is not None:
                 template = ask_template(ask, record, policy, self.namespace)
                 template_name = template["metadata"]["name"]

@@ -215,3 +215,22 @@ def test_an_annotation_at_its_bound_is_read_and_one_over_it_refused() -> None:
 def test_amds_cores_100_alone_is_one_whole_gpu() -> None:
     ask = _ask({"amd.com/gpucores": "100"})
     assert (ask.count, ask.whole, ask.summary) == (1, True, "1 whole AMD GPU")
+
+
+def test_nvidias_plan_carries_the_notes_it_warned() -> None:
+    from hami_dra_webhook.core.decision import EXCLUSIVE_CORES_NOTE, PRIORITY_NOTE
+
+    limits = {
+        "nvidia.com/gpu": "1",
+        "nvidia.com/gpumem": "1000",
+        "nvidia.com/gpucores": "100",
+        "nvidia.com/priority": "0",
+    }
+    decision = translate_pod(_pod(limits), CONVERTING, "team-a")
+    assert isinstance(decision, Converted)
+    priority = PRIORITY_NOTE.format(name="nvidia.com/priority", env="CUDA_TASK_PRIORITY")
+    assert decision.plan[0].notes == (priority, EXCLUSIVE_CORES_NOTE)
+    assert f'container "main": {priority}' in decision.warnings
+    assert f'container "main": {EXCLUSIVE_CORES_NOTE}' in decision.warnings
+    plain = translate_pod(_pod({"nvidia.com/gpu": "1"}), CONVERTING, "team-a")
+    assert isinstance(plain, Converted) and plain.plan[0].notes == ()

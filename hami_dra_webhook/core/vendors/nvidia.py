@@ -18,7 +18,13 @@ from hami_dra_webhook.core.decision import (
     ContainerPlan,
     describe,
 )
-from hami_dra_webhook.core.legacy import GpuShare, read_request, resolve_share, resource_maps
+from hami_dra_webhook.core.legacy import (
+    GpuShare,
+    LegacyRequest,
+    read_request,
+    resolve_share,
+    resource_maps,
+)
 from hami_dra_webhook.core.policy import DEFAULT_POLICY, Policy
 from hami_dra_webhook.core.quantity import MIB, format_bytes, format_mib
 from hami_dra_webhook.core.types import Attention, ContainerRef, NotConvertible
@@ -133,7 +139,8 @@ class NvidiaProfile:
         policy: Policy,
         warnings: list[str],
     ) -> Resolved:
-        """The plan holds the share; its device ask waits for the pod's selectors."""
+        """The plan holds the share; its device ask waits for the pod's selectors (`device_ask`,
+        called by the translation once they are known)."""
         _unknown_resources(ref, container, policy, warnings)
         request = read_request(container, ref, policy)
         requests_only(request, ref, warnings)
@@ -155,7 +162,8 @@ class NvidiaProfile:
                     )
                 )
         plan = ContainerPlan(ref, request, share, notes=notes)
-        return Resolved(plan, "", policy.nvidia.runtime_class_name)
+        record = legacy_record(request, policy) if share is not None else ""
+        return Resolved(plan, record, policy.nvidia.runtime_class_name)
 
 
 PROFILE = NvidiaProfile()
@@ -208,3 +216,14 @@ def _unknown_resources(
             code=422,
             reason="unknown-gpu-resource",
         )
+
+
+def legacy_record(request: LegacyRequest, policy: Policy) -> str:
+    """The legacy request a template came from, e.g. `nvidia.com/gpu=1,nvidia.com/gpumem=8000`."""
+    values = (request.count, request.memory, request.percentage, request.cores, request.priority)
+    pairs = [
+        f"{name}={value}"
+        for name, value in zip(policy.legacy_resource_names, values, strict=True)
+        if value is not None
+    ]
+    return ",".join(pairs)
