@@ -192,3 +192,10 @@ def test_a_value_that_cannot_be_a_cel_literal_is_refused_not_dropped(key: str) -
     with pytest.raises(NotConvertible) as raised:
         device_filter({key: "GPU-1,\ud800"}, DEFAULT_POLICY)
     assert raised.value.code == 422 and "cannot be used" in raised.value.message
+
+
+def test_a_doubled_prefix_is_fixed_where_it_first_appears() -> None:
+    from hami_dra_webhook.core.selectors import _never_matching
+
+    (warning,) = _never_matching("nvidia.com/use-gputype", ["NVIDIA-NVIDIA x NVIDIA-NVIDIA y"])
+    assert warning.endswith("write 'NVIDIA x NVIDIA-NVIDIA y'")

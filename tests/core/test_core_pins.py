@@ -480,3 +480,20 @@ def test_reapplied_keys_of_a_converted_vendor_go_too() -> None:
     removal = {"op": "remove", "path": "/spec/containers/0/resources/limits/hygon.com~1dcunum"}
     assert strip_reapplied(new, old, hygon) == [removal]
     assert strip_reapplied(new, old, DEFAULT_POLICY) == []  # not converted: not this webhook's
+
+
+def test_the_converted_from_annotation_fills_exactly_to_its_bound() -> None:
+    from hami_dra_webhook.core.claims import MAX_CONVERTED_FROM, converted_from
+
+    # One entry of exactly the bound fits whole; one character more does not.
+    name = "c"
+    filler = "x=" + "9" * (MAX_CONVERTED_FROM - len(f"{name}: x="))
+    assert len(f"{name}: {filler}") == MAX_CONVERTED_FROM
+    assert converted_from([(name, filler)]) == f"{name}: {filler}"
+    assert converted_from([(name, filler + "9")]) == "(+1 more containers)"
+    # With a second entry left, room is kept for "(+1 more containers)".
+    more = "; (+2 more containers)"
+    fits = "x=" + "9" * (MAX_CONVERTED_FROM - len(more) - len(f"{name}: x="))
+    long = ("d", "y=" + "1" * 30)
+    assert converted_from([(name, fits), long]) == f"{name}: {fits}; (+1 more containers)"
+    assert converted_from([(name, fits + "9"), long]) == "(+2 more containers)"

@@ -124,3 +124,12 @@ def test_old_ephemeral_containers_that_are_not_maps_do_not_hide_new_ones() -> No
     assert privileged_ephemeral(new, old, DEFAULT_POLICY) is not None
     old_not_pod = privileged_ephemeral(new, "not a pod", DEFAULT_POLICY)
     assert old_not_pod is not None
+
+
+def test_a_privileged_one_after_ones_that_were_there_is_found() -> None:
+    kept = {"name": "old-debugger", "securityContext": {"privileged": True}}
+    old = _pod(labels={"hami.io/dra": "true"}, ephemeral=[kept])
+    new = _pod(labels={"hami.io/dra": "true"}, ephemeral=["odd", kept, PRIVILEGED])
+    refusal = privileged_ephemeral(new, old, DEFAULT_POLICY)
+    assert refusal is not None and "'debugger'" in refusal.message
+    assert privileged_ephemeral(old, old, DEFAULT_POLICY) is None
