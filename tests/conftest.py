@@ -80,5 +80,4 @@ def _fresh_translation_caches() -> None:
     claims._content.cache_clear()
     selectors._device_filter.cache_clear()
     nvidia._device_ask.cache_clear()
-    families.families.cache_clear()
-    families.converted_names.cache_clear()
+    families.forget_families()

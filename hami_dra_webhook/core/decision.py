@@ -8,7 +8,7 @@ and the message. Every shell (webhook, dry-run, convert, scan) reads these and d
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar, Literal
+from typing import ClassVar, Literal, NamedTuple
 
 from hami_dra_webhook.core import patch
 from hami_dra_webhook.core.legacy import GpuShare, LegacyRequest
@@ -28,9 +28,10 @@ INIT_CLAIMS_HELD = (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class ContainerPlan:
-    """One container with legacy keys: what it asked for and what it gets under DRA."""
+class ContainerPlan(NamedTuple):
+    """One container with legacy keys: what it asked for and what it gets under DRA. (A tuple:
+    immutable as a frozen dataclass, and made in a fifth of the time; two are made for every
+    GPU container of every pod translated.)"""
 
     ref: ContainerRef
     request: LegacyRequest

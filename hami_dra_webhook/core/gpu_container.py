@@ -24,11 +24,9 @@ class GpuContainer:
     )
 
     def __init__(self, resolved: Resolved, container: JsonObject) -> None:
-        plan = self.plan = resolved.plan
+        plan, self.record, self.runtime_class = resolved
+        self.plan = plan
         self.container = container
         self.ref, self.request, self.share = plan.ref, plan.request, plan.share
         # A GPU container in legacy's eyes: it names a count, or gets a device.
         self.is_gpu = plan.request.count is not None or plan.gets_devices
-        # Its template's legacy record ("" when it gets no device) and the runtime class
-        # its devices need.
-        self.record, self.runtime_class = resolved.record, resolved.runtime_class

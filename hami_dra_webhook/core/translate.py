@@ -47,6 +47,7 @@ from hami_dra_webhook.core.vendors import nvidia
 from hami_dra_webhook.core.vendors.families import (
     BY_KEY,
     NVIDIA,
+    Families,
     container_families,
     families,
 )
@@ -111,7 +112,7 @@ class _Translation:
         by_container = [
             (ref, c, f, keys) for ref, c, families in found for f, keys in families.items()
         ]
-        other = _not_converted(by_container, policy)
+        other = _not_converted(by_container, known)
         if other is not None:
             if policy.webhook.other_vendors == "leave":
                 note = f"left unchanged, on legacy HAMi: {other}"
@@ -196,11 +197,10 @@ class _Translation:
 
 
 def _not_converted(
-    by_container: list[tuple[ContainerRef, Any, str, list[str]]], policy: Policy
+    by_container: list[tuple[ContainerRef, Any, str, list[str]]], known: Families
 ) -> str | None:
     """Why the pod cannot move to DRA when a container names a family that is not converted
     (naming the resources that container asks for)."""
-    known = families(policy)
     for ref, _, key, asked in by_container:
         family = known.get(key)
         if not family.converted:

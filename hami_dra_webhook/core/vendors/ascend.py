@@ -286,7 +286,7 @@ class AscendProfile:
         ask = device_ask(chip, request, ref, annotations, settings, warnings)
         plan = ContainerPlan(ref, request, None, family=FAMILY, ask=ask)
         runtime_class = chip.runtime_class_name or settings.runtime_class_name
-        return Resolved(plan, legacy_values(container, request), runtime_class if ask else "")
+        return (plan, legacy_values(container, request), runtime_class if ask else "")
 
 
 def _chip(container: Any, ref: ContainerRef, chips: tuple[VnpuChip, ...]) -> VnpuChip:

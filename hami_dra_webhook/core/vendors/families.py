@@ -57,10 +57,38 @@ class Families:
         return tuple(n for f in self.converted for n in f.names)
 
 
-# Policies in use: one or two a process (each reload makes one); tests make more.
-@functools.lru_cache(maxsize=64)
+# Policies in use: one or two a process (each reload makes one); tests make more. Looked up by
+# identity (the policy is held, so its id is not reused): hashing a policy costs more, and this
+# is on every translation's path.
+_KNOWN: dict[int, tuple[Policy, Families]] = {}
+MAX_POLICIES = 64
+_last_policy: Policy | None = None  # the last policy asked about, and its families
+_last_families: Families | None = None
+
+
 def families(policy: Policy) -> Families:
     """Every device family this policy knows, converted or only named."""
+    global _last_policy, _last_families
+    if policy is _last_policy and _last_families is not None:  # the policy in use, nearly always
+        return _last_families
+    found = _KNOWN.get(id(policy))
+    if found is None or found[0] is not policy:
+        if len(_KNOWN) >= MAX_POLICIES:
+            _KNOWN.clear()
+        found = _KNOWN[id(policy)] = (policy, _families(policy))
+    _last_policy, _last_families = found
+    return _last_families
+
+
+def forget_families() -> None:
+    """Empty the families' cache (tests: each computes its own)."""
+    global _last_policy, _last_families  # noqa: PLW0603
+    _KNOWN.clear()
+    _last_policy = _last_families = None
+    converted_names.cache_clear()
+
+
+def _families(policy: Policy) -> Families:
     found = [profile.family(policy) for profile in PROFILES]
     configured = dict(policy.hami_vendors.others)
     by_domain: dict[str, Family] = {}

@@ -218,7 +218,7 @@ class HygonProfile:
         settings = policy.webhook.vendors.hygon
         ask = device_ask(request, ref, annotations, sections, settings, warnings)
         plan = ContainerPlan(ref, request, None, family=FAMILY, ask=ask)
-        return Resolved(plan, legacy_values(container, request), "")
+        return (plan, legacy_values(container, request), "")
 
 
 PROFILE = HygonProfile()

@@ -29,7 +29,7 @@ from hami_dra_webhook.core.policy import DEFAULT_POLICY, Policy
 from hami_dra_webhook.core.quantity import MIB, format_bytes, format_mib
 from hami_dra_webhook.core.types import Attention, ContainerRef, NotConvertible
 from hami_dra_webhook.core.vendors.ask import Alternative, DeviceAsk
-from hami_dra_webhook.core.vendors.profile import Family, Resolved, requests_only
+from hami_dra_webhook.core.vendors.profile import Family, Resolved
 
 FAMILY = "nvidia"
 TASK_PRIORITY_ENV = "CUDA_TASK_PRIORITY"
@@ -143,7 +143,9 @@ class NvidiaProfile:
         called by the translation once they are known)."""
         _unknown_resources(ref, container, policy, warnings)
         request = read_request(container, ref, policy)
-        requests_only(request, ref, warnings)
+        for name in request.in_requests:  # requests_only, inline: every GPU container's path
+            if name not in request.in_limits:
+                warnings.append(f"{ref.label}: {name} set only in requests; converted as its limit")
         share = resolve_share(request, ref, policy, warnings)
         notes: tuple[str, ...] = ()
         if request.priority is not None:
@@ -151,7 +153,8 @@ class NvidiaProfile:
             notes += (PRIORITY_NOTE.format(name=name, env=TASK_PRIORITY_ENV),)
         if share is not None and share.cores == 100 and (share.memory_mib or share.percentage):
             notes += (EXCLUSIVE_CORES_NOTE,)
-        warnings += [f"{ref.label}: {note}" for note in notes]
+        if notes:
+            warnings += [f"{ref.label}: {note}" for note in notes]
         if share is not None and share.memory_mib is not None:
             largest = policy.largest_memory_mib
             if largest and share.memory_mib > largest:
@@ -161,9 +164,13 @@ class NvidiaProfile:
                         f" ({largest} MiB): it can never be placed"
                     )
                 )
-        plan = ContainerPlan(ref, request, share, notes=notes)
+        plan = (
+            ContainerPlan(ref, request, share, notes=notes)
+            if notes
+            else ContainerPlan(ref, request, share)
+        )
         record = legacy_record(request, policy) if share is not None else ""
-        return Resolved(plan, record, policy.nvidia.runtime_class_name)
+        return (plan, record, policy.nvidia.runtime_class_name)
 
 
 PROFILE = NvidiaProfile()

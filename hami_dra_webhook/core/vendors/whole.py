@@ -206,7 +206,7 @@ class WholeDeviceProfile:
         requests_only(request, ref, warnings)
         ask = device_ask(self.device, names, request, ref, annotations, settings, warnings)
         plan = ContainerPlan(ref, request, None, family=self.device.key, ask=ask)
-        return Resolved(plan, legacy_values(container, request), "")
+        return (plan, legacy_values(container, request), "")
 
 
 AMD_PROFILE = WholeDeviceProfile(AMD)
