@@ -44,6 +44,7 @@ from hami_dra_webhook.core.policy import Policy
 from hami_dra_webhook.core.selectors import device_filter
 from hami_dra_webhook.core.types import ContainerRef, JsonObject, NotConvertible
 from hami_dra_webhook.core.vendors import nvidia
+from hami_dra_webhook.core.vendors.ask import DeviceAsk
 from hami_dra_webhook.core.vendors.families import (
     BY_KEY,
     NVIDIA,
@@ -161,16 +162,7 @@ class _Translation:
                 claimed = gpu.ref
                 warnings.append(f"{gpu.ref.label}: {ask.summary} -> {template_name}")
                 records.append((gpu.ref.name, record))
-                planned = ContainerPlan(
-                    gpu.ref,
-                    gpu.request,
-                    gpu.share,
-                    template_name,
-                    claim,
-                    planned.family,
-                    ask,
-                    planned.notes,
-                )
+                planned = _with_claim(planned, template_name, claim, ask)
             plan.append(planned)
             if planned.family == NVIDIA:
                 ops += env_ops(gpu.ref, gpu.container, gpu_env(gpu, policy), warnings)
@@ -183,17 +175,35 @@ class _Translation:
         )
         if records:
             ops += annotation_ops(metadata, CONVERTED_FROM_ANNOTATION, converted_from(records))
-        used = {key for gpu in gpus for key in (*gpu.request.in_limits, *gpu.request.in_requests)}
-        resources = [name for name in names if name in used]
-        resources += sorted(used.difference(names))
         return Converted(
             patch=ops,
             templates=within_bounds(list(templates.values())),
             plan=tuple(plan),
             warnings=warnings,
-            resources=resources,
+            resources=_legacy_resources(gpus, names),
             init_claims_held=init_claims_held,
         )
+
+
+def _with_claim(planned: ContainerPlan, template: str, claim: str, ask: DeviceAsk) -> ContainerPlan:
+    """The plan with its template, claim and device ask (made anew: a plan is immutable)."""
+    return ContainerPlan(
+        planned.ref,
+        planned.request,
+        planned.share,
+        template,
+        claim,
+        planned.family,
+        ask,
+        planned.notes,
+    )
+
+
+def _legacy_resources(gpus: list[GpuContainer], names: tuple[str, ...]) -> list[str]:
+    """The legacy resources the pod asked for: NVIDIA's in their configured order, then the
+    others sorted (the metrics count conversions by them)."""
+    used = {key for gpu in gpus for key in (*gpu.request.in_limits, *gpu.request.in_requests)}
+    return [name for name in names if name in used] + sorted(used.difference(names))
 
 
 def _not_converted(
