@@ -5,7 +5,7 @@ Volcano Job conversion, the workload preview). Each reports what happened throug
 and bytes out (tests/server/test_handlers.py).
 
 A review over OFF_LOOP_BYTES is decoded on the mutator's `off_loop` thread; one whose pod has
-many containers (PodMutator.many_containers) is translated and encoded there too, so that the
+many containers (PodMutator.needs_off_loop) is translated and encoded there too, so that the
 event loop gets the interpreter back every switch interval (docs/design/2026-12-02-off-loop.md).
 """
 
@@ -75,7 +75,7 @@ class PodAdmission:
         except review.MalformedReview as error:
             self.events.malformed()
             return message(400, str(error))
-        large = mutator.many_containers(request, fast)
+        large = mutator.needs_off_loop(request, fast)
         work = mutator.mutate(request, off_loop=large, fast=fast)
         result = await admitted(self.events, request, work, started)
         if large:

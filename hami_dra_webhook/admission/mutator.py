@@ -106,7 +106,7 @@ class PodMutator:
         default_factory=dict, repr=False
     )
 
-    def many_containers(self, request: review.Request, fast: FastPod | None = None) -> bool:
+    def needs_off_loop(self, request: review.Request, fast: FastPod | None = None) -> bool:
         """Whether the pod (or the old one) has enough containers that translating it takes
         milliseconds: work for the `off_loop` thread, when there is one."""
         if self.off_loop is None:

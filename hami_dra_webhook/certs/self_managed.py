@@ -33,7 +33,7 @@ class CertificateSetupError(RuntimeError):
 
 
 @dataclass(frozen=True)
-class Target:
+class CertificateTarget:
     namespace: str
     secret: str
     service: str
@@ -104,7 +104,9 @@ def _with_ca(ca_pem: bytes, ca_key_pem: bytes, names: list[str], days: int) -> B
     return issue(names, days=days, ca=(ca, ca_key))
 
 
-async def ensure_certificates(api: KubeApi, target: Target, timeout: float = 10.0) -> Bundle:
+async def ensure_certificates(
+    api: KubeApi, target: CertificateTarget, timeout: float = 10.0
+) -> Bundle:
     """The Secret's certificate, issuing or renewing it first when needed (race-safe)."""
     names = target.hosts
     for _ in range(5):
@@ -158,7 +160,7 @@ def issue_with_ca_key(names: list[str], days: int) -> tuple[Bundle, bytes]:
 
 
 async def publish_ca_bundle(
-    api: KubeApi, target: Target, ca_pem: bytes, timeout: float = 10.0
+    api: KubeApi, target: CertificateTarget, ca_pem: bytes, timeout: float = 10.0
 ) -> bool:
     """Point every webhook of our configurations at the CA: the MutatingWebhookConfiguration,
     and the ValidatingWebhookConfiguration of the workloads' preview where the chart made one;
@@ -168,7 +170,7 @@ async def publish_ca_bundle(
 
 
 async def _publish(
-    api: KubeApi, target: Target, ca_pem: bytes, timeout: float, *, validating: bool
+    api: KubeApi, target: CertificateTarget, ca_pem: bytes, timeout: float, *, validating: bool
 ) -> bool:
     wanted = base64.b64encode(ca_pem).decode()
     kind = "ValidatingWebhookConfiguration" if validating else "MutatingWebhookConfiguration"

@@ -47,7 +47,7 @@ def add_parser(commands: Any) -> None:
 def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
     from hami_dra_webhook.cli.inputs import load_policy
     from hami_dra_webhook.core.policy import PolicyError
-    from hami_dra_webhook.preflight.report import Target
+    from hami_dra_webhook.preflight.report import Installation
     from hami_dra_webhook.preflight.run import run_checks
 
     try:
@@ -55,7 +55,7 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
     except PolicyError as error:
         stderr.write(f"error: {error}\n")
         return exit_codes.UNREADABLE
-    target = Target(
+    target = Installation(
         namespace=args.webhook_namespace,
         webhook_configuration=args.release,
         service=args.release,

@@ -8,11 +8,11 @@ from collections.abc import Callable
 from hami_dra_webhook.cluster.state import capacity_kept
 from hami_dra_webhook.core.policy import Policy
 from hami_dra_webhook.core.quantity import QuantityError, format_bytes, parse_byte_size
-from hami_dra_webhook.preflight.report import NodeGpus, Report, Target
+from hami_dra_webhook.preflight.report import Installation, NodeGpus, Report
 from hami_dra_webhook.preflight.snapshot import Snapshot, failed
 
 
-def _version(snapshot: Snapshot, policy: Policy, target: Target, report: Report) -> None:
+def _version(snapshot: Snapshot, policy: Policy, target: Installation, report: Report) -> None:
     answer = snapshot.version
     if failed(answer, "Kubernetes", report) or not isinstance(answer, dict):
         return
@@ -35,7 +35,7 @@ def _version(snapshot: Snapshot, policy: Policy, target: Target, report: Report)
         report.add("PASS", "Kubernetes", text)
 
 
-def _api_served(snapshot: Snapshot, policy: Policy, target: Target, report: Report) -> None:
+def _api_served(snapshot: Snapshot, policy: Policy, target: Installation, report: Report) -> None:
     check = "resource.k8s.io/v1"
     discovery = snapshot.dra_group
     if failed(discovery, check, report):
@@ -55,7 +55,7 @@ def _api_served(snapshot: Snapshot, policy: Policy, target: Target, report: Repo
         )
 
 
-def _capacity(snapshot: Snapshot, policy: Policy, target: Target, report: Report) -> None:
+def _capacity(snapshot: Snapshot, policy: Policy, target: Installation, report: Report) -> None:
     answer = snapshot.capacity_probe
     if failed(answer, "consumable capacity", report):
         return
@@ -71,7 +71,7 @@ def _capacity(snapshot: Snapshot, policy: Policy, target: Target, report: Report
         )
 
 
-def _device_class(snapshot: Snapshot, policy: Policy, target: Target, report: Report) -> None:
+def _device_class(snapshot: Snapshot, policy: Policy, target: Installation, report: Report) -> None:
     web = policy.webhook
     device_class = snapshot.device_class
     if failed(device_class, "DeviceClass", report):
@@ -101,7 +101,7 @@ def _device_class(snapshot: Snapshot, policy: Policy, target: Target, report: Re
         )
 
 
-def _slices(snapshot: Snapshot, policy: Policy, target: Target, report: Report) -> None:
+def _slices(snapshot: Snapshot, policy: Policy, target: Installation, report: Report) -> None:
     web = policy.webhook
     slices = snapshot.driver_slices
     if failed(slices, "driver", report):
@@ -160,7 +160,7 @@ def _readable(memory: object) -> str:
         return str(memory)
 
 
-CHECKS: tuple[Callable[[Snapshot, Policy, Target, Report], None], ...] = (
+CHECKS: tuple[Callable[[Snapshot, Policy, Installation, Report], None], ...] = (
     _version,
     _api_served,
     _capacity,

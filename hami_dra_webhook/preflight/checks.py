@@ -8,20 +8,20 @@ from collections.abc import Callable
 
 from hami_dra_webhook.core.policy import Policy
 from hami_dra_webhook.preflight import api_checks, legacy_checks, node_checks
-from hami_dra_webhook.preflight.report import Report, Target
+from hami_dra_webhook.preflight.report import Installation, Report
 from hami_dra_webhook.preflight.snapshot import Snapshot
 from hami_dra_webhook.preflight.vendors import vendors
 from hami_dra_webhook.preflight.webhook_checks import webhook
 
 # In the order the report lists them.
-CHECKS: tuple[Callable[[Snapshot, Policy, Target, Report], None], ...] = (
+CHECKS: tuple[Callable[[Snapshot, Policy, Installation, Report], None], ...] = (
     *api_checks.CHECKS,
     *node_checks.CHECKS,
     *legacy_checks.CHECKS,
 )
 
 
-def judge(snapshot: Snapshot, policy: Policy, target: Target) -> Report:
+def judge(snapshot: Snapshot, policy: Policy, target: Installation) -> Report:
     report = Report()
     for check in CHECKS:
         check(snapshot, policy, target, report)

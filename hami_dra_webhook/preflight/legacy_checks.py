@@ -11,7 +11,7 @@ from hami_dra_webhook.core.pools import LEGACY, POOL_LABEL
 from hami_dra_webhook.core.types import JsonObject
 from hami_dra_webhook.core.vendors.families import converted_names
 from hami_dra_webhook.preflight.pools import judge_pools, plugin_unrestricted
-from hami_dra_webhook.preflight.report import Report, Target
+from hami_dra_webhook.preflight.report import Installation, Report
 from hami_dra_webhook.preflight.snapshot import Snapshot, failed
 
 LEGACY_QUOTA_KEYS = (
@@ -25,7 +25,7 @@ LEGACY_QUOTA_KEYS = (
 )
 
 
-def _legacy_hami(snapshot: Snapshot, policy: Policy, target: Target, report: Report) -> None:
+def _legacy_hami(snapshot: Snapshot, policy: Policy, target: Installation, report: Report) -> None:
     """Legacy HAMi may run beside DRA, on nodes of its own pool (docs/migration.md): its
     device plugin DaemonSet must be kept off the DRA pool."""
     check = "legacy HAMi"
@@ -86,7 +86,7 @@ def _legacy_hami(snapshot: Snapshot, policy: Policy, target: Target, report: Rep
         report.add("PASS", check, "not running")
 
 
-def _gpu_pools(snapshot: Snapshot, policy: Policy, target: Target, report: Report) -> None:
+def _gpu_pools(snapshot: Snapshot, policy: Policy, target: Installation, report: Report) -> None:
     if failed(snapshot.inventory, "GPU pools", report):
         return
     if isinstance(snapshot.inventory, Inventory):
@@ -111,7 +111,9 @@ def _where(item: JsonObject) -> str:
     return f"{metadata.get('namespace')}/{metadata.get('name')}"
 
 
-def _extended_resources(snapshot: Snapshot, policy: Policy, target: Target, report: Report) -> None:
+def _extended_resources(
+    snapshot: Snapshot, policy: Policy, target: Installation, report: Report
+) -> None:
     check = "extended resources"
     classes = snapshot.device_classes
     if failed(classes, check, report):
@@ -141,7 +143,7 @@ def _extended_resources(snapshot: Snapshot, policy: Policy, target: Target, repo
         report.add("PASS", check, "no DeviceClass claims a legacy resource name")
 
 
-def _quotas(snapshot: Snapshot, policy: Policy, target: Target, report: Report) -> None:
+def _quotas(snapshot: Snapshot, policy: Policy, target: Installation, report: Report) -> None:
     quotas = snapshot.quotas
     if failed(quotas, "quotas", report):
         return
@@ -168,7 +170,7 @@ def _quotas(snapshot: Snapshot, policy: Policy, target: Target, report: Report) 
         report.add("PASS", "quotas", "no ResourceQuota counts legacy resources")
 
 
-CHECKS: tuple[Callable[[Snapshot, Policy, Target, Report], None], ...] = (
+CHECKS: tuple[Callable[[Snapshot, Policy, Installation, Report], None], ...] = (
     _legacy_hami,
     _gpu_pools,
     _extended_resources,

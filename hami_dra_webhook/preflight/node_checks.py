@@ -9,7 +9,7 @@ from collections.abc import Callable
 from hami_dra_webhook.core.policy import Policy
 from hami_dra_webhook.core.pools import DRA, GPU_NODE_LABELS, LEGACY, MOVING, POOL_LABEL
 from hami_dra_webhook.core.types import JsonObject
-from hami_dra_webhook.preflight.report import Report, Target
+from hami_dra_webhook.preflight.report import Installation, Report
 from hami_dra_webhook.preflight.snapshot import Snapshot, failed
 
 DEVICE_NAME = re.compile(r"^hami-gpu-\d+$")
@@ -30,7 +30,7 @@ REBOOT_HELP = (
 )
 
 
-def _node_side(snapshot: Snapshot, policy: Policy, target: Target, report: Report) -> None:
+def _node_side(snapshot: Snapshot, policy: Policy, target: Installation, report: Report) -> None:
     """What the nodes must provide: a running driver pod on every GPU node, hami-gpu-N devices
     published, CDI in the container runtime, and a namespace that admits a privileged pod."""
     nodes, pods = snapshot.nodes, snapshot.driver_pods
@@ -222,4 +222,4 @@ def _container_runtimes(gpu_nodes: dict[str, JsonObject], report: Report) -> Non
         report.add("PASS", "container runtime", "CDI-capable on every GPU node")
 
 
-CHECKS: tuple[Callable[[Snapshot, Policy, Target, Report], None], ...] = (_node_side,)
+CHECKS: tuple[Callable[[Snapshot, Policy, Installation, Report], None], ...] = (_node_side,)

@@ -40,7 +40,7 @@ class PoolRow:
 
 
 @dataclass
-class Target:
+class Installation:
     namespace: str = "hami-system"
     webhook_configuration: str = "hami-dra-webhook"
     service: str = "hami-dra-webhook"

@@ -22,7 +22,7 @@ from hami_dra_webhook.core.pools import Scope
 from hami_dra_webhook.core.types import JsonObject
 from hami_dra_webhook.kube.port import ApiError, KubeApi, paths
 from hami_dra_webhook.preflight.family_nodes import families_to_check
-from hami_dra_webhook.preflight.report import Report, Target
+from hami_dra_webhook.preflight.report import Installation, Report
 
 DRIVER_PODS = "app.kubernetes.io/component=dra-driver"
 T = TypeVar("T")
@@ -99,7 +99,7 @@ async def _read(call: Awaitable[T]) -> Read[T]:
         return MISSING if error.status == 404 else Failed(str(error))
 
 
-async def gather(api: KubeApi, policy: Policy, target: Target, timeout: float) -> Snapshot:
+async def gather(api: KubeApi, policy: Policy, target: Installation, timeout: float) -> Snapshot:
     """Read the cluster once (each list once, one after another: a preflight, not a load)."""
     web = policy.webhook
     snapshot = Snapshot()
@@ -135,7 +135,7 @@ async def gather(api: KubeApi, policy: Policy, target: Target, timeout: float) -
 
 
 async def _namespaces(
-    api: KubeApi, pods: Read[list[JsonObject]], target: Target, timeout: float
+    api: KubeApi, pods: Read[list[JsonObject]], target: Installation, timeout: float
 ) -> Read[dict[str, JsonObject]]:
     names = {str(p["metadata"].get("namespace")) for p in pods} if isinstance(pods, list) else set()
     found: dict[str, JsonObject] = {}
@@ -147,7 +147,7 @@ async def _namespaces(
     return found
 
 
-async def _webhook(api: KubeApi, snapshot: Snapshot, target: Target, timeout: float) -> None:
+async def _webhook(api: KubeApi, snapshot: Snapshot, target: Installation, timeout: float) -> None:
     config = await _read(
         api.get_webhook_configuration(target.webhook_configuration, timeout=timeout)
     )

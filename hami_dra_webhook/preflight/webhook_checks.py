@@ -6,11 +6,11 @@ from __future__ import annotations
 import base64
 
 from hami_dra_webhook.certs.verify import certificate_problem
-from hami_dra_webhook.preflight.report import Report, Target
+from hami_dra_webhook.preflight.report import Installation, Report
 from hami_dra_webhook.preflight.snapshot import Snapshot, failed
 
 
-def webhook(snapshot: Snapshot, target: Target, report: Report) -> None:
+def webhook(snapshot: Snapshot, target: Installation, report: Report) -> None:
     config = snapshot.webhook_configuration
     if failed(config, "webhook", report):
         return
@@ -49,7 +49,7 @@ def webhook(snapshot: Snapshot, target: Target, report: Report) -> None:
     _preview(snapshot, bundle, target, report)
 
 
-def _preview(snapshot: Snapshot, bundle: bytes, target: Target, report: Report) -> None:
+def _preview(snapshot: Snapshot, bundle: bytes, target: Installation, report: Report) -> None:
     """The workloads' preview: there, and trusting the same CA as the pod webhook (it is
     failurePolicy Ignore: a wrong caBundle would only make `kubectl apply` silent)."""
     config = snapshot.preview_configuration
@@ -110,7 +110,7 @@ def _webhook_url(snapshot: Snapshot, report: Report) -> None:
         )
 
 
-def _webhook_service(snapshot: Snapshot, target: Target, report: Report) -> None:
+def _webhook_service(snapshot: Snapshot, target: Installation, report: Report) -> None:
     slices = snapshot.endpoint_slices
     if failed(slices, "webhook service", report):
         return

@@ -20,7 +20,7 @@ from hami_dra_webhook.admission.mutator import PodMutator
 from hami_dra_webhook.certs.pki import issue, write
 from hami_dra_webhook.certs.self_managed import (
     CertificateSetupError,
-    Target,
+    CertificateTarget,
     ensure_certificates,
     publish_ca_bundle,
 )
@@ -246,7 +246,7 @@ def _ops_server(settings: Settings, services: Services) -> tuple[OpsServer, sock
 
 async def _self_managed(api: KubernetesApi, settings: Settings) -> tuple[Path, Path, BackgroundJob]:
     """Certificate from the Secret (issued if needed), files written, caBundle published."""
-    target = Target(
+    target = CertificateTarget(
         namespace=settings.probe_namespace,
         secret=settings.cert_secret,
         service=settings.service_name,

@@ -16,7 +16,7 @@ from cryptography import x509
 from hami_dra_webhook.certs.pki import issue, service_names
 from hami_dra_webhook.certs.self_managed import (
     CertificateSetupError,
-    Target,
+    CertificateTarget,
     ensure_certificates,
     publish_ca_bundle,
 )
@@ -27,7 +27,7 @@ from tests.support.loop import run
 
 
 @pytest.fixture
-def target(kube: Cluster) -> Iterator[Target]:
+def target(kube: Cluster) -> Iterator[CertificateTarget]:
     """A namespace with the chart's empty Secret and a webhook configuration of its own."""
     namespace = kube.create_namespace("certs")
     kube.apply(
@@ -57,22 +57,22 @@ def target(kube: Cluster) -> Iterator[Target]:
         },
         namespace=namespace,
     )
-    yield Target(
+    yield CertificateTarget(
         namespace=namespace, secret="tls", service="hami-dra-webhook", webhook_configuration=name
     )
     kube.kubectl("delete", "mutatingwebhookconfiguration", name)
 
 
-def secret_data(kube: Cluster, target: Target) -> dict[str, str]:
+def secret_data(kube: Cluster, target: CertificateTarget) -> dict[str, str]:
     return dict(kube.get("secret", target.secret, "-n", target.namespace).get("data") or {})
 
 
-def ca_bundle(kube: Cluster, target: Target) -> bytes:
+def ca_bundle(kube: Cluster, target: CertificateTarget) -> bytes:
     configuration = kube.get("mutatingwebhookconfiguration", target.webhook_configuration)
     return base64.b64decode(configuration["webhooks"][0]["clientConfig"].get("caBundle", ""))
 
 
-def store_secret(kube: Cluster, target: Target, data: dict[str, bytes]) -> None:
+def store_secret(kube: Cluster, target: CertificateTarget, data: dict[str, bytes]) -> None:
     encoded = {key: base64.b64encode(value).decode() for key, value in data.items()}
     kube.kubectl(
         "patch", "secret", target.secret, "-n", target.namespace, "--type=merge",
@@ -81,7 +81,7 @@ def store_secret(kube: Cluster, target: Target, data: dict[str, bytes]) -> None:
 
 
 def test_first_start_issues_and_publishes(
-    kube: Cluster, real_api: KubernetesApi, target: Target
+    kube: Cluster, real_api: KubernetesApi, target: CertificateTarget
 ) -> None:
     api = CallsThrough(real_api)
     bundle = run(ensure_certificates(api, target))
@@ -100,8 +100,12 @@ def test_first_start_issues_and_publishes(
     assert api.calls["replace_secret"] == 1 and api.calls["patch_webhook_configuration"] == 1
 
 
-def test_extra_hosts_are_covered(kube: Cluster, real_api: KubernetesApi, target: Target) -> None:
-    with_url = Target(**{**target.__dict__, "extra_hosts": ("127.0.0.1", "webhook.example")})
+def test_extra_hosts_are_covered(
+    kube: Cluster, real_api: KubernetesApi, target: CertificateTarget
+) -> None:
+    with_url = CertificateTarget(
+        **{**target.__dict__, "extra_hosts": ("127.0.0.1", "webhook.example")}
+    )
     bundle = run(ensure_certificates(real_api, with_url))
     sans = (
         x509.load_pem_x509_certificate(bundle.cert_pem)
@@ -115,7 +119,7 @@ def test_extra_hosts_are_covered(kube: Cluster, real_api: KubernetesApi, target:
 
 
 def test_two_replicas_racing_end_with_one_certificate(
-    kube: Cluster, target: Target, tmp_path: Path
+    kube: Cluster, target: CertificateTarget, tmp_path: Path
 ) -> None:
     # Both replicas read the empty Secret before either writes: each waits at the barrier just
     # before its update; the real kube-apiserver takes one and answers the other 409.
@@ -151,7 +155,9 @@ def replica(kube: Cluster) -> KubernetesApi:
     return api_for(kube.plane.admin_kubeconfig)
 
 
-def test_renewal_keeps_the_ca(kube: Cluster, real_api: KubernetesApi, target: Target) -> None:
+def test_renewal_keeps_the_ca(
+    kube: Cluster, real_api: KubernetesApi, target: CertificateTarget
+) -> None:
     from cryptography.hazmat.primitives import serialization
 
     from hami_dra_webhook.certs.self_managed import issue_with_ca_key
@@ -180,7 +186,7 @@ def test_renewal_keeps_the_ca(kube: Cluster, real_api: KubernetesApi, target: Ta
 
 
 def test_wrong_names_or_garbage_are_reissued(
-    kube: Cluster, real_api: KubernetesApi, target: Target
+    kube: Cluster, real_api: KubernetesApi, target: CertificateTarget
 ) -> None:
     other = issue(["somebody-else"])
     store_secret(
@@ -199,9 +205,9 @@ def test_wrong_names_or_garbage_are_reissued(
 
 
 def test_missing_secret_or_forbidden_says_what_to_fix(
-    kube: Cluster, real_api: KubernetesApi, target: Target
+    kube: Cluster, real_api: KubernetesApi, target: CertificateTarget
 ) -> None:
-    missing = Target(**{**target.__dict__, "secret": "not-there"})
+    missing = CertificateTarget(**{**target.__dict__, "secret": "not-there"})
     with pytest.raises(CertificateSetupError, match="creates it empty"):
         run(ensure_certificates(real_api, missing))
     # A ServiceAccount that may read the Secret but not update it: the real RBAC answers 403.
@@ -222,7 +228,9 @@ def test_missing_secret_or_forbidden_says_what_to_fix(
         run(reader.close())
 
 
-def test_serve_with_self_managed_certs(kube: Cluster, target: Target, tmp_path: Path) -> None:
+def test_serve_with_self_managed_certs(
+    kube: Cluster, target: CertificateTarget, tmp_path: Path
+) -> None:
     """The real process: fills the Secret, publishes the caBundle, serves with that certificate."""
     from tests.support.reviews import replica_pod, review
     from tests.support.webhook_process import Webhook

@@ -333,7 +333,7 @@ def test_pods_of_thousands_of_containers_are_read_fast_and_answered_the_same(
             mutator = PodMutator(
                 policy=DEFAULT_POLICY, store=OfflineTemplateStore(), off_loop=executor
             )
-            assert mutator.many_containers(request, pod)
+            assert mutator.needs_off_loop(request, pod)
             return asyncio.run(mutator.mutate(request, off_loop=True, fast=pod))
 
         got, expected = record(request, pod), record(full)

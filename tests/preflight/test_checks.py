@@ -15,11 +15,11 @@ from hami_dra_webhook.core.policy import DEFAULT_POLICY, Policy, policy_from_yam
 from hami_dra_webhook.core.pool_plan import Inventory
 from hami_dra_webhook.core.pools import Scope, node_gpus, slice_devices
 from hami_dra_webhook.preflight.checks import judge
-from hami_dra_webhook.preflight.report import Report, Target
+from hami_dra_webhook.preflight.report import Installation, Report
 from hami_dra_webhook.preflight.snapshot import MISSING, Failed, Snapshot, UrlAnswer
 
 DRIVER = "hami-core-gpu.project-hami.io"
-TARGET = Target()
+TARGET = Installation()
 
 
 def _gpu(index: int) -> dict[str, Any]:
