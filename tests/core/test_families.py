@@ -242,3 +242,27 @@ def test_which_containers_name_a_family() -> None:
     assert names_a_family(container({"huawei.com/Ascend310P": "1"}), DEFAULT_POLICY)
     assert not names_a_family(container({"example.com/x": "1", 3: "1"}), DEFAULT_POLICY)
     assert not names_a_family(container({"cambricon": "1"}), DEFAULT_POLICY)
+
+
+def test_a_name_of_two_slashes_belongs_to_the_domain_before_the_first() -> None:
+    known = families(DEFAULT_POLICY)
+    assert known.of("cambricon.com/a/b").key == "cambricon"  # type: ignore[union-attr]
+    container = {"resources": {"limits": {"cambricon.com/a/b": "1", "cambricon.com/c": "1"}}}
+    assert container_families(container, known) == {
+        "cambricon": ["cambricon.com/a/b", "cambricon.com/c"]
+    }
+    assert names_a_family({"resources": {"limits": {"cambricon.com/a/b": "1"}}}, DEFAULT_POLICY)
+
+
+def test_the_families_of_a_policy_are_made_once_and_kept_for_a_few_policies() -> None:
+    from hami_dra_webhook.core.vendors import families as module
+
+    other = policy_from_mapping({"nvidia": {"defaultMemory": 10}}).policy
+    first = families(DEFAULT_POLICY)
+    assert families(other) is families(other)
+    assert families(DEFAULT_POLICY) is first  # kept while another was asked about
+    assert families(other).get("nvidia") == first.get("nvidia")
+    many = [policy_from_mapping({"nvidia": {"defaultMemory": i}}).policy for i in range(70)]
+    for policy in many:
+        families(policy)
+        assert len(module._KNOWN) <= module.MAX_POLICIES

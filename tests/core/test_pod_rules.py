@@ -96,3 +96,66 @@ def test_two_spellings_of_one_role_are_refused() -> None:
         read_vendor_request(container, REF, ("h.com/a", "h.com/b"))
     assert raised.value.code == 422
     assert "h.com/a" in raised.value.message and "h.com/b" in raised.value.message
+
+
+@pytest.mark.parametrize(
+    "limits",
+    [
+        {"cpu": "1", "nvidia.com/vgpu": "1", "nvidia.com/gpu": "1"},
+        {"example.com/x": "1", "nvidia.com/vgpu": "1", "nvidia.com/gpu": "1"},
+        {"nvidia.com/gpu": "1", "nvidia.com/a/b": "1"},
+    ],
+)
+def test_an_unknown_nvidia_name_is_found_after_any_other(limits: dict[str, str]) -> None:
+    from hami_dra_webhook.core.translate import translate_pod
+
+    pod = {"spec": {"containers": [{"name": "c", "resources": {"limits": limits}}]}}
+    decision = translate_pod(pod, DEFAULT_POLICY, "ns")
+    assert isinstance(decision, Refusal) and decision.reason == "unknown-gpu-resource"
+
+
+def test_an_unknown_nvidia_name_in_requests_only_is_found() -> None:
+    from hami_dra_webhook.core.translate import translate_pod
+
+    pod = {
+        "spec": {
+            "containers": [
+                {
+                    "name": "c",
+                    "resources": {
+                        "limits": {"nvidia.com/gpu": "1"},
+                        "requests": {"nvidia.com/gpu": "1", "nvidia.com/vgpu": "1"},
+                    },
+                }
+            ]
+        }
+    }
+    decision = translate_pod(pod, DEFAULT_POLICY, "ns")
+    assert isinstance(decision, Refusal) and decision.reason == "unknown-gpu-resource"
+
+
+def test_a_renamed_default_is_kept_and_an_unknown_name_after_it_refused() -> None:
+    from hami_dra_webhook.core.policy import policy_from_mapping
+    from hami_dra_webhook.core.translate import translate_pod
+
+    policy = policy_from_mapping({"nvidia": {"resourceCountName": "nvidia.com/vgpu"}}).policy
+    limits = {"nvidia.com/vgpu": "1", "nvidia.com/gpu": "1", "nvidia.com/foo": "1"}
+    pod = {"spec": {"containers": [{"name": "c", "resources": {"limits": limits}}]}}
+    decision = translate_pod(pod, policy, "ns")
+    assert isinstance(decision, Refusal) and decision.reason == "unknown-gpu-resource"
+    assert "nvidia.com/foo" in decision.message
+    known_only = {"nvidia.com/vgpu": "1", "nvidia.com/gpu": "1"}
+    kept = translate_pod(
+        {"spec": {"containers": [{"name": "c", "resources": {"limits": known_only}}]}},
+        policy,
+        "ns",
+    )
+    assert not isinstance(kept, Refusal)
+
+
+def test_a_key_that_is_not_a_string_is_no_resource_name() -> None:
+    from hami_dra_webhook.core.translate import translate_pod
+
+    limits: dict[Any, str] = {5: "1", "nvidia.com/gpu": "1"}
+    pod = {"spec": {"containers": [{"name": "c", "resources": {"limits": limits}}]}}
+    assert translate_pod(pod, DEFAULT_POLICY, "ns").outcome == "converted"
