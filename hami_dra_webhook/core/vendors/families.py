@@ -7,7 +7,6 @@ The chart's DeviceClasses and matchConditions, `check` and `scan` read the same 
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +37,8 @@ class Families:
     all_names: frozenset[str]  # the legacy resource names of every family
     # The domains of every family's legacy resource names (nvidia.com, huawei.com, ...).
     name_domains: frozenset[str]
+    # Every resource name that sends a pod to the webhook (the chart's matchConditions).
+    names_converted: tuple[str, ...]
 
     def of(self, resource: str) -> Family | None:
         family = self.by_name.get(resource)
@@ -54,7 +55,7 @@ class Families:
 
     def converted_names(self) -> tuple[str, ...]:
         """Every resource name that sends a pod to the webhook (the chart's matchConditions)."""
-        return tuple(n for f in self.converted for n in f.names)
+        return self.names_converted
 
 
 # Policies in use: one or two a process (each reload makes one); tests make more. Looked up by
@@ -85,7 +86,6 @@ def forget_families() -> None:
     global _last_policy, _last_families  # noqa: PLW0603
     _KNOWN.clear()
     _last_policy = _last_families = None
-    converted_names.cache_clear()
 
 
 def _families(policy: Policy) -> Families:
@@ -107,13 +107,13 @@ def _families(policy: Policy) -> Families:
         by_domain,
         frozenset(by_name),
         frozenset(name.partition("/")[0] for name in by_name if "/" in name),
+        tuple(n for f in found if f.converted for n in f.names),
     )
 
 
-@functools.lru_cache(maxsize=64)
 def converted_names(policy: Policy) -> tuple[str, ...]:
     """The legacy resource names of every family this policy converts."""
-    return families(policy).converted_names()
+    return families(policy).names_converted
 
 
 def names_a_family(container: Any, policy: Policy) -> bool:

@@ -29,7 +29,7 @@ from hami_dra_webhook.core.policy import DEFAULT_POLICY, Policy
 from hami_dra_webhook.core.quantity import MIB, format_bytes, format_mib
 from hami_dra_webhook.core.types import Attention, ContainerRef, NotConvertible
 from hami_dra_webhook.core.vendors.ask import Alternative, DeviceAsk
-from hami_dra_webhook.core.vendors.profile import Family, Resolved
+from hami_dra_webhook.core.vendors.profile import Family, Resolved, requests_only
 
 FAMILY = "nvidia"
 TASK_PRIORITY_ENV = "CUDA_TASK_PRIORITY"
@@ -143,9 +143,7 @@ class NvidiaProfile:
         called by the translation once they are known)."""
         _unknown_resources(ref, container, policy, warnings)
         request = read_request(container, ref, policy)
-        for name in request.in_requests:  # requests_only, inline: every GPU container's path
-            if name not in request.in_limits:
-                warnings.append(f"{ref.label}: {name} set only in requests; converted as its limit")
+        requests_only(request, ref, warnings)
         share = resolve_share(request, ref, policy, warnings)
         notes: tuple[str, ...] = ()
         if request.priority is not None:
