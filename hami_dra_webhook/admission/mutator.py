@@ -29,6 +29,7 @@ from hami_dra_webhook.core.decision import (
 from hami_dra_webhook.core.ephemeral import privileged_ephemeral
 from hami_dra_webhook.core.pod_checks import MAX_CONTAINERS_PER_POD, too_many_containers
 from hami_dra_webhook.core.policy import Policy
+from hami_dra_webhook.core.pools import Scope
 from hami_dra_webhook.core.read_pod import DictPod, ReadPod
 from hami_dra_webhook.core.reapply import strip_reapplied
 from hami_dra_webhook.core.review_fast import FastPod
@@ -98,6 +99,9 @@ class PodMutator:
     excluded_namespaces: frozenset[str] = frozenset({"kube-system"})
     # Volcano's schedulers when Volcano Jobs are converted at their admission (empty: not).
     volcano_schedulers: frozenset[str] = frozenset()
+    # The chart's migration.scope: what the pod webhook's selectors let through, applied in
+    # code where no selector can see it (a Volcano Job's task templates).
+    scope: Scope = field(default_factory=Scope)
     # Where the work on a large review runs (mutate(..., off_loop=True)): a thread, so that the
     # event loop gets the interpreter back every switch interval (5 ms) while a pod of tens of
     # thousands of containers is read; None: on the loop.
@@ -186,13 +190,13 @@ class PodMutator:
             decision = await _run(off, _translate, pod, self.policy_now(), namespace)
         if not isinstance(decision, Converted):
             return decision, []
-        return await self._cluster_side(request, namespace, decision)
+        return await self.cluster_side(request, namespace, decision)
 
-    async def _cluster_side(
+    async def cluster_side(
         self, request: review.Request, namespace: str, decision: Converted
     ) -> tuple[Decision, list[str]]:
-        """What the cluster adds to a conversion: warnings, or a refusal when capacity is
-        dropped or a template cannot be confirmed."""
+        """What the cluster adds to a conversion (a pod's or a Volcano Job's): warnings, or a
+        refusal when capacity is dropped or a template cannot be confirmed."""
         warnings = self._cluster_warnings(decision.resources)
         if self._capacity_dropped() and decision.shares_a_gpu:
             if not self.policy.webhook.allow_sharing_without_capacity:

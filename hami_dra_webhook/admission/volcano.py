@@ -58,7 +58,9 @@ async def _decide(
         lambda template: mutator.cache.decide(template, policy, namespace),
         mutator.volcano_schedulers,
         policy.webhook.legacy_scheduler_name,
+        mutator.scope,
     )
     if not isinstance(decision, Converted):
         return decision, []
-    return await mutator.ensure_templates(request, namespace, decision)
+    # The same cluster-side checks as a pod's (capacity dropped, DeviceClass warnings).
+    return await mutator.cluster_side(request, namespace, decision)

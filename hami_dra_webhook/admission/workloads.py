@@ -20,8 +20,7 @@ from hami_dra_webhook.admission.mutator import PodMutator
 from hami_dra_webhook.core import review
 from hami_dra_webhook.core.decision import Converted, Refusal, Unchanged
 from hami_dra_webhook.core.lints import pod_notes
-from hami_dra_webhook.core.pod_view import OPT_OUT_LABEL
-from hami_dra_webhook.core.pools import SCOPE_LABEL
+from hami_dra_webhook.core.pools import Scope, template_labels
 from hami_dra_webhook.core.translate import translate_pod
 from hami_dra_webhook.core.types import MAX_WARNING_LENGTH, JsonObject
 from hami_dra_webhook.files.embedded import embedded_pods
@@ -112,12 +111,8 @@ class WorkloadPreview:
 
     def _converted_here(self, pod: JsonObject) -> bool:
         """Whether the pod webhook is sent this template's pods (its objectSelector)."""
-        metadata = pod.get("metadata")
-        labels = metadata.get("labels") if isinstance(metadata, dict) else None
-        labels = labels if isinstance(labels, dict) else {}
-        if labels.get(OPT_OUT_LABEL) == "ignore":
-            return False
-        return not self.opted_in_only or labels.get(SCOPE_LABEL) == "dra"
+        scope = Scope("workloads") if self.opted_in_only else self.mutator.scope
+        return scope.selects_pod(template_labels(pod))
 
 
 def allowed(uid: str, said: list[str] | None = None) -> review.ReviewAnswer:

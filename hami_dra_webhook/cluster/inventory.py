@@ -1,9 +1,11 @@
 """Read a cluster in migration once, for `check`, `migrate status` and `migrate node`: nodes,
 the driver's ResourceSlices, allocated claims, GPU pods (a page at a time; only GPU pods are
-kept), namespace labels, PodDisruptionBudgets and the webhook's scope."""
+kept, each judged by what it holds: core/holdings.py), namespace labels, PodDisruptionBudgets
+and the webhook's scope."""
 
 from __future__ import annotations
 
+from hami_dra_webhook.core.holdings import ClaimIndex
 from hami_dra_webhook.core.policy import Policy
 from hami_dra_webhook.core.pool_plan import GpuPod, Inventory, gpu_pod
 from hami_dra_webhook.core.pools import Device, NodeGpus, Scope, allocated, node_gpus, slice_devices
@@ -38,11 +40,7 @@ async def read_inventory(
     for node in await api.list_path(paths.NODES, [], timeout=timeout):
         gpus = node_gpus(node, count_name, devices.get(str(node["metadata"]["name"]), []))
         nodes[gpus.name] = gpus
-    claims = {
-        (str(c["metadata"].get("namespace")), str(c["metadata"].get("name"))): c
-        for c in await api.list_path(paths.ALL_CLAIMS, [], timeout=timeout)
-        if (c.get("status") or {}).get("allocation")
-    }
+    claims = ClaimIndex.of(await api.list_path(paths.ALL_CLAIMS, [], timeout=timeout), driver)
     pods: list[GpuPod] = []
     async for page in api.workload_pages("Pod", None, timeout=timeout):
         for pod in page:
@@ -55,7 +53,7 @@ async def read_inventory(
         bound = nodes.get(found.node)
         if bound is not None:
             bound.pods += 1
-            if found.side == "legacy":
+            if found.holds_legacy:
                 bound.legacy_used += found.legacy_count
     namespaces = {
         str(n["metadata"]["name"]): dict(n["metadata"].get("labels") or {})
@@ -66,7 +64,7 @@ async def read_inventory(
     )
     return Inventory(
         nodes=nodes,
-        used=allocated(claims.values(), driver),
+        used=allocated(claims.by_name.values(), driver),
         pods=pods,
         namespace_labels=namespaces,
         budgets=budgets,

@@ -4,15 +4,24 @@ The steps, each idempotent; the last one done is kept on the Node (annotation
 `hami.io/gpu-pool-move`), so a second run after an interruption resumes there:
 
 1. cordon (remembering whether it was cordoned before);
-2. evict, through the Eviction API, every GPU pod of the pool it leaves (PodDisruptionBudgets
-   are respected: a 429 is retried until the deadline; DaemonSet pods stay);
+2. evict, through the Eviction API, every pod that holds what the pool it leaves serves
+   (core/holdings.py: the driver's allocated claims, or the device plugin's devices; never a
+   label), PodDisruptionBudgets respected (a 429 is retried until the deadline); DaemonSet pods
+   are not evicted, but one that holds the leaving side's devices keeps the move from finishing;
 3. wait until none of those pods is left on it;
 4. label it `hami.io/gpu-pool=moving` (neither pool: HAMi's device plugin and the DRA driver,
-   restricted to their pools, both leave it) and wait until neither serves it: no
-   `nvidia.com/gpu` allocatable, no ResourceSlice of the driver for it;
+   restricted to their pools, both leave it) and wait until neither serves it and nothing of
+   the side it leaves is held there: no `nvidia.com/gpu` allocatable, no ResourceSlice of the
+   driver for it, no claim of the driver allocated on it, no pod of the device plugin's;
 5. label it with the new pool and wait until that side serves it (the driver's ResourceSlice
    published, or the device plugin's `nvidia.com/gpu` allocatable again);
-6. uncordon (unless it was cordoned before the move) and drop the annotation.
+6. check again that only the new side serves it and nothing of the old side is held there,
+   then uncordon (unless it was cordoned before the move) and drop the annotation.
+
+The state on the Node says where to resume, never what is true: cordon, the drain and the
+final check run on every run, so a state written by someone else (a node's own identity may
+not write it: the chart's node-identity policy) cannot skip them. On any failure the node
+stays cordoned.
 """
 
 from __future__ import annotations
@@ -24,8 +33,14 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
+from hami_dra_webhook.core.holdings import (
+    ClaimIndex,
+    claim_on_node,
+    claim_words,
+    node_pools,
+)
 from hami_dra_webhook.core.policy import Policy
-from hami_dra_webhook.core.pool_plan import gpu_pod
+from hami_dra_webhook.core.pool_plan import GpuPod, gpu_pod, leaves
 from hami_dra_webhook.core.pools import (
     DRA,
     LEGACY,
@@ -78,11 +93,12 @@ class MoveState:
     def decode(cls, text: str) -> MoveState | None:
         try:
             data = json.loads(text)
-            return cls(
+            state = cls(
                 str(data["to"]), str(data["from"]), str(data["step"]), bool(data["cordonedByMove"])
             )
         except (ValueError, KeyError, TypeError):
             return None
+        return state if state.step in STEPS and state.to in (DRA, LEGACY) else None
 
     def done(self, step: str) -> bool:
         return STEPS.index(self.step) >= STEPS.index(step)
@@ -109,8 +125,10 @@ class NodeMove:
         if not state.done("cordoned"):
             await self._patch({"spec": {"unschedulable": True}}, state, "cordoned")
             self.events.step("cordoned", f"{self.node} cordoned")
+        else:  # resumed: cordoned again whatever happened since (idempotent)
+            await self._patch({"spec": {"unschedulable": True}}, state, state.step)
+        await self._drain(state.origin)  # every run: a resumed state is not evidence
         if not state.done("drained"):
-            await self._drain(state.origin)
             await self._save(state, "drained")
         if not state.done("unserved"):
             await self._label(MOVING)
@@ -128,6 +146,7 @@ class NodeMove:
             )
             await self._save(state, "served")
             self.events.step("served", self._served_detail())
+        await self._check_clear()
         patch: JsonObject = {"metadata": {"annotations": {MOVE_ANNOTATION: None}}}
         if state.cordoned_by_move:
             patch["spec"] = {"unschedulable": None}
@@ -139,6 +158,22 @@ class NodeMove:
             + (", uncordoned" if state.cordoned_by_move else ""),
         )
         return state
+
+    async def _check_clear(self) -> None:
+        """Before the node is given back: only the new side serves it and nothing of the old
+        side is held there; else the move stops with the node cordoned."""
+        served, held = await self._served_by(), await self._held_here()
+        if served == (self.to,) and not held:
+            return
+        problems = []
+        if served != (self.to,):
+            problems.append(f"served by {', '.join(served) or 'neither side'}")
+        problems += held
+        raise MoveError(
+            f"{self.node} is not ready for the {self.to} pool: {'; '.join(problems)}."
+            " It stays cordoned; fix that and run the move again, or move it back with"
+            f" migrate node {self.node} --to {LEGACY if self.to == DRA else DRA}"
+        )
 
     # -- the state on the Node ------------------------------------------------------------
 
@@ -166,12 +201,16 @@ class NodeMove:
             self.events.step(
                 "resumed", f"a move to {self.to} stopped after step {state.step}: resuming"
             )
+            if state.step == "done":  # never written by a move: the end is checked, not read
+                state.step = "served"
             return state
         gpus = node_gpus(node, self.policy.legacy_resource_names.gpus, await self._devices())
         label = gpus.label
-        if label == self.to and gpus.served_by == (self.to,):
+        if label == self.to and gpus.served_by == (self.to,) and not await self._held_here():
             return MoveState(self.to, label, "done", False)
-        origin = gpus.pool or label or ("legacy" if self.to == DRA else DRA)
+        origin = gpus.pool or label
+        if origin in ("", self.to):  # in the pool already, but the other side holds devices
+            origin = LEGACY if self.to == DRA else DRA
         state = MoveState(self.to, origin, "started", not gpus.unschedulable)
         await self._patch({}, state, "started")
         self.events.step(
@@ -193,16 +232,44 @@ class NodeMove:
 
     # -- draining -------------------------------------------------------------------------
 
-    async def _leaving_pods(self) -> list[JsonObject]:
+    async def _holders(self) -> tuple[list[GpuPod], ClaimIndex, list[JsonObject]]:
+        """The GPU pods on the node that hold what the pool it leaves serves, the driver's
+        allocated claims, and every pod bound to the node."""
         query = [("fieldSelector", f"spec.nodeName={self.node}")]
         pods = await self._call(self.api.list_path(paths.ALL_PODS, query, timeout=CALL_TIMEOUT))
-        side = "legacy" if self.to == DRA else "converted"
-        leaving = []
-        for pod in pods:
-            found = gpu_pod(pod, self.policy, {})
-            if found is not None and found.side == side and not found.daemon:
-                leaving.append(pod)
-        return leaving
+        claims = ClaimIndex.of(
+            await self._call(self.api.list_path(paths.ALL_CLAIMS, [], timeout=CALL_TIMEOUT)),
+            self.policy.webhook.driver_name,
+        )
+        found = (gpu_pod(pod, self.policy, claims) for pod in pods)
+        return [p for p in found if p is not None and leaves(p, self.to)], claims, pods
+
+    async def _leaving_pods(self) -> list[JsonObject]:
+        holders, _, _ = await self._holders()
+        return [p.pod for p in holders if not p.daemon]
+
+    async def _held_here(self) -> list[str]:
+        """What the side the node leaves still holds on it, in words ([] for nothing): the
+        driver's claims allocated there (whoever holds them), or pods of the device plugin."""
+        holders, claims, pods = await self._holders()
+        said = [
+            f"{'DaemonSet ' if p.daemon else ''}pod {p.namespace}/{p.name} holds"
+            f" {'the driver' if self.to == LEGACY else 'the device plugin'}'s devices"
+            for p in holders
+        ]
+        if self.to == LEGACY:
+            pools = node_pools(self.node, {d.pool for d in await self._devices()})
+            pod_nodes = {
+                str(p["metadata"].get("uid")): str((p.get("spec") or {}).get("nodeName"))
+                for p in pods
+            }
+            driver = self.policy.webhook.driver_name
+            said += [
+                f"claim {claim_words(claim)} is allocated on it"
+                for claim in claims.by_name.values()
+                if claim_on_node(claim, self.node, pools, pod_nodes, driver)
+            ]
+        return said
 
     async def _drain(self, origin: str) -> None:
         evicted: set[str] = set()
@@ -262,20 +329,27 @@ class NodeMove:
         ).served_by
 
     async def _unserved(self) -> bool:
-        return not await self._served_by()
+        return not await self._served_by() and not await self._held_here()
 
     async def _served(self) -> bool:
         return await self._served_by() == (self.to,)
 
     async def _still_served(self) -> str:
         served = await self._served_by()
+        held = await self._held_here()
+        if held and not served:
+            return (
+                "; ".join(held[:5])
+                + " (a DaemonSet's pod is not evicted: keep the DaemonSet off the pool the"
+                " node leaves, or delete the pod)"
+            )
         hints = {
             LEGACY: "nvidia.com/gpu is still allocatable: HAMi's device plugin still runs there;"
             f" restrict its DaemonSet to {POOL_LABEL}={LEGACY} (docs/migration.md)",
             DRA: "the driver's ResourceSlice is still published: is its DaemonSet restricted to"
             f" {POOL_LABEL}={DRA} (chart value migration.scope, docs/migration.md)?",
         }
-        return "; ".join(hints[side] for side in served)
+        return "; ".join([*(hints[side] for side in served), *held[:5]])
 
     async def _not_served(self) -> str:
         served = await self._served_by()

@@ -11,18 +11,16 @@ each card) is not known outside hami-scheduler: a legacy destination counts slot
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
 from hami_dra_webhook.core.claims import DRA_LABEL
-from hami_dra_webhook.core.containers import containers
 from hami_dra_webhook.core.decision import Converted, Refusal
+from hami_dra_webhook.core.holdings import ClaimIndex, driver_results, holds_legacy
 from hami_dra_webhook.core.legacy import has_legacy_keys, resource_maps
 from hami_dra_webhook.core.policy import Policy
 from hami_dra_webhook.core.pools import (
     DRA,
-    LEGACY,
     DeviceKey,
     Free,
     Need,
@@ -43,12 +41,16 @@ ENDED = ("Succeeded", "Failed")
 
 @dataclass
 class GpuPod:
-    """A pod that uses GPUs of either pool, with what the plans need of it."""
+    """A pod that uses GPUs of either pool, with what the plans need of it. `side` is what it
+    holds (core/holdings.py): `converted` when the driver's claims are allocated to it (or,
+    not yet allocated, it names the webhook's templates), else `legacy`."""
 
     pod: JsonObject
     side: Side
     legacy_count: int  # nvidia.com/gpu it asks for (legacy side)
     needs: list[list[Need]] = field(default_factory=list)  # its allocated devices (converted)
+    holds_dra: bool = False  # the driver's claims are allocated to it
+    holds_legacy: bool = False  # HAMi's device plugin serves it
 
     @property
     def namespace(self) -> str:
@@ -79,29 +81,37 @@ class GpuPod:
         return self.owner.startswith("DaemonSet/")
 
 
-def gpu_pod(
-    pod: JsonObject, policy: Policy, claims: Mapping[tuple[str, str], JsonObject]
-) -> GpuPod | None:
-    """The pod as a GpuPod when it uses GPUs of either pool and has not ended, else None;
-    `claims` by (namespace, name), for a converted pod's allocations."""
+def gpu_pod(pod: JsonObject, policy: Policy, claims: ClaimIndex) -> GpuPod | None:
+    """The pod as a GpuPod when it holds or asks for GPUs of either pool and has not ended,
+    else None; `claims`: the driver's allocated claims, whatever the pod's labels say."""
     status = pod.get("status") or {}
     if status.get("phase") in ENDED:
         return None
     spec = pod.get("spec") or {}
-    names = converted_names(policy)
-    every = [c for _, c in containers(spec) if isinstance(c, dict)]
-    if any(has_legacy_keys(c, names) for c in every):
-        return GpuPod(pod, "legacy", _legacy_count(spec, policy))
+    held = claims.held_by(pod)
+    legacy = holds_legacy(pod, policy)
+    if held:
+        needs = [need for claim in held for need in _allocated_needs(claim, claims.driver)]
+        return GpuPod(pod, "converted", len(needs), needs, holds_dra=True, holds_legacy=legacy)
+    if legacy:
+        return GpuPod(pod, "legacy", _legacy_count(spec, policy), holds_legacy=True)
+    if _names_webhook_templates(pod, policy):
+        return GpuPod(pod, "converted", 0)
+    return None
+
+
+def _names_webhook_templates(pod: JsonObject, policy: Policy) -> bool:
+    """A converted pod whose claims are not allocated yet: its label, or a claim from one of
+    the webhook's templates (the label alone can be removed by the pod's owner)."""
     labels = (pod.get("metadata") or {}).get("labels") or {}
-    if labels.get(DRA_LABEL) != "true":
-        return None
-    namespace = str(pod["metadata"].get("namespace", ""))
-    needs: list[list[Need]] = []
-    for entry in status.get("resourceClaimStatuses") or []:
-        claim = claims.get((namespace, str(entry.get("resourceClaimName"))))
-        if claim is not None:
-            needs += _allocated_needs(claim, policy.webhook.driver_name)
-    return GpuPod(pod, "converted", sum(len(n) for n in needs), needs)
+    if isinstance(labels, dict) and labels.get(DRA_LABEL) == "true":
+        return True
+    prefix = policy.webhook.template_name_prefix
+    entries = (pod.get("spec") or {}).get("resourceClaims") or []
+    return any(
+        isinstance(e, dict) and str(e.get("resourceClaimTemplateName", "")).startswith(prefix)
+        for e in entries
+    )
 
 
 def _legacy_count(spec: JsonObject, policy: Policy) -> int:
@@ -130,11 +140,8 @@ def _legacy_count(spec: JsonObject, policy: Policy) -> int:
 
 
 def _allocated_needs(claim: JsonObject, driver: str) -> list[list[Need]]:
-    allocation = ((claim.get("status") or {}).get("allocation")) or {}
     needs = []
-    for result in ((allocation.get("devices") or {}).get("results")) or []:
-        if result.get("driver") != driver:
-            continue
+    for result in driver_results(claim, driver):
         consumed = result.get("consumedCapacity") or {}
         try:
             memory = parse_byte_size(str(consumed["memory"])) if "memory" in consumed else None
@@ -256,13 +263,18 @@ def _recreated(pod: JsonObject) -> JsonObject:
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
 
 
+def leaves(pod: GpuPod, to: str) -> bool:
+    """Whether a move of the pod's node to pool `to` must evict it: it holds what the pool the
+    node leaves serves (the driver's claims, or the device plugin's devices)."""
+    return pod.holds_legacy if to == DRA else pod.holds_dra
+
+
 def plan_move(inventory: Inventory, node: str, to: str, policy: Policy) -> list[Step]:
     """Every GPU pod on `node` that the move to pool `to` evicts, with where it would go."""
     free = inventory.free()
     steps = []
-    leaving = "legacy" if to == DRA else "converted"
     for pod in sorted(inventory.on(node), key=lambda p: (p.namespace, p.name)):
-        if pod.side != leaving and to in (DRA, LEGACY):
+        if not leaves(pod, to):
             continue
         goes, fits = destination(pod, inventory, free, policy, skip=node)
         steps.append(

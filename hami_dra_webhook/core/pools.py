@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
+from hami_dra_webhook.core.pod_view import OPT_OUT_LABEL
 from hami_dra_webhook.core.quantity import MIB, QuantityError, parse_byte_size, parse_quantity
 from hami_dra_webhook.core.types import JsonObject
 
@@ -51,6 +52,15 @@ class Scope:
             return pod_labels.get(SCOPE_LABEL) == SCOPE_VALUE
         return True
 
+    def selects_pod(self, pod_labels: Mapping[str, str]) -> bool:
+        """Whether the pod webhook is sent pods with these labels (its objectSelector): not
+        opted out, and opted in under `workloads`. The same rule judges a pod template whose
+        pods it never sees (a Volcano Job's tasks, the workloads' preview); the namespace term
+        is the webhook configuration's namespaceSelector, the same for every webhook."""
+        if pod_labels.get(OPT_OUT_LABEL) == "ignore":
+            return False
+        return self.mode != "workloads" or pod_labels.get(SCOPE_LABEL) == SCOPE_VALUE
+
     @classmethod
     def of_webhook(cls, webhook: JsonObject) -> Scope:
         """The scope a MutatingWebhookConfiguration's pod webhook applies (the chart writes it
@@ -66,6 +76,13 @@ class Scope:
             if (selector.get("matchLabels") or {}).get(SCOPE_LABEL) == SCOPE_VALUE:
                 return cls(mode)  # type: ignore[arg-type]
         return cls("all")
+
+
+def template_labels(template: JsonObject) -> dict[str, str]:
+    """A pod's or pod template's labels ({} when they are not a map)."""
+    metadata = template.get("metadata")
+    labels = metadata.get("labels") if isinstance(metadata, dict) else None
+    return labels if isinstance(labels, dict) else {}
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from typing import Any
 
 from hami_dra_webhook.core import patch
 from hami_dra_webhook.core.decision import Converted, Decision, Refusal, Unchanged
+from hami_dra_webhook.core.pools import Scope, template_labels
 from hami_dra_webhook.core.types import JsonObject
 
 GROUP = "batch.volcano.sh"
@@ -23,6 +24,7 @@ DEFAULT_SCHEDULER = "volcano"  # what Volcano's admission gives a Job that names
 # Schedulers whose pods are converted with the Job: kube-scheduler's (the pod webhook would
 # convert them anyway), HAMi's (removed, as from any pod) and Volcano's own.
 _ALWAYS = ("", "default-scheduler")
+ALL = Scope("all")
 
 
 def is_volcano_job(document: Any) -> bool:
@@ -44,10 +46,13 @@ def job_decision(
     decide: Callable[[JsonObject], Decision],
     volcano_schedulers: frozenset[str],
     legacy_scheduler: str,
+    scope: Scope = ALL,
 ) -> Decision:
     """The Job's decision: each task template whose pods Volcano (or kube-scheduler) schedules
     decided by `decide` as its pods would be, the patches put together. A task refused refuses
-    the Job, naming the task; templates of another scheduler are left (as their pods are)."""
+    the Job, naming the task; templates of another scheduler, or that the migration `scope`
+    leaves to legacy HAMi (its opt-in and opt-out labels, read on the template: the Job's
+    webhook sees only the Job's), are left (as their pods are)."""
     spec = job.get("spec")
     tasks = spec.get("tasks") if isinstance(spec, dict) else None
     if not isinstance(tasks, list):
@@ -63,6 +68,8 @@ def job_decision(
         if not isinstance(template, dict):
             continue
         name = task.get("name") if isinstance(task.get("name"), str) else str(index)
+        if not scope.selects_pod(template_labels(template)):
+            continue  # its pods are left alone by the pod webhook too
         judged = as_admitted(template, owner, volcano_schedulers, legacy_scheduler)
         if judged is None:
             continue

@@ -32,6 +32,7 @@ from hami_dra_webhook.cluster.template_store import (
     TemplateStore,
 )
 from hami_dra_webhook.core.policy import Policy
+from hami_dra_webhook.core.pools import Scope
 from hami_dra_webhook.core.translation_cache import TranslationCache
 from hami_dra_webhook.kube.port import in_cluster
 from hami_dra_webhook.server import memory
@@ -174,6 +175,7 @@ def _mutator(
             if settings.volcano_jobs == "convert"
             else frozenset()
         ),
+        scope=Scope(settings.migration_scope),
         # One thread: large reviews wait for each other, never for the event loop.
         off_loop=ThreadPoolExecutor(max_workers=1, thread_name_prefix="large-review"),
     )

@@ -17,8 +17,10 @@ from hami_dra_webhook.admission.handler import (
     WorkloadAdmission,
 )
 from hami_dra_webhook.admission.mutator import MutationRecord, PodMutator
+from hami_dra_webhook.cluster.state import ClusterState
 from hami_dra_webhook.cluster.template_store import OfflineTemplateStore
 from hami_dra_webhook.core.policy import DEFAULT_POLICY
+from hami_dra_webhook.core.pools import Scope
 from tests.support.loop import run
 from tests.support.reviews import replica_pod, review
 
@@ -125,6 +127,65 @@ def test_a_volcano_job_left_when_jobs_are_not_converted() -> None:
     answer = json.loads(body)["response"]
     assert status == 200 and answer["allowed"] is True and "patch" not in answer
     assert events.seen[:2] == ["began", "ended"] and len(events.results) == 1
+
+
+def _volcano_job(*templates: dict[str, Any]) -> bytes:
+    job = {
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job",
+        "metadata": {"name": "train", "namespace": "team-a"},
+        "spec": {"tasks": [{"name": f"t{i}", "template": t} for i, t in enumerate(templates)]},
+    }
+    return _bytes(review(job, kind="Job", group="batch.volcano.sh", resource="jobs"))
+
+
+def _labelled(**labels: str) -> dict[str, Any]:
+    pod = replica_pod()
+    pod["metadata"]["labels"] = dict(labels)
+    return pod
+
+
+def _answer_job(mutator: PodMutator, *templates: dict[str, Any]) -> dict[str, Any]:
+    status, body = run(VolcanoJobAdmission(mutator, Recorded())(_volcano_job(*templates)))
+    assert status == 200
+    answer: dict[str, Any] = json.loads(body)["response"]
+    return answer
+
+
+def _patched_tasks(answer: dict[str, Any]) -> set[str]:
+    ops = json.loads(base64.b64decode(answer.get("patch", "") or "W10="))
+    return {op["path"].split("/")[3] for op in ops}
+
+
+def test_a_volcano_job_is_refused_as_a_pod_is_when_capacity_is_dropped() -> None:
+    """Issue 46, finding 2: the Volcano path went straight to the template store, skipping the
+    refusal a shared-GPU pod gets where kube-apiserver drops consumable capacity."""
+    dropped = ClusterState(capacity="dropped", api_answered=True)
+    volcano = frozenset({"volcano"})
+    answer = _answer_job(_mutator(cluster=dropped, volcano_schedulers=volcano), replica_pod())
+    assert answer["allowed"] is False and answer["status"]["code"] == 422, answer
+    assert "drops DRA consumable capacity" in answer["status"]["message"]
+    pod_answer = json.loads(
+        run(PodAdmission(_mutator(cluster=dropped), Recorded())(_bytes(review(replica_pod()))))[1]
+    )["response"]
+    assert pod_answer["status"] == answer["status"]
+    kept = ClusterState(capacity="effective", api_answered=True)
+    answer = _answer_job(_mutator(cluster=kept, volcano_schedulers=volcano), replica_pod())
+    assert answer["allowed"] is True and answer["patch"]
+
+
+def test_a_volcano_jobs_tasks_follow_the_migration_scope_and_opt_out() -> None:
+    """Issue 46, finding 3: under scope `workloads` only task templates labelled
+    hami.io/gpu-migration=dra are converted (the Job's webhook sees the Job's labels only); a
+    template labelled hami.io/webhook=ignore is left under every scope, as its pods are."""
+    volcano = frozenset({"volcano"})
+    opted, plain = _labelled(**{"hami.io/gpu-migration": "dra"}), _labelled()
+    ignored = _labelled(**{"hami.io/webhook": "ignore", "hami.io/gpu-migration": "dra"})
+    workloads = _mutator(volcano_schedulers=volcano, scope=Scope("workloads"))
+    assert _patched_tasks(_answer_job(workloads, opted, plain, ignored)) == {"0"}
+    assert "patch" not in _answer_job(workloads, plain)
+    every = _mutator(volcano_schedulers=volcano)
+    assert _patched_tasks(_answer_job(every, opted, plain, ignored)) == {"0", "1"}
 
 
 def test_a_workload_preview_warns_and_never_denies() -> None:

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from hami_dra_webhook.core.holdings import ClaimIndex
 from hami_dra_webhook.core.policy import DEFAULT_POLICY
 from hami_dra_webhook.core.pool_plan import Inventory, gpu_pod, plan_move
 from hami_dra_webhook.core.pools import (
@@ -98,12 +99,12 @@ def inventory(
         )
         for n in nodes
     }
-    claim_map = {(c["metadata"]["namespace"], c["metadata"]["name"]): c for c in claims}
-    found = [p for p in (gpu_pod(pod, DEFAULT_POLICY, claim_map) for pod in pods) if p]
+    index = ClaimIndex.of(claims, DRIVER)
+    found = [p for p in (gpu_pod(pod, DEFAULT_POLICY, index) for pod in pods) if p]
     for pod in found:
         if pod.node in by_name:
             by_name[pod.node].pods += 1
-            if pod.side == "legacy":
+            if pod.holds_legacy:
                 by_name[pod.node].legacy_used += pod.legacy_count
     return Inventory(
         by_name,
