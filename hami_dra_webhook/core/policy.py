@@ -302,12 +302,16 @@ def policy_from_mapping(
 
 def _whole_gpus_conflict(nvidia: NvidiaConfig, webhook: WebhookConfig) -> str:
     """wholeGpusByExtendedResource leaves count-only pods unconverted: it cannot go with a
-    policy that adds to every GPU container (core/whole_gpus.py)."""
+    policy that adds to every GPU container (core/whole_gpus.py), nor with a defaultMemory,
+    which the webhook would give a count-only pod (`memory: <defaultMemory>Mi, cores: 100`)
+    where kube-scheduler's claim takes the whole card. The chart fails to render on the same
+    list (hdw.validate)."""
     if not webhook.whole_gpus_by_extended_resource:
         return ""
     adds = [
         name
         for name, on in (
+            ("nvidia.defaultMemory", nvidia.default_memory != 0),
             ("nvidia.overwriteEnv", nvidia.overwrite_env),
             ("nvidia.runtimeClassName", bool(nvidia.runtime_class_name)),
             ("nvidia.gpuCorePolicy", nvidia.gpu_core_policy != "default"),
@@ -318,8 +322,9 @@ def _whole_gpus_conflict(nvidia: NvidiaConfig, webhook: WebhookConfig) -> str:
     if not adds:
         return ""
     return (
-        "hamiDraWebhook.wholeGpusByExtendedResource leaves count-only pods unconverted, but"
-        f" {', '.join(adds)} must reach them: turn one of the two off"
+        "hamiDraWebhook.wholeGpusByExtendedResource leaves count-only pods to kube-scheduler,"
+        f" which gives them whole GPUs, but {', '.join(adds)} must reach them (the webhook"
+        " would write them): turn one of the two off"
     )
 
 

@@ -83,3 +83,33 @@ def test_the_pool_joins_every_term_of_a_custom_affinity() -> None:
 def test_an_unknown_scope_is_refused_by_the_schema() -> None:
     result = run_helm("template", "x", str(CHART), "--set", "migration.scope=some")
     assert result.returncode != 0 and "/migration/scope" in result.stderr, result.stderr
+
+
+def _scope_terms(selector: dict[str, Any]) -> list[dict[str, Any]]:
+    return [
+        e for e in selector.get("matchExpressions") or [] if e["key"] == "hami.io/gpu-migration"
+    ]
+
+
+@pytest.mark.parametrize("scope", ["all", "namespaces", "workloads"])
+def test_every_webhook_applies_the_same_scope(scope: str) -> None:
+    """Issue 46, finding 3: the Volcano Job webhook had no scope term. Every webhook that
+    converts or previews pods has the pod webhook's namespace term; the `workloads` opt-in is an
+    objectSelector on the pod webhook only (a Job's or workload's own labels are not its pods'),
+    and the webhook reads it on the templates itself (--migration-scope)."""
+    documents = _render(
+        f"migration.scope={scope}", "volcano.convertJobs=true", "workloadPreview.enabled=true"
+    )
+    mutating = {w["name"]: w for w in find(documents, "MutatingWebhookConfiguration")["webhooks"]}
+    validating = find(documents, "ValidatingWebhookConfiguration")["webhooks"]
+    pods = mutating["hami-dra-webhook.project-hami.io"]
+    volcano = mutating["volcano-jobs.hami-dra-webhook.project-hami.io"]
+    expected = _scope_terms(pods["namespaceSelector"])
+    assert bool(expected) == (scope == "namespaces")
+    for webhook in [volcano, *validating]:
+        assert _scope_terms(webhook["namespaceSelector"]) == expected, webhook["name"]
+        assert not _scope_terms(webhook.get("objectSelector") or {}), webhook["name"]
+    assert bool(_scope_terms(pods["objectSelector"])) == (scope == "workloads")
+    deployment = next(d for d in documents if d["kind"] == "Deployment")
+    args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert f"--migration-scope={scope}" in args

@@ -84,3 +84,46 @@ def test_the_chart_lists_the_annotations_the_webhook_reads() -> None:
 def test_a_policy_that_adds_to_gpu_containers_refuses_the_flag() -> None:
     with pytest.raises(PolicyError, match=r"nvidia\.runtimeClassName must reach them"):
         policy_from_yaml("nvidia: {runtimeClassName: nvidia}\n" + CONFIG.split("\n", 1)[1])
+
+
+@pytest.mark.parametrize(
+    ("nvidia", "name"),
+    [
+        ("{defaultMemory: 3000}", "nvidia.defaultMemory"),
+        ("{overwriteEnv: true}", "nvidia.overwriteEnv"),
+        ("{runtimeClassName: nvidia}", "nvidia.runtimeClassName"),
+        ("{gpuCorePolicy: force}", "nvidia.gpuCorePolicy"),
+        ("{libCudaLogLevel: 2}", "nvidia.libCudaLogLevel"),
+    ],
+)
+def test_the_bridge_is_exact_or_refused_by_the_policy_and_the_chart(nvidia: str, name: str) -> None:
+    """Issue 46, finding 4: with defaultMemory 3000 the webhook writes `memory: 3000Mi, cores:
+    100` for a count-only pod, kube-scheduler's bridge a whole card. Both the webhook's policy
+    and the chart's render refuse the pair, naming the setting."""
+    config = f"nvidia: {nvidia}\n" + CONFIG.split("\n", 1)[1]
+    with pytest.raises(PolicyError, match=rf"but {name} must reach them"):
+        policy_from_yaml(config)
+    rendered = run_helm("template", "x", str(CHART), "--set-string", f"deviceConfig={config}")
+    assert rendered.returncode != 0
+    assert f"but {name} must reach them" in rendered.stderr, rendered.stderr
+    alone = run_helm(
+        "template", "x", str(CHART), "--set-string", f"deviceConfig=nvidia: {nvidia}\n"
+    )
+    assert alone.returncode == 0, alone.stderr
+
+
+def test_the_privileged_gpu_policy_covers_the_bridges_resource_name() -> None:
+    """Issue 46, finding 5: a privileged count-only pod got a whole card from the bridge; the
+    policy now lists the count resource the DeviceClass names, and only when it names it."""
+
+    def listed(documents: list[dict[str, Any]]) -> str:
+        policy = next(
+            d
+            for d in documents
+            if d["kind"] == "ValidatingAdmissionPolicy"
+            and d["metadata"]["name"].endswith("privileged-gpu-pods")
+        )
+        return str(next(v for v in policy["spec"]["variables"] if v["name"] == "gpus"))
+
+    assert "'nvidia.com/gpu'" not in listed(_rendered("nvidia: {}\n")).replace('"', "'")
+    assert "'nvidia.com/gpu'" in listed(_RENDERED).replace('"', "'")

@@ -31,6 +31,7 @@ def test_a_wrong_vendor_section_names_where_and_what() -> None:
     ("nvidia", "named"),
     [
         ({"overwriteEnv": True}, "nvidia.overwriteEnv"),
+        ({"defaultMemory": 3000}, "nvidia.defaultMemory"),
         ({"runtimeClassName": "nvidia"}, "nvidia.runtimeClassName"),
         ({"gpuCorePolicy": "force"}, "nvidia.gpuCorePolicy"),
         ({"libCudaLogLevel": 0}, "nvidia.libCudaLogLevel"),
@@ -46,8 +47,9 @@ def test_whole_gpus_by_extended_resource_cannot_go_with_what_reaches_every_gpu_c
     with pytest.raises(PolicyError) as raised:
         policy_from_mapping({**WHOLE, "nvidia": nvidia}, "d.yaml")
     assert str(raised.value) == (
-        "d.yaml: hamiDraWebhook.wholeGpusByExtendedResource leaves count-only pods unconverted,"
-        f" but {named} must reach them: turn one of the two off"
+        "d.yaml: hamiDraWebhook.wholeGpusByExtendedResource leaves count-only pods to"
+        f" kube-scheduler, which gives them whole GPUs, but {named} must reach them (the webhook"
+        " would write them): turn one of the two off"
     )
 
 

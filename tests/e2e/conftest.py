@@ -62,7 +62,16 @@ def cluster(
     flavor: Flavor = request.param
     binaries = binaries_or_skip(flavor.release)
     folder = tmp_path_factory.mktemp(f"k8s-{flavor.id}")
-    plane = ControlPlane(flavor.release, binaries, folder, consumable_capacity=flavor.capacity)
+    # As real clusters run it: node identities authorized by the Node authorizer and held to
+    # their own Node by NodeRestriction (tests/e2e/test_red_team_four.py plays one).
+    plane = ControlPlane(
+        flavor.release,
+        binaries,
+        folder,
+        consumable_capacity=flavor.capacity,
+        authorization_modes="Node,RBAC",
+        apiserver_args=("--enable-admission-plugins=NodeRestriction",),
+    )
     plane.start()
     try:
         node = GpuNode.default()

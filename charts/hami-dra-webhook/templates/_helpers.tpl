@@ -247,6 +247,20 @@ webhook), else empty. */}}
 {{- fail (printf "deviceConfig: %s must be a map of settings" $section) -}}
 {{- end -}}
 {{- end -}}
+{{- /* The webhook's policy refuses the same list (core/policy.py _whole_gpus_conflict). */ -}}
+{{- $web := default dict (get $config "hamiDraWebhook") -}}
+{{- if eq (toString (default false (get $web "wholeGpusByExtendedResource"))) "true" -}}
+{{- $nvidia := default dict (get $config "nvidia") -}}
+{{- $adds := list -}}
+{{- if ne (toString (default 0 (get $nvidia "defaultMemory"))) "0" }}{{ $adds = append $adds "nvidia.defaultMemory" }}{{ end -}}
+{{- if eq (toString (default false (get $nvidia "overwriteEnv"))) "true" }}{{ $adds = append $adds "nvidia.overwriteEnv" }}{{ end -}}
+{{- if (get $nvidia "runtimeClassName") }}{{ $adds = append $adds "nvidia.runtimeClassName" }}{{ end -}}
+{{- if not (has (toString (default "default" (get $nvidia "gpuCorePolicy"))) (list "default" "")) }}{{ $adds = append $adds "nvidia.gpuCorePolicy" }}{{ end -}}
+{{- if hasKey $nvidia "libCudaLogLevel" }}{{ if ne (toString (get $nvidia "libCudaLogLevel")) "<nil>" }}{{ $adds = append $adds "nvidia.libCudaLogLevel" }}{{ end }}{{ end -}}
+{{- if $adds -}}
+{{- fail (printf "deviceConfig: hamiDraWebhook.wholeGpusByExtendedResource leaves count-only pods to kube-scheduler, which gives them whole GPUs, but %s must reach them (the webhook would write them): turn one of the two off" (join ", " $adds)) -}}
+{{- end -}}
+{{- end -}}
 {{- end -}}
 
 {{/* The template name prefix of deviceConfig's hamiDraWebhook section (as the webhook reads
