@@ -290,3 +290,32 @@ def test_a_node_cannot_write_its_pool_or_its_move_state(cluster: Cluster, hami: 
     new["metadata"]["labels"] = {"hami.io/gpu-pool": "dra"}
     said = _as_node(cluster, "gpu-node-9", "create", "-f", "-", stdin=json.dumps(new))
     assert refused in said, said
+
+
+@pytest.mark.e2e_on(capacity=True, versions=("1.37",))
+def test_a_forged_move_state_skips_nothing(cluster: Cluster, hami: Release, namespace: str) -> None:
+    """Finding 6, the tool's side: a move state the tool did not write (here by an
+    administrator's hand; a node's own identity is refused above) said `served`, and the next
+    `migrate node` skipped the drain and just uncordoned. Now a resumed move cordons and drains
+    again: the converted pod holding the node's GPU is evicted (it stays Terminating: no
+    kubelet), the move times out draining, exit 3, and the node stays cordoned."""
+    cluster.apply(
+        gpu_pod("held", {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 1000}), namespace=namespace
+    )
+    wait_for(lambda: _allocated(cluster, namespace, "held"), "the pod's claim allocated", 60)
+    forged = json.dumps({"to": "legacy", "from": "dra", "step": "served", "cordonedByMove": True})
+    cluster.kubectl("annotate", "node", NODE, f"hami.io/gpu-pool-move={forged}")
+    try:
+        code, out, err = migrate(
+            cluster, "node", NODE, "--to", "legacy", "--force", "--timeout", "8s", "-o", "json"
+        )
+        assert code == 3, out + err
+        result = json.loads(out)
+        assert "timed out draining" in result["error"] and "held" in result["error"], result
+        assert [s["step"] for s in result["timeline"]][:2] == ["resumed", "evicted"], result
+        node = cluster.get("node", NODE)
+        assert node["spec"].get("unschedulable") is True
+        assert cluster.pod(namespace, "held")["metadata"].get("deletionTimestamp")
+    finally:
+        cluster.kubectl("annotate", "node", NODE, "hami.io/gpu-pool-move-")
+        cluster.kubectl("uncordon", NODE)

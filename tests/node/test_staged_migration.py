@@ -505,3 +505,115 @@ def test_whole_gpus_are_left_to_kube_scheduler(mixed: NodeCluster, extender: Ext
         _release(mixed, namespace)
         _release(mixed, legacy)
         set_scope(mixed, "namespaces", whole_gpus=False)
+
+
+def _pinned(pod: dict[str, Any]) -> dict[str, Any]:
+    """The pod on the legacy node (now in the DRA pool), whatever else is free."""
+    pod["spec"]["nodeSelector"] = {"kubernetes.io/hostname": LEGACY_NODE}
+    pod["spec"]["tolerations"] = TOLERATE_GPU_NODES
+    return pod
+
+
+def _claim_users(namespace: str) -> list[dict[str, Any]]:
+    """A tenant's own ResourceClaim of the webhook's DeviceClass, its pod, and a DaemonSet
+    whose pods use a claim template of the tenant's (DaemonSet pods are not evicted)."""
+    request = {
+        "name": "gpu",
+        "exactly": {
+            "deviceClassName": DRIVER,
+            "capacity": {"requests": {"memory": "1Gi", "cores": "10"}},
+        },
+    }
+    claim = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": "mine"},
+        "spec": {"devices": {"requests": [request]}},
+    }
+    template = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": "tenant-gpu"},
+        "spec": {"spec": {"devices": {"requests": [request]}}},
+    }
+    own = _pinned(sleeping_pod("own", {}))
+    own["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": "mine"}]
+    own["spec"]["containers"][0]["resources"] = {"claims": [{"name": "gpu"}]}
+    daemon_pod = _pinned(sleeping_pod("d", {}))
+    daemon_pod["spec"]["resourceClaims"] = [
+        {"name": "gpu", "resourceClaimTemplateName": "tenant-gpu"}
+    ]
+    daemon_pod["spec"]["containers"][0]["resources"] = {"claims": [{"name": "gpu"}]}
+    daemon_pod = {"metadata": {"labels": {"app": "holder"}}, "spec": daemon_pod["spec"]}
+    daemon = {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {"name": "holder"},
+        "spec": {"selector": {"matchLabels": {"app": "holder"}}, "template": daemon_pod},
+    }
+    return [claim, template, own, daemon]
+
+
+def test_a_move_to_legacy_evicts_every_holder_of_the_drivers_devices(mixed: NodeCluster) -> None:
+    """Issue 46, finding 1, on the real node: a converted pod whose tenant removed its
+    `hami.io/dra` label, a count-only pod given a whole card by the bridge (KEP-5004) and a pod
+    with the tenant's own claim are evicted by a move to legacy; a DaemonSet's pod holding a
+    claim (not evicted) keeps the move from finishing: it stops with the node cordoned and in
+    neither pool, exit 3, naming the claim. Without it, the move resumes and ends with no claim
+    of the driver allocated on the node."""
+    set_scope(mixed, "namespaces", whole_gpus=True)
+    namespace = mixed.create_namespace("staged-holders")
+    mixed.kubectl("label", "namespace", namespace, f"{OPT_IN}=dra")
+    try:
+        moved = cli(mixed, "migrate", "node", LEGACY_NODE, "--to", "dra", "--timeout", "4m")
+        assert moved.returncode == 0, moved.stdout + moved.stderr
+        bridge = _pinned(sleeping_pod("bridge", {"nvidia.com/gpu": 1}))
+        apply(
+            mixed, namespace, _pinned(_sleeping_pod("unlabelled")), bridge, *_claim_users(namespace)
+        )
+        for name in ("unlabelled", "bridge", "own"):
+            wait_running(mixed, namespace, name)
+        mixed.kubectl("label", "pod", "unlabelled", "hami.io/dra-", "-n", namespace)
+        assert mixed.pod(namespace, "bridge")["status"].get("extendedResourceClaimStatus")
+        wait_for(
+            lambda: [p for p in mixed.pods(namespace, "app=holder") if p["status"].get("phase") == "Running"],
+            "the DaemonSet's pod running", 120,
+        )  # fmt: skip
+
+        stopped = cli(mixed, "migrate", "node", LEGACY_NODE, "--to", "legacy", "--force", "--timeout", "90s", "-o", "json")  # fmt: skip
+        assert stopped.returncode == 3, stopped.stdout + stopped.stderr
+        result = json.loads(stopped.stdout)
+        assert result["moved"] is False and result["resumable"] is True, result
+        assert "DaemonSet pod" in result["error"] and "is allocated on it" in result["error"], (
+            result
+        )
+        assert {s["name"] for s in result["plan"]} >= {"unlabelled", "bridge", "own"}, result
+        assert node_state(mixed) == ("moving", True, "drained")
+        left = {
+            p["metadata"]["name"]
+            for p in mixed.pods(namespace)
+            if not p["metadata"].get("deletionTimestamp")
+        }
+        assert not left & {"unlabelled", "bridge", "own"}, left
+        (mixed.folder / "staged-holders-stopped.json").write_text(stopped.stdout)
+
+        mixed.kubectl("delete", "daemonset", "holder", "-n", namespace)
+        resumed = cli(mixed, "migrate", "node", LEGACY_NODE, "--to", "legacy", "--timeout", "4m", "-o", "json")  # fmt: skip
+        assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+        assert node_state(mixed) == ("legacy", False, "")
+        claims = mixed.get("resourceclaims", "--all-namespaces")["items"]
+        on_node = [
+            c["metadata"]["name"]
+            for c in claims
+            for r in ((c.get("status") or {}).get("allocation") or {}).get("devices", {}).get("results", [])
+            if r.get("pool") == LEGACY_NODE
+        ]  # fmt: skip
+        assert not on_node, on_node
+        assert legacy_slots(mixed, LEGACY_NODE) == CARDS * SPLIT
+    finally:
+        mixed.kubectl("delete", "daemonset", "holder", "-n", namespace, "--ignore-not-found")
+        mixed.kubectl(
+            "delete", "resourceclaim", "mine", "-n", namespace, "--ignore-not-found", "--wait=false"
+        )
+        _release(mixed, namespace)
+        set_scope(mixed, "namespaces", whole_gpus=False)
