@@ -210,13 +210,27 @@ def test_a_volcano_job_follows_the_namespace_scope(
 ) -> None:
     """Finding 3: with scope `namespaces`, a namespace not opted in kept its legacy pods but
     its Volcano Job was converted. Now the Job stays legacy there, and converts once the
-    namespace opts in."""
+    namespace opts in. With scope `workloads`, only a task template labelled for it converts
+    (a label on the Job itself is not its pods')."""
     limits = {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 2000}
     cluster.apply(job("before", limits), namespace=namespace)
     assert _task_limits(cluster, namespace, "before") == limits
     cluster.kubectl("label", "namespace", namespace, f"{OPT_IN}=dra")
     cluster.apply(job("after", limits), namespace=namespace)
     assert _task_limits(cluster, namespace, "after") == {}
+
+    # Scope `workloads`: the opt-in is read on each task template, the Job's labels aside.
+    scoped_volcano.upgrade("--set", "migration.scope=workloads")
+    scoped_volcano.restart()
+    cluster.kubectl("label", "namespace", namespace, f"{OPT_IN}-")
+    labelled = job("opted", limits)
+    labelled["metadata"]["labels"] = {OPT_IN: "dra"}  # on the Job: not its pods' label
+    cluster.apply(labelled, namespace=namespace)
+    assert _task_limits(cluster, namespace, "opted") == limits
+    template = job("template", limits)
+    template["spec"]["tasks"][0]["template"]["metadata"] = {"labels": {OPT_IN: "dra"}}
+    cluster.apply(template, namespace=namespace)
+    assert _task_limits(cluster, namespace, "template") == {}
 
 
 @pytest.mark.e2e_on(capacity=True, versions=("1.37",))
