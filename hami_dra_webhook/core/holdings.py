@@ -107,9 +107,10 @@ def _claim_names(pod: JsonObject) -> list[str]:
 def holds_legacy(pod: JsonObject, policy: Policy) -> bool:
     """Whether the legacy side (HAMi's device plugin) serves the pod's GPUs: a container names
     a legacy resource that kube-scheduler did not turn into a claim, or hami-scheduler placed
-    it."""
+    it (its annotation names the node the pod is bound to)."""
     annotations = (pod.get("metadata") or {}).get("annotations") or {}
-    if isinstance(annotations, dict) and annotations.get(HAMI_NODE_ANNOTATION):
+    bound = (pod.get("spec") or {}).get("nodeName")
+    if bound and isinstance(annotations, dict) and annotations.get(HAMI_NODE_ANNOTATION) == bound:
         return True
     if (pod.get("status") or {}).get("extendedResourceClaimStatus"):
         return False

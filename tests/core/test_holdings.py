@@ -93,6 +93,8 @@ def test_the_legacy_side_is_legacy_resources_or_hamis_placement() -> None:
     assert not holds_legacy(BRIDGE, DEFAULT_POLICY)
     placed = pod("placed")
     assert not holds_legacy(placed, DEFAULT_POLICY)
+    placed["metadata"]["annotations"] = {"hami.io/vgpu-node": "n-2"}
+    assert not holds_legacy(placed, DEFAULT_POLICY)  # not where it is bound
     placed["metadata"]["annotations"] = {"hami.io/vgpu-node": "n-1"}
     assert holds_legacy(placed, DEFAULT_POLICY)
 
