@@ -8,7 +8,9 @@ The steps, each idempotent; the last one done is kept on the Node (annotation
    (core/holdings.py: the driver's allocated claims, or the device plugin's devices; never a
    label), PodDisruptionBudgets respected (a 429 is retried until the deadline); DaemonSet pods
    are not evicted, but one that holds the leaving side's devices keeps the move from finishing;
-3. wait until none of those pods is left on it;
+3. wait until none of those pods is left on it, and nothing of the side it leaves is held
+   there (no claim of the driver allocated on it, a DaemonSet's pod's included: the driver must
+   still be there to release them, so the label changes only after);
 4. label it `hami.io/gpu-pool=moving` (neither pool: HAMi's device plugin and the DRA driver,
    restricted to their pools, both leave it) and wait until neither serves it and nothing of
    the side it leaves is held there: no `nvidia.com/gpu` allocatable, no ResourceSlice of the
@@ -128,6 +130,12 @@ class NodeMove:
         else:  # resumed: cordoned again whatever happened since (idempotent)
             await self._patch({"spec": {"unschedulable": True}}, state, state.step)
         await self._drain(state.origin)  # every run: a resumed state is not evidence
+        # Before the label changes: the side it leaves must still be there to release what
+        # is held (a pod with a claim cannot end on a node its driver has left: the kubelet
+        # waits for the driver to unprepare the claim).
+        await self._until(
+            self._released, f"nothing of the {state.origin} side held on {self.node}", self._held
+        )
         if not state.done("drained"):
             await self._save(state, "drained")
         if not state.done("unserved"):
@@ -328,6 +336,24 @@ class NodeMove:
             node, self.policy.legacy_resource_names.gpus, await self._devices()
         ).served_by
 
+    async def _released(self) -> bool:
+        return not await self._held_here()
+
+    async def _held(self) -> str:
+        held = await self._held_here()
+        hint = (
+            " (a DaemonSet's pod is not evicted: keep the DaemonSet off the pool the node leaves,"
+            " or delete the pod)"
+        )
+        node = await self._node()
+        if ((node.get("metadata") or {}).get("labels") or {}).get(POOL_LABEL) == MOVING:
+            back = LEGACY if self.to == DRA else DRA
+            hint += (
+                f"; {self.node} is labelled {MOVING}: the side it left cannot release what is"
+                f" held there until it is back (migrate node {self.node} --to {back})"
+            )
+        return "; ".join(held[:5]) + hint
+
     async def _unserved(self) -> bool:
         return not await self._served_by() and not await self._held_here()
 
@@ -338,11 +364,7 @@ class NodeMove:
         served = await self._served_by()
         held = await self._held_here()
         if held and not served:
-            return (
-                "; ".join(held[:5])
-                + " (a DaemonSet's pod is not evicted: keep the DaemonSet off the pool the"
-                " node leaves, or delete the pod)"
-            )
+            return await self._held()
         hints = {
             LEGACY: "nvidia.com/gpu is still allocatable: HAMi's device plugin still runs there;"
             f" restrict its DaemonSet to {POOL_LABEL}={LEGACY} (docs/migration.md)",

@@ -558,9 +558,10 @@ def test_a_move_to_legacy_evicts_every_holder_of_the_drivers_devices(mixed: Node
     """Issue 46, finding 1, on the real node: a converted pod whose tenant removed its
     `hami.io/dra` label, a count-only pod given a whole card by the bridge (KEP-5004) and a pod
     with the tenant's own claim are evicted by a move to legacy; a DaemonSet's pod holding a
-    claim (not evicted) keeps the move from finishing: it stops with the node cordoned and in
-    neither pool, exit 3, naming the claim. Without it, the move resumes and ends with no claim
-    of the driver allocated on the node."""
+    claim (not evicted) keeps the move from going on: it stops with the node cordoned and still
+    in the DRA pool (the driver must stay to release the claim), exit 3, naming the pod and the
+    claim. Without it, the move resumes and ends with no claim of the driver allocated on the
+    node."""
     set_scope(mixed, "namespaces", whole_gpus=True)
     namespace = mixed.create_namespace("staged-holders")
     mixed.kubectl("label", "namespace", namespace, f"{OPT_IN}=dra")
@@ -588,7 +589,9 @@ def test_a_move_to_legacy_evicts_every_holder_of_the_drivers_devices(mixed: Node
             result
         )
         assert {s["name"] for s in result["plan"]} >= {"unlabelled", "bridge", "own"}, result
-        assert node_state(mixed) == ("moving", True, "drained")
+        # Stopped before the label changed: the driver must stay to release the claim (a pod
+        # with a claim cannot end on a node its driver has left).
+        assert node_state(mixed) == ("dra", True, "cordoned")
         left = {
             p["metadata"]["name"]
             for p in mixed.pods(namespace)
