@@ -265,8 +265,12 @@ def _recreated(pod: JsonObject) -> JsonObject:
 
 def leaves(pod: GpuPod, to: str) -> bool:
     """Whether a move of the pod's node to pool `to` must evict it: it holds what the pool the
-    node leaves serves (the driver's claims, or the device plugin's devices)."""
-    return pod.holds_legacy if to == DRA else pod.holds_dra
+    node leaves serves (the driver's claims, or the device plugin's devices), or, leaving
+    DRA, it is a converted pod whose claims are not allocated yet (bound there, it would wait
+    for the driver)."""
+    if to == DRA:
+        return pod.holds_legacy
+    return pod.holds_dra or pod.side == "converted"
 
 
 def plan_move(inventory: Inventory, node: str, to: str, policy: Policy) -> list[Step]:

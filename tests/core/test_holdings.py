@@ -138,3 +138,14 @@ def test_a_move_to_legacy_plans_every_holder_of_the_drivers_devices() -> None:
     assert found.nodes["n-1"].legacy_used == 1  # the legacy pod's, not the bridge pod's
     to_dra = plan_move(found, "n-1", "dra", DEFAULT_POLICY)
     assert [step.name for step in to_dra] == ["legacy"]
+
+
+def test_a_converted_pod_bound_before_its_claim_is_allocated_leaves_dra_too() -> None:
+    """A pod bound to the node (spec.nodeName) whose template claim is not allocated yet is
+    the DRA side's: a move to legacy evicts it; a move to DRA does not."""
+    pending = {**UNLABELLED, "status": {"phase": "Pending"}}
+    found = inventory(
+        [node("n-1", pool="dra")], [resource_slice("n-1", "24Gi")], pods=[pending], claims=[]
+    )
+    assert [s.name for s in plan_move(found, "n-1", "legacy", DEFAULT_POLICY)] == ["unlabelled"]
+    assert plan_move(found, "n-1", "dra", DEFAULT_POLICY) == []
