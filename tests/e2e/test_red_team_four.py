@@ -28,8 +28,7 @@ import pytest
 import yaml
 
 from hami_dra_webhook.cli.main import main
-from tests.e2e.test_volcano_jobs import CRD, job
-from tests.node.build import volcano_module
+from tests.e2e.test_volcano_jobs import install_job_crd, job
 from tests.support.cluster import Cluster, Release, wait_for
 from tests.support.pods import gpu_pod
 
@@ -152,14 +151,7 @@ def test_holders_of_the_drivers_devices_are_found_by_their_claims(
 def scoped_volcano(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Release]:
     """Volcano's Job CRD and a release converting Volcano Jobs with migration.scope
     namespaces (its pod webhook selects opted-in namespaces only)."""
-    cluster.kubectl("apply", "--server-side", "-f", str(volcano_module() / CRD))
-
-    def established() -> bool | None:
-        status = cluster.get("crd", "jobs.batch.volcano.sh").get("status") or {}
-        conditions = status.get("conditions") or []
-        return any(c["type"] == "Established" and c["status"] == "True" for c in conditions) or None
-
-    wait_for(established, "Volcano's Job CRD to be established")
+    install_job_crd(cluster)
     release = Release(
         cluster,
         "scoped",

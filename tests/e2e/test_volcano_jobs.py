@@ -54,10 +54,8 @@ def job(name: str, limits: dict[str, object], scheduler: str | None = None) -> d
     }
 
 
-@pytest.fixture(scope="module")
-def volcano(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Release]:
-    """Volcano's Job CRD and a second release converting Volcano Jobs (the shared one's pod
-    webhook stays as it is)."""
+def install_job_crd(cluster: Cluster) -> None:
+    """Volcano's Job CRD, applied and established."""
     cluster.kubectl("apply", "--server-side", "-f", str(volcano_module() / CRD))
 
     def established() -> bool | None:
@@ -66,6 +64,13 @@ def volcano(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Itera
         return any(c["type"] == "Established" and c["status"] == "True" for c in conditions) or None
 
     wait_for(established, "Volcano's Job CRD to be established")
+
+
+@pytest.fixture(scope="module")
+def volcano(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Release]:
+    """Volcano's Job CRD and a second release converting Volcano Jobs (the shared one's pod
+    webhook stays as it is)."""
+    install_job_crd(cluster)
     release = Release(
         cluster,
         "volcano",
