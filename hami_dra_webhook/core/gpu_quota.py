@@ -1,0 +1,313 @@
+"""GPU memory and cores quotas: which ResourceQuota keys hold converted pods, what each pod is
+charged against them, and whether a held pod fits. Rules and sources: docs/quotas.md. No I/O.
+
+Two kinds of keys are kept, each with the meaning it had before conversion:
+- HAMi's (`limits.<memory>` and `limits.<cores>` of NVIDIA): per device, times the devices
+  (`gpu: 2, gpumem: 3000` charges 6000), enforced by hami-scheduler.
+- kube-apiserver's (`requests.<count>`, `requests.<memory>`, `requests.<cores>`): the value a
+  container asked for, not multiplied by its devices.
+
+A pod is charged from what it holds: a pod with legacy resources by legacy's own rules (the
+translation's plan of it), a pod with claims by the claims themselves (what DRA allocates; a
+tenant can forge a label or an annotation, not what the scheduler allocates), each claim once.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any, Literal
+
+from hami_dra_webhook.core.decision import Converted
+from hami_dra_webhook.core.policy import Policy
+from hami_dra_webhook.core.quantity import MIB, QuantityError, parse_quantity
+from hami_dra_webhook.core.translate import translate_pod
+from hami_dra_webhook.core.types import JsonObject
+
+# The scheduling gate that holds a GPU pod of a namespace with such a quota until it is counted.
+GATE = "hami.io/gpu-quota"
+# On a Namespace whose quotas name such a key (set by the webhook): pods there get the gate.
+NAMESPACE_LABEL = "hami.io/gpu-quota"
+NAMESPACE_LABEL_VALUE = "enforced"
+
+Dimension = Literal["count", "memory", "cores"]
+Form = Literal["hami", "native"]
+
+
+@dataclass(frozen=True, slots=True)
+class KeyRule:
+    dimension: Dimension
+    form: Form  # hami: per device times devices; native: per container, not multiplied
+
+
+def quota_keys(policy: Policy) -> dict[str, KeyRule]:
+    """Every ResourceQuota key this webhook keeps, with how a pod is charged against it."""
+    names = policy.legacy_resource_names
+    keys: dict[str, KeyRule] = {}
+    if names.memory:
+        keys[f"limits.{names.memory}"] = KeyRule("memory", "hami")
+        keys[f"requests.{names.memory}"] = KeyRule("memory", "native")
+    if names.cores:
+        keys[f"limits.{names.cores}"] = KeyRule("cores", "hami")
+        keys[f"requests.{names.cores}"] = KeyRule("cores", "native")
+    if names.gpus:
+        keys[f"requests.{names.gpus}"] = KeyRule("count", "native")
+    return keys
+
+
+@dataclass(frozen=True, slots=True)
+class Limit:
+    quota: str  # the ResourceQuota's name
+    key: str
+    hard: int
+
+
+def limits_of(
+    quotas: Iterable[Any], keys: Mapping[str, KeyRule], memory_factor: int = 1
+) -> list[Limit]:
+    """The limits of a namespace's ResourceQuotas on the kept keys (each quota's own: all hold,
+    as kube-apiserver holds every quota). A value is read as a whole number (`8k` = 8000 MiB, as
+    HAMi's AsInt64 reads it; a fraction rounds up); one that is not a quantity is skipped (kube-
+    apiserver validates them, so none is stored). HAMi scales its memory limits by
+    `memoryFactor`, as it scales the memory asked."""
+    found = []
+    for quota in quotas:
+        if not isinstance(quota, dict):
+            continue
+        name = str((quota.get("metadata") or {}).get("name", ""))
+        hard = (quota.get("spec") or {}).get("hard")
+        for key, value in hard.items() if isinstance(hard, dict) else ():
+            if key in keys:
+                amount = _whole(value)
+                if amount is not None and keys[key] == KeyRule("memory", "hami"):
+                    amount *= memory_factor
+                if amount is not None:
+                    found.append(Limit(name, key, amount))
+    return found
+
+
+def _whole(value: Any) -> int | None:
+    try:
+        return math.ceil(parse_quantity(str(value)))
+    except (QuantityError, ValueError, ZeroDivisionError):
+        return None
+
+
+@dataclass
+class Charge:
+    """What a pod (or a namespace) is charged, by key; `unknown`: keys whose amount cannot be
+    known yet (a whole card's memory where no card size is known): such a pod never fits a
+    limit on them."""
+
+    amounts: dict[str, int] = field(default_factory=dict)
+    unknown: set[str] = field(default_factory=set)
+
+    def add(self, other: Charge) -> None:
+        for key, amount in other.amounts.items():
+            self.amounts[key] = self.amounts.get(key, 0) + amount
+        self.unknown |= other.unknown
+
+    def of(self, key: str) -> int:
+        return self.amounts.get(key, 0)
+
+    def words(self) -> str:
+        return ",".join(f"{k}={v}" for k, v in sorted(self.amounts.items()) if v) or "nothing"
+
+
+@dataclass(frozen=True, slots=True)
+class Cards:
+    """What is known of the GPUs a pod may land on: the largest memory, in MiB (0: unknown).
+    A share whose memory depends on the card (a whole card, a percentage) is charged on the
+    largest card before it is allocated, so a held pod never goes over; once allocated, the
+    claim's consumed capacity is charged instead."""
+
+    largest_mib: int = 0
+
+
+def legacy_charge(
+    pod: JsonObject, policy: Policy, keys: Mapping[str, KeyRule], cards: Cards
+) -> Charge:
+    """What a pod with legacy resources is charged: HAMi's keys as hami-scheduler counts the
+    devices it gives (per device times devices; init containers as max(sum of the app
+    containers, largest init container)), kube-apiserver's keys as its quota counts requests
+    (per container, init containers the same way)."""
+    charge = Charge()
+    decision = translate_pod(pod, policy)
+    if not isinstance(decision, Converted):
+        # Not readable as legacy HAMi reads it here (a percentage with no card size known, a
+        # value this project refuses): unknown, so nothing that asks these keys fits beside it.
+        charge.unknown = set(keys)
+        return charge
+    apps, inits = Charge(), []
+    for planned in decision.plan:
+        one = Charge()
+        share, request = planned.share, planned.request
+        for key, rule in keys.items():
+            if rule.form == "native":
+                value = {
+                    "count": request.count,
+                    "memory": request.memory,
+                    "cores": request.cores,
+                }[rule.dimension]
+                one.amounts[key] = value or 0
+            elif share is not None:
+                per_device = _share_amount(
+                    share.memory_mib, share.percentage, share.cores, rule, cards
+                )
+                if per_device is None:
+                    one.unknown.add(key)
+                else:
+                    one.amounts[key] = per_device * share.count
+        if planned.ref.list_name == "initContainers":
+            inits.append(one)
+        else:
+            apps.add(one)
+    charge.unknown = apps.unknown | {k for one in inits for k in one.unknown}
+    for key in keys:
+        charge.amounts[key] = max([apps.of(key), *(one.of(key) for one in inits)])
+    return charge
+
+
+def _share_amount(
+    memory_mib: int | None, percentage: int | None, cores: int, rule: KeyRule, cards: Cards
+) -> int | None:
+    if rule.dimension == "cores":
+        return min(cores, 100)
+    if rule.dimension == "count":
+        return 1
+    if memory_mib is not None:
+        return memory_mib
+    if not cards.largest_mib:
+        return None
+    if percentage is not None:
+        return cards.largest_mib * percentage // 100
+    return cards.largest_mib
+
+
+@dataclass(frozen=True, slots=True)
+class Device:
+    """One device a claim asks for or holds, of the webhook's DeviceClass: its memory (MiB, None
+    when the whole card's) and cores (percent of one GPU)."""
+
+    request: str
+    memory_mib: int | None
+    cores: int
+
+
+def claim_devices(claim: JsonObject, policy: Policy) -> list[Device]:
+    """The devices of the webhook's driver the claim holds (from its allocation) or asks for
+    (from its spec, the largest alternative of a `firstAvailable`)."""
+    web = policy.webhook
+    results = ((claim.get("status") or {}).get("allocation") or {}).get("devices") or {}
+    held = [
+        r
+        for r in results.get("results") or []
+        if isinstance(r, dict) and r.get("driver") == web.driver_name
+    ]
+    if held:
+        return [
+            _device(
+                str(r.get("request", "")).split("/")[0], (r.get("consumedCapacity") or {}), policy
+            )
+            for r in held
+        ]
+    devices: list[Device] = []
+    requests = (((claim.get("spec") or {}).get("devices") or {}).get("requests")) or []
+    for request in requests if isinstance(requests, list) else []:
+        if not isinstance(request, dict):
+            continue
+        name = str(request.get("name", ""))
+        options = [request["exactly"]] if isinstance(request.get("exactly"), dict) else []
+        options += [o for o in request.get("firstAvailable") or [] if isinstance(o, dict)]
+        ours = [o for o in options if o.get("deviceClassName") == web.device_class_name]
+        if not ours:
+            continue
+        asked = [_asked(o, name, policy) for o in ours]
+        devices += max(asked, key=_size)
+    return devices
+
+
+def _asked(exact: JsonObject, name: str, policy: Policy) -> list[Device]:
+    count = exact.get("count", 1)
+    count = count if isinstance(count, int) and count > 0 else 1
+    if exact.get("allocationMode") == "All":
+        count = 1  # at least one; what All takes is known once allocated
+    capacity = (exact.get("capacity") or {}).get("requests") or {}
+    return [_device(name, capacity, policy)] * count
+
+
+def _device(request: str, capacity: Any, policy: Policy) -> Device:
+    keys = policy.webhook.capacity_keys
+    capacity = capacity if isinstance(capacity, dict) else {}
+    memory = _amount(capacity.get(keys.memory), MIB)
+    cores = _amount(capacity.get(keys.cores), 1)
+    return Device(request, memory, 100 if cores is None else min(cores, 100))
+
+
+def _amount(value: Any, unit: int) -> int | None:
+    if value is None:
+        return None
+    try:
+        return math.ceil(parse_quantity(str(value)) / Fraction(unit))
+    except (QuantityError, ValueError):
+        return None
+
+
+def _size(devices: Iterable[Device]) -> tuple[int, int, int]:
+    listed = list(devices)
+    whole = 2**40  # more MiB than any card: a whole card's memory outweighs any share
+    memory = sum(whole if d.memory_mib is None else d.memory_mib for d in listed)
+    return (len(listed), memory, sum(d.cores for d in listed))
+
+
+def claims_charge(
+    claims: Iterable[JsonObject], policy: Policy, keys: Mapping[str, KeyRule], cards: Cards
+) -> Charge:
+    """What the claims' devices are charged: HAMi's keys per device; kube-apiserver's keys once
+    per request (its per-device value, as a container's request was), its count per device."""
+    charge = Charge()
+    for claim in claims:
+        devices = claim_devices(claim, policy)
+        first_of: dict[str, Device] = {}
+        for device in devices:
+            first_of.setdefault(device.request, device)
+        for key, rule in keys.items():
+            counted = (
+                devices
+                if rule.form == "hami" or rule.dimension == "count"
+                else list(first_of.values())
+            )
+            for device in counted:
+                amount = _share_amount(device.memory_mib, None, device.cores, rule, cards)
+                if amount is None:
+                    charge.unknown.add(key)
+                else:
+                    charge.amounts[key] = charge.amounts.get(key, 0) + amount
+    return charge
+
+
+def exceeded(limits: Iterable[Limit], used: Charge, charge: Charge) -> tuple[Limit, str] | None:
+    """The first limit the charge would push over, with kube-apiserver's words for it; None
+    when it fits every limit."""
+    for limit in limits:
+        if limit.key in charge.unknown:
+            return limit, (
+                f"exceeded quota: {limit.quota}, requested: {limit.key}=unknown (the whole"
+                " card's memory, and no card size is known: set hamiDraWebhook.deviceMemorySizes"
+                f" or publish the driver's ResourceSlices), limited: {limit.key}={limit.hard}"
+            )
+        asked, now = charge.of(limit.key), used.of(limit.key)
+        if asked and limit.key in used.unknown:
+            return limit, (
+                f"exceeded quota: {limit.quota}, requested: {limit.key}={asked}, used:"
+                f" {limit.key}=unknown (a pod of the namespace holds GPUs this webhook cannot"
+                f" count: see its log), limited: {limit.key}={limit.hard}"
+            )
+        if asked and now + asked > limit.hard:
+            return limit, (
+                f"exceeded quota: {limit.quota}, requested: {limit.key}={asked}, used:"
+                f" {limit.key}={now}, limited: {limit.key}={limit.hard}"
+            )
+    return None

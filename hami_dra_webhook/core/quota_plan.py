@@ -1,0 +1,174 @@
+"""One namespace's quota pass, decided from its live pods and claims: the usage of every pod
+that is counted, and which held pods (scheduling gate `hami.io/gpu-quota`) may go, oldest
+first, each only while every limit still holds with it. No I/O.
+
+Counted: every pod not held, not Succeeded or Failed (a terminating pod keeps its charge until
+it is gone, as HAMi's count and kube-apiserver's do), legacy and converted alike, each claim
+once (two pods sharing a claim share its charge). So the sum over the namespace stays within
+`hard` whichever pool a pod lands in, as long as every GPU pod created in it is held first
+(docs/quotas.md states the rule and its proof).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from hami_dra_webhook.core.gpu_quota import (
+    GATE,
+    Cards,
+    Charge,
+    KeyRule,
+    Limit,
+    claims_charge,
+    exceeded,
+    legacy_charge,
+)
+from hami_dra_webhook.core.legacy import has_legacy_keys
+from hami_dra_webhook.core.policy import Policy
+from hami_dra_webhook.core.types import JsonObject
+from hami_dra_webhook.core.vendors.families import converted_names
+
+ENDED = ("Succeeded", "Failed")
+WAITING_FOR_CLAIMS = "waiting for its ResourceClaims to be created"
+
+
+@dataclass(frozen=True, slots=True)
+class Held:
+    name: str
+    uid: str
+    resource_version: str
+    gate_index: int  # where the gate sits in spec.schedulingGates
+    reason: str  # kube-apiserver's words for the limit it would exceed, or what it waits for
+    quota: str  # the quota it would exceed ("" when it waits for something else)
+
+
+@dataclass
+class QuotaPass:
+    usage: Charge = field(default_factory=Charge)
+    release: list[Held] = field(default_factory=list)  # reason "": fits
+    held: list[Held] = field(default_factory=list)
+
+
+def gate_index(pod: JsonObject) -> int | None:
+    gates = (pod.get("spec") or {}).get("schedulingGates") or []
+    for index, gate in enumerate(gates if isinstance(gates, list) else []):
+        if isinstance(gate, dict) and gate.get("name") == GATE:
+            return index
+    return None
+
+
+def plan_pass(
+    pods: Iterable[JsonObject],
+    claims: Iterable[JsonObject],
+    limits: list[Limit],
+    policy: Policy,
+    keys: Mapping[str, KeyRule],
+    cards: Cards,
+) -> QuotaPass:
+    """The namespace's usage and what each held pod gets: released while it fits (every pod
+    when there is no limit), held with the reason otherwise."""
+    by_name = {
+        str((c.get("metadata") or {}).get("name", "")): c for c in claims if isinstance(c, dict)
+    }
+    names = frozenset(converted_names(policy))
+    result = QuotaPass()
+    counted: set[str] = set()  # claim names already charged
+    held: list[JsonObject] = []
+    for pod in pods:
+        status = pod.get("status") or {}
+        if status.get("phase") in ENDED:
+            continue
+        if gate_index(pod) is not None:
+            held.append(pod)
+            continue
+        result.usage.add(_charge(pod, by_name, counted, names, policy, keys, cards)[0])
+    held.sort(key=lambda p: (str(_meta(p).get("creationTimestamp", "")), str(_meta(p).get("name"))))
+    for pod in held:
+        charge, missing = _charge(pod, by_name, set(counted), names, policy, keys, cards)
+        index = gate_index(pod)
+        meta = _meta(pod)
+        base = (
+            str(meta.get("name", "")),
+            str(meta.get("uid", "")),
+            str(meta.get("resourceVersion", "")),
+            index or 0,
+        )
+        if missing:
+            result.held.append(Held(*base, WAITING_FOR_CLAIMS, ""))
+            continue
+        over = exceeded(limits, result.usage, charge)
+        if over is not None:
+            result.held.append(Held(*base, over[1], over[0].quota))
+            continue
+        _charge(pod, by_name, counted, names, policy, keys, cards)  # its claims now counted
+        result.usage.add(charge)
+        result.release.append(Held(*base, "", ""))
+    return result
+
+
+def _meta(pod: JsonObject) -> JsonObject:
+    meta = pod.get("metadata")
+    return meta if isinstance(meta, dict) else {}
+
+
+def _charge(
+    pod: JsonObject,
+    claims: Mapping[str, JsonObject],
+    counted: set[str],
+    names: frozenset[str],
+    policy: Policy,
+    keys: Mapping[str, KeyRule],
+    cards: Cards,
+) -> tuple[Charge, bool]:
+    """The pod's charge (its claims not in `counted`, which it adds them to) and whether a claim
+    it uses does not exist yet."""
+    charge = Charge()
+    spec = pod.get("spec") or {}
+    if any(has_legacy_keys(c, names) for c in _containers(spec)):
+        charge.add(legacy_charge(pod, policy, keys, cards))
+    wanted, missing = _claim_names(pod)
+    mine = []
+    for name in wanted:
+        claim = claims.get(name)
+        if claim is None:
+            missing = True
+        elif name not in counted:
+            counted.add(name)
+            mine.append(claim)
+    charge.add(claims_charge(mine, policy, keys, cards))
+    return charge, missing
+
+
+def _containers(spec: JsonObject) -> list[object]:
+    found: list[object] = []
+    for key in ("containers", "initContainers"):
+        items = spec.get(key)
+        found += items if isinstance(items, list) else []
+    return found
+
+
+def _claim_names(pod: JsonObject) -> tuple[list[str], bool]:
+    """The claims the pod uses, and whether one from a template has no claim yet."""
+    spec, status = pod.get("spec") or {}, pod.get("status") or {}
+    generated = {
+        str(s.get("name")): s.get("resourceClaimName")
+        for s in status.get("resourceClaimStatuses") or []
+        if isinstance(s, dict)
+    }
+    names, missing = [], False
+    for entry in spec.get("resourceClaims") or []:
+        if not isinstance(entry, dict):
+            continue
+        if entry.get("resourceClaimName"):
+            names.append(str(entry["resourceClaimName"]))
+        elif entry.get("resourceClaimTemplateName"):
+            made = generated.get(str(entry.get("name")))
+            if made:
+                names.append(str(made))
+            elif str(entry.get("name")) not in generated:
+                missing = True  # not made yet (a made-None entry needs no claim)
+    extended = status.get("extendedResourceClaimStatus")
+    if isinstance(extended, dict) and extended.get("resourceClaimName"):
+        names.append(str(extended["resourceClaimName"]))
+    return names, missing
