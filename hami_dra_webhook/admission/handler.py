@@ -21,6 +21,7 @@ from typing import Any, Protocol
 import orjson
 
 from hami_dra_webhook.admission.mutator import MutationRecord, PodMutator, internal_error
+from hami_dra_webhook.admission.quota_gate import gate_answer
 from hami_dra_webhook.admission.volcano import mutate_volcano_job
 from hami_dra_webhook.admission.workloads import WorkloadPreview, allowed
 from hami_dra_webhook.core import review
@@ -101,6 +102,26 @@ class VolcanoJobAdmission:
         work = mutate_volcano_job(self.mutator, request)
         result = await admitted(self.events, request, work, started)
         return 200, orjson.dumps(result.answer)
+
+
+class QuotaGateAdmission:
+    """POST /gate-gpu-quota: a GPU pod of a namespace with a GPU quota held by the quota's
+    scheduling gate (admission/quota_gate.py)."""
+
+    def __init__(self, events: AdmissionEvents) -> None:
+        self.events = events
+
+    async def __call__(self, body: bytes) -> tuple[int, bytes]:
+        try:
+            request = review.parse_review(body).request
+        except review.MalformedReview as error:
+            self.events.malformed()
+            return message(400, str(error))
+        self.events.began()
+        try:
+            return 200, orjson.dumps(gate_answer(request))
+        finally:
+            self.events.ended()
 
 
 class WorkloadAdmission:

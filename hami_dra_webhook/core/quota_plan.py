@@ -41,6 +41,7 @@ class Held:
     gate_index: int  # where the gate sits in spec.schedulingGates
     reason: str  # kube-apiserver's words for the limit it would exceed, or what it waits for
     quota: str  # the quota it would exceed ("" when it waits for something else)
+    key: str = ""  # the key of that quota it would exceed
 
 
 @dataclass
@@ -99,7 +100,7 @@ def plan_pass(
             continue
         over = exceeded(limits, result.usage, charge)
         if over is not None:
-            result.held.append(Held(*base, over[1], over[0].quota))
+            result.held.append(Held(*base, over[1], over[0].quota, over[0].key))
             continue
         _charge(pod, by_name, counted, names, policy, keys, cards)  # its claims now counted
         result.usage.add(charge)

@@ -14,6 +14,7 @@ import json
 import logging
 from collections.abc import AsyncIterator
 from typing import Any
+from urllib.parse import quote
 
 import aiohttp
 import kubernetes.aio.client
@@ -173,8 +174,11 @@ class KubernetesApi:
             raise ApiError(0, type(error).__name__, str(error)[:300]) from error
         return response
 
-    def pod_pages(self, namespace: str, *, timeout: float) -> AsyncIterator[list[JsonObject]]:
-        return self._pages(paths.pods(namespace), [], timeout)
+    def pod_pages(
+        self, namespace: str, *, timeout: float, field_selector: str = ""
+    ) -> AsyncIterator[list[JsonObject]]:
+        query = [("fieldSelector", field_selector)] if field_selector else []
+        return self._pages(paths.pods(namespace), query, timeout)
 
     async def delete_template(
         self,
@@ -245,6 +249,30 @@ class KubernetesApi:
         path = paths.webhook_configuration(name, validating)
         query = [("fieldManager", FIELD_MANAGER)]
         return await self._call("PATCH", path, query, operations, timeout, content_type=JSON_PATCH)
+
+    async def patch_pod(
+        self, namespace: str, name: str, operations: list[JsonObject], *, timeout: float
+    ) -> JsonObject:
+        query = [("fieldManager", FIELD_MANAGER)]
+        return await self._call(
+            "PATCH", paths.pod(namespace, name), query, operations, timeout, content_type=JSON_PATCH
+        )
+
+    async def patch_namespace(
+        self, name: str, merge_patch: JsonObject, *, timeout: float
+    ) -> JsonObject:
+        query = [("fieldManager", FIELD_MANAGER)]
+        return await self._call(
+            "PATCH", paths.namespace(name), query, merge_patch, timeout, content_type=MERGE_PATCH
+        )
+
+    async def create_object(self, path: str, body: JsonObject, *, timeout: float) -> JsonObject:
+        return await self._call("POST", path, [("fieldManager", FIELD_MANAGER)], body, timeout)
+
+    async def replace_object(self, path: str, body: JsonObject, *, timeout: float) -> JsonObject:
+        metadata = body["metadata"]
+        path = f"{path}/{quote(str(metadata['name']), safe='')}"
+        return await self._call("PUT", path, [("fieldManager", FIELD_MANAGER)], body, timeout)
 
     async def patch_node(self, name: str, merge_patch: JsonObject, *, timeout: float) -> JsonObject:
         query = [("fieldManager", FIELD_MANAGER)]

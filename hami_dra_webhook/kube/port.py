@@ -79,6 +79,26 @@ class paths:  # noqa: N801 (a namespace of functions, read as paths.template(...
         return f"/api/v1/namespaces/{_name(namespace)}/pods"
 
     @staticmethod
+    def pod(namespace: str, name: str) -> str:
+        return f"{paths.pods(namespace)}/{_name(name)}"
+
+    @staticmethod
+    def claims(namespace: str) -> str:
+        return f"{TEMPLATES_PATH}/namespaces/{_name(namespace)}/resourceclaims"
+
+    @staticmethod
+    def events(namespace: str) -> str:
+        return f"/api/v1/namespaces/{_name(namespace)}/events"
+
+    @staticmethod
+    def lease(namespace: str, name: str) -> str:
+        return f"/apis/coordination.k8s.io/v1/namespaces/{_name(namespace)}/leases/{_name(name)}"
+
+    @staticmethod
+    def leases(namespace: str) -> str:
+        return f"/apis/coordination.k8s.io/v1/namespaces/{_name(namespace)}/leases"
+
+    @staticmethod
     def secret(namespace: str, name: str) -> str:
         return f"/api/v1/namespaces/{_name(namespace)}/secrets/{_name(name)}"
 
@@ -193,9 +213,12 @@ class KubeApi(Protocol):
         `resource_version` is too old)."""
         ...
 
-    def pod_pages(self, namespace: str, *, timeout: float) -> AsyncIterator[list[JsonObject]]:
-        """The namespace's pods, a page at a time, each answer read within a bound: a pod too
-        large to read alone is skipped and counted in `skipped_items`."""
+    def pod_pages(
+        self, namespace: str, *, timeout: float, field_selector: str = ""
+    ) -> AsyncIterator[list[JsonObject]]:
+        """The namespace's pods (those `field_selector` selects), a page at a time, each answer
+        read within a bound: a pod too large to read alone is skipped and counted in
+        `skipped_items`."""
         ...
 
     async def delete_template(
@@ -243,6 +266,26 @@ class KubeApi(Protocol):
         self, name: str, *, timeout: float, validating: bool = False
     ) -> JsonObject:
         """The Mutating (or, `validating`, the Validating) WebhookConfiguration named."""
+        ...
+
+    async def patch_pod(
+        self, namespace: str, name: str, operations: list[JsonObject], *, timeout: float
+    ) -> JsonObject:
+        """An RFC 6902 JSON patch of a pod (a gate's removal, behind a `test` of it)."""
+        ...
+
+    async def patch_namespace(
+        self, name: str, merge_patch: JsonObject, *, timeout: float
+    ) -> JsonObject:
+        """A JSON merge patch of a Namespace (the quota label)."""
+        ...
+
+    async def create_object(self, path: str, body: JsonObject, *, timeout: float) -> JsonObject:
+        """POST to a collection path (an Event, a Lease): 409 when the name is taken."""
+        ...
+
+    async def replace_object(self, path: str, body: JsonObject, *, timeout: float) -> JsonObject:
+        """PUT with the body's resourceVersion: a concurrent writer makes it fail with 409."""
         ...
 
     async def patch_node(self, name: str, merge_patch: JsonObject, *, timeout: float) -> JsonObject:

@@ -1,6 +1,6 @@
-"""The HTTPS app: POST /mutate, /validate-workloads and /mutate-volcano-jobs routed straight
-to their admission handlers (admission/handler.py); the probes and metrics (operations.py),
-404s and the lifespan, which supervises the background jobs, by FastAPI."""
+"""The HTTPS app: POST /mutate, /validate-workloads, /mutate-volcano-jobs and /gate-gpu-quota
+routed straight to their admission handlers (admission/handler.py); the probes and metrics
+(operations.py), 404s and the lifespan, which supervises the background jobs, by FastAPI."""
 
 from __future__ import annotations
 
@@ -12,7 +12,12 @@ from typing import Any
 
 from fastapi import FastAPI
 
-from hami_dra_webhook.admission.handler import PodAdmission, VolcanoJobAdmission, WorkloadAdmission
+from hami_dra_webhook.admission.handler import (
+    PodAdmission,
+    QuotaGateAdmission,
+    VolcanoJobAdmission,
+    WorkloadAdmission,
+)
 from hami_dra_webhook.server import memory
 from hami_dra_webhook.server.admission_events import ServerEvents
 from hami_dra_webhook.server.endpoint import BodyBudget, BodyEndpoint
@@ -59,6 +64,9 @@ def create_app(services: Services) -> Dispatch:
         "/validate-workloads": BodyEndpoint(workloads, limit, timeout, rejected, budget),
         "/mutate-volcano-jobs": BodyEndpoint(
             VolcanoJobAdmission(mutator, events), limit, timeout, rejected, budget
+        ),
+        "/gate-gpu-quota": BodyEndpoint(
+            QuotaGateAdmission(events), limit, timeout, rejected, budget
         ),
     }
     if settings.bare_endpoint:

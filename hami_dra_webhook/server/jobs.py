@@ -8,9 +8,13 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import os
+import socket
 import time
 
 from hami_dra_webhook.cluster.gc import KnownForeign, collect_garbage
+from hami_dra_webhook.cluster.lease import Lease
+from hami_dra_webhook.cluster.quota_gate import QuotaGate
 from hami_dra_webhook.cluster.state import ClusterState
 from hami_dra_webhook.cluster.template_store import ApiTemplateStore
 from hami_dra_webhook.kube.port import KubeApi
@@ -35,11 +39,28 @@ def background_jobs(services: Services) -> list[Job]:
     api, cluster = services.api, services.cluster
     if api is not None and cluster is not None:
         jobs.append(Job("cluster-check", functools.partial(_check_cluster, services, api, cluster)))
+        if settings.gpu_quota:
+            jobs.append(Job("gpu-quota", quota_gate(services, api).run))
         if settings.gc_interval > 0:
             known_foreign = KnownForeign()  # across passes: tenants' objects read once
             gc = functools.partial(_collect_garbage, services, api, known_foreign)
             jobs.append(Job("template-gc", gc))
     return jobs
+
+
+def quota_gate(services: Services, api: KubeApi) -> QuotaGate:
+    """The pass that releases held GPU pods as their namespace's quota allows, one replica at
+    a time."""
+    settings = services.settings
+    identity = f"{os.environ.get('POD_NAME') or socket.gethostname()}-{os.getpid()}"
+    lease = Lease(api, settings.probe_namespace, settings.gpu_quota_lease, identity)
+    return QuotaGate(
+        api,
+        services.mutator.policy_now,
+        lease,
+        interval=settings.gpu_quota_interval,
+        observe=services.metrics.observe_quota,
+    )
 
 
 async def _check_cluster(services: Services, api: KubeApi, cluster: ClusterState) -> None:

@@ -161,6 +161,35 @@ class Metrics:
         )
         for outcome in ("refused", "converted", "unchanged", "none"):
             self.workload_previews.labels(outcome).inc(0)
+        self.quota_released = Counter(
+            "hami_dra_gpu_quota_released_pods",
+            "GPU pods released from the hami.io/gpu-quota scheduling gate: they fit their"
+            " namespace's GPU quota",
+            registry=r,
+        )
+        self.quota_held = Gauge(
+            "hami_dra_gpu_quota_held_pods",
+            "GPU pods held by the hami.io/gpu-quota gate at the last pass, by the quota key they"
+            ' would exceed (key "": waiting for their claims)',
+            ["key"],
+            registry=r,
+        )
+        self.quota_namespaces = Gauge(
+            "hami_dra_gpu_quota_namespaces",
+            "Namespaces whose ResourceQuotas name a GPU memory, cores or count key (last pass)",
+            registry=r,
+        )
+
+    def observe_quota(self, report: Any) -> None:
+        """One quota pass: released pods counted, held pods by the key they would exceed."""
+        self.quota_released.inc(report.released)
+        self.quota_namespaces.set(len(report.limits))
+        held: dict[str, int] = {}
+        for pod in report.held:
+            held[pod.key] = held.get(pod.key, 0) + 1
+        self.quota_held.clear()
+        for key, count in held.items():
+            self.quota_held.labels(key).set(count)
 
     def watch_translation_cache(self, cache: Any) -> None:
         """Its hits, misses and size, read at scrape time (nothing on the hot path)."""

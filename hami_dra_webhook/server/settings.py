@@ -193,6 +193,19 @@ class Settings(BaseSettings):
         " judges only pod templates labelled hami.io/gpu-migration=dra, as the pod webhook's"
         " objectSelector sends only those pods",
     )
+    gpu_quota: bool = Field(
+        True,
+        description="keep GPU memory and cores ResourceQuotas (limits.nvidia.com/gpumem ...)"
+        " for converted pods: hold GPU pods of such namespaces until they fit (docs/quotas.md)",
+    )
+    gpu_quota_interval: Seconds = Field(
+        1.0, gt=0, description="seconds between passes that release held GPU pods that fit"
+    )
+    gpu_quota_lease: str = Field(
+        "hami-dra-webhook-gpu-quota",
+        description="the Lease (in the webhook's namespace) that lets one replica at a time"
+        " release held pods",
+    )
     bare_endpoint: bool = Field(
         False, description="serve POST /bare (reads the body, fixed answer): for benchmarks"
     )

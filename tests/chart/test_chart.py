@@ -118,7 +118,8 @@ def test_default_render_matches_the_golden_file(update_golden: bool) -> None:
 def test_webhook_configuration() -> None:
     documents = render("admission.excludeNamespaces={monitoring}", "admission.failurePolicy=Ignore")
     config = find(documents, "MutatingWebhookConfiguration")
-    hook, ephemeral = config["webhooks"]
+    hook, ephemeral, gate = config["webhooks"]
+    assert gate["name"] == "gpu-quota.hami-dra-webhook.project-hami.io"
     assert hook["rules"] == [
         {
             "operations": ["CREATE", "UPDATE"],
@@ -156,7 +157,7 @@ def test_webhook_configuration() -> None:
         "cert-manager.io/inject-ca-from": "hami-system/hami-dra-webhook"
     }
     custom = find(render(*MODES["custom"]), "MutatingWebhookConfiguration")
-    assert [w["clientConfig"]["caBundle"] for w in custom["webhooks"]] == ["Y2E=", "Y2E="]
+    assert [w["clientConfig"]["caBundle"] for w in custom["webhooks"]] == ["Y2E="] * 3
 
 
 def test_cert_manager_mode_signs_the_serving_certificate_with_a_ca_of_its_own() -> None:
@@ -344,6 +345,12 @@ def test_rbac_is_least_privilege() -> None:
             "resources": ["deviceclasses", "resourceslices"],
             "verbs": ["list"],
         },
+        # GPU quotas (docs/quotas.md)
+        {"apiGroups": [""], "resources": ["resourcequotas"], "verbs": ["list"]},
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["patch"]},
+        {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims"], "verbs": ["list"]},
+        {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["list", "patch"]},
+        {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
         {
             "apiGroups": ["admissionregistration.k8s.io"],
             "resources": ["mutatingwebhookconfigurations", "validatingwebhookconfigurations"],
@@ -360,8 +367,20 @@ def test_rbac_is_least_privilege() -> None:
             "verbs": ["get", "update"],
         }
     ]
+    lease = find(documents, "Role", "hami-dra-webhook-gpu-quota")
+    assert lease["rules"] == [
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
+        {
+            "apiGroups": ["coordination.k8s.io"],
+            "resources": ["leases"],
+            "resourceNames": ["hami-dra-webhook-gpu-quota"],
+            "verbs": ["get", "update"],
+        },
+    ]
     custom = render(*MODES["custom"])
-    assert not [d for d in custom if d["kind"] == "Role"]
+    assert [d["metadata"]["name"] for d in custom if d["kind"] == "Role"] == [
+        "hami-dra-webhook-gpu-quota"
+    ]
     assert all(
         "mutatingwebhookconfigurations" not in r["resources"]
         and "validatingwebhookconfigurations" not in r["resources"]
@@ -587,7 +606,7 @@ def test_ephemeral_containers_are_sent_for_converted_pods_only() -> None:
     hostile-callers issue, finding 6: by a webhook of its own, which no opt-out label skips
     (a converted pod labelled `hami.io/webhook: ignore` afterwards is still checked)."""
     config = find(render(), "MutatingWebhookConfiguration")
-    pods, ephemeral = config["webhooks"]
+    pods, ephemeral, _ = config["webhooks"]
     assert "pods/ephemeralcontainers" not in pods["rules"][0]["resources"]
     assert ephemeral["rules"] == [
         {

@@ -128,6 +128,27 @@ a name set to "" means that resource does not exist, as in legacy HAMi). */}}
 {{- printf "[%s]" (join ", " $quoted) -}}
 {{- end -}}
 
+{{/* The ResourceQuota keys the webhook keeps for converted pods (core/gpu_quota.quota_keys):
+HAMi's limits.<memory|cores> and kube-apiserver's requests.<count|memory|cores>, as a CEL list. */}}
+{{- define "hdw.quotaKeys" -}}
+{{- $config := fromYaml .Values.deviceConfig -}}
+{{- $nvidia := default dict $config.nvidia -}}
+{{- $count := ternary $nvidia.resourceCountName "nvidia.com/gpu" (hasKey $nvidia "resourceCountName") -}}
+{{- $memory := ternary $nvidia.resourceMemoryName "nvidia.com/gpumem" (hasKey $nvidia "resourceMemoryName") -}}
+{{- $cores := ternary $nvidia.resourceCoreName "nvidia.com/gpucores" (hasKey $nvidia "resourceCoreName") -}}
+{{- $keys := list -}}
+{{- if $memory }}{{ $keys = append $keys (printf "'limits.%s'" $memory) }}{{ $keys = append $keys (printf "'requests.%s'" $memory) }}{{ end -}}
+{{- if $cores }}{{ $keys = append $keys (printf "'limits.%s'" $cores) }}{{ $keys = append $keys (printf "'requests.%s'" $cores) }}{{ end -}}
+{{- if $count }}{{ $keys = append $keys (printf "'requests.%s'" $count) }}{{ end -}}
+{{- printf "[%s]" (join ", " $keys) -}}
+{{- end -}}
+
+{{/* A GPU pod, in CEL over `object`: a container names a legacy resource, or it uses a claim. */}}
+{{- define "hdw.gpuPod" -}}
+{{- $legacy := include "hdw.legacyResources" . -}}
+{{- printf "(has(object.spec.resourceClaims) && object.spec.resourceClaims.size() > 0) || %s || (has(object.spec.initContainers) && %s)" (include "hdw.usesLegacy" (list "object.spec.containers" $legacy)) (include "hdw.usesLegacy" (list "object.spec.initContainers" $legacy)) -}}
+{{- end -}}
+
 {{/* The resource names of the vendors beyond NVIDIA that deviceConfig's hamiDraWebhook.vendors
 converts, as a JSON list, read from HAMi's own sections of deviceConfig as the webhook reads
 them (core/vendors/families.py; tests/chart check that both agree). */}}

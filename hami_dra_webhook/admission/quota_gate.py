@@ -1,0 +1,39 @@
+"""POST /gate-gpu-quota: a GPU pod created in a namespace whose quotas name a GPU memory or
+cores key (the chart's webhook entry selects those namespaces by the label the quota pass
+writes) gets the scheduling gate `hami.io/gpu-quota`, which holds it until the quota pass has
+counted it (cluster/quota_gate.py). Legacy and converted pods alike: one count keeps the
+namespace within its quota whichever pool a pod lands in (docs/quotas.md). Stateless: nothing
+is reserved here, so a pod that is never created (a dry run, a later webhook's refusal) holds
+nothing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hami_dra_webhook.core import patch, review
+from hami_dra_webhook.core.decision import Converted, Unchanged
+from hami_dra_webhook.core.gpu_quota import GATE
+
+HELD = (
+    f"held by scheduling gate {GATE} until hami-dra-webhook has counted it against the"
+    " namespace's GPU quota (kubectl describe pod shows why it waits, if it does)"
+)
+
+
+def gate_answer(request: review.AdmissionRequest) -> review.ReviewAnswer:
+    """The answer: the gate added to a pod CREATE that lacks it; anything else unchanged."""
+    pod = request.object
+    spec = pod.get("spec") if isinstance(pod, dict) else None
+    if request.operation != "CREATE" or not request.is_pod or not isinstance(spec, dict):
+        return review.encode(request.uid, Unchanged(warnings=[]))
+    gates: Any = spec.get("schedulingGates")
+    if isinstance(gates, list) and any(
+        isinstance(g, dict) and g.get("name") == GATE for g in gates
+    ):
+        return review.encode(request.uid, Unchanged(warnings=[]))
+    if isinstance(gates, list):
+        op = patch.add(patch.pointer("spec", "schedulingGates", "-"), {"name": GATE})
+    else:
+        op = patch.add(patch.pointer("spec", "schedulingGates"), [{"name": GATE}])
+    gated = Converted(patch=[op], templates=[], plan=(), warnings=[HELD], resources=[])
+    return review.encode(request.uid, gated, audit={"gpu-quota": "held"})
