@@ -1,0 +1,188 @@
+"""GPU memory and cores quotas keep limiting converted pods (issue 47), on the real control
+plane: every GPU pod of a namespace with such a quota is created held by the scheduling gate
+`hami.io/gpu-quota`, and the webhook releases exactly as many as fit; the rest stay Pending,
+named in a Warning Event. The fake node's ResourceSlices stand in for the driver's (no GPU
+here); the gate and its release are the real kube-apiserver's and the webhook's."""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hami_dra_webhook.core.gpu_quota import GATE, NAMESPACE_LABEL
+from tests.support.cluster import Cluster, Release, wait_for
+from tests.support.pods import gpu_pod
+from tests.support.webhook_process import Webhook
+
+pytestmark = pytest.mark.e2e_on(capacity=True)
+MEM, CORES = "limits.nvidia.com/gpumem", "limits.nvidia.com/gpucores"
+
+
+def _quota(cluster: Cluster, namespace: str, hard: dict[str, str]) -> None:
+    body = {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "gpu"}}
+    cluster.apply({**body, "spec": {"hard": hard}}, namespace=namespace)
+    wait_for(
+        lambda: (
+            cluster.get("namespace", namespace)["metadata"].get("labels", {}).get(NAMESPACE_LABEL)
+        ),
+        "the webhook labels the quota's namespace",
+        timeout=30,
+    )
+
+
+def _gated(pod: dict[str, Any]) -> bool:
+    return any(g.get("name") == GATE for g in pod["spec"].get("schedulingGates") or [])
+
+
+def _create_all(cluster: Cluster, namespace: str, pods: list[dict[str, Any]]) -> None:
+    with ThreadPoolExecutor(max_workers=len(pods)) as pool:
+        list(pool.map(lambda pod: cluster.apply(pod, namespace=namespace), pods))
+
+
+def _settled(cluster: Cluster, namespace: str, released: int, total: int) -> list[dict[str, Any]]:
+    """The pods once `released` of `total` are out of the gate, checked again after three more
+    passes so that a late release would be seen."""
+
+    def counted() -> list[dict[str, Any]] | None:
+        pods = cluster.pods(namespace)
+        out = [p for p in pods if not _gated(p)]
+        return pods if len(pods) == total and len(out) >= released else None
+
+    wait_for(counted, f"{released} of {total} pods released", timeout=60)
+    time.sleep(3)
+    pods = cluster.pods(namespace)
+    assert sum(not _gated(p) for p in pods) == released, [p["metadata"]["name"] for p in pods]
+    return pods
+
+
+def test_twenty_concurrent_creates_let_exactly_what_fits_run(
+    cluster: Cluster, hami: Release, namespace: str
+) -> None:
+    _quota(cluster, namespace, {MEM: "8000"})
+    limits = {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 1000}
+    _create_all(cluster, namespace, [gpu_pod(f"p{i}", limits) for i in range(20)])
+    pods = _settled(cluster, namespace, 8, 20)
+    held = [p["metadata"]["name"] for p in pods if _gated(p)]
+
+    def told() -> str | None:
+        events = cluster.get(
+            "events", "-n", namespace, f"--field-selector=involvedObject.name={held[0]}"
+        )
+        found = [e["message"] for e in events["items"] if e["reason"] == "GPUQuotaExceeded"]
+        return found[0] if found else None
+
+    message = wait_for(told, "a Warning Event on a held pod")
+    assert (
+        "exceeded quota: gpu, requested: limits.nvidia.com/gpumem=1000, used:"
+        " limits.nvidia.com/gpumem=8000, limited: limits.nvidia.com/gpumem=8000" in message
+    )
+    # Deletes free room: two go, two held pods follow. (Forced: no kubelet runs here to end
+    # them, and a terminating pod keeps its charge until it is gone, as HAMi's does.)
+    out = [p["metadata"]["name"] for p in pods if not _gated(p)][:2]
+    deleted = time.monotonic()
+    cluster.kubectl("delete", "pod", "-n", namespace, "--grace-period=0", "--force", *out)
+    _settled(cluster, namespace, 8, 18)
+    print(f"released after a delete within {time.monotonic() - deleted:.1f}s")
+
+
+def test_cores_quota_lets_three_thirty_percent_pods_run(
+    cluster: Cluster, hami: Release, namespace: str
+) -> None:
+    _quota(cluster, namespace, {CORES: "100"})
+    limits = {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 1000, "nvidia.com/gpucores": 30}
+    _create_all(cluster, namespace, [gpu_pod(f"c{i}", limits) for i in range(5)])
+    _settled(cluster, namespace, 3, 5)
+
+
+def test_namespaces_without_a_gpu_quota_are_never_held(
+    cluster: Cluster, hami: Release, namespace: str
+) -> None:
+    cluster.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "ResourceQuota",
+            "metadata": {"name": "pods"},
+            "spec": {"hard": {"pods": "50"}},
+        },
+        namespace=namespace,
+    )
+    cluster.apply(
+        gpu_pod("free", {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 1000}), namespace=namespace
+    )
+    time.sleep(3)  # three passes
+    assert not _gated(cluster.pod(namespace, "free"))
+    labels = cluster.get("namespace", namespace)["metadata"].get("labels", {})
+    assert NAMESPACE_LABEL not in labels
+
+
+def test_a_tenant_cannot_release_their_own_pod_or_create_one_unheld(
+    cluster: Cluster, hami: Release, namespace: str
+) -> None:
+    _quota(cluster, namespace, {MEM: "1000"})
+    limits = {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 1000}
+    cluster.apply(gpu_pod("first", limits), namespace=namespace)
+    cluster.apply(gpu_pod("second", limits), namespace=namespace)
+    _settled(cluster, namespace, 1, 2)
+    held = next(p for p in cluster.pods(namespace) if _gated(p))
+    name = held["metadata"]["name"]
+    cluster.kubectl("create", "serviceaccount", "tenant", "-n", namespace)
+    cluster.kubectl(
+        "create",
+        "rolebinding",
+        "tenant",
+        "-n",
+        namespace,
+        "--clusterrole=edit",
+        f"--serviceaccount={namespace}:tenant",
+    )
+    tenant = cluster.service_account_kubeconfig(namespace, "tenant")
+    index = [g["name"] for g in held["spec"]["schedulingGates"]].index(GATE)
+    removed = cluster.kubectl(
+        "patch", "pod", name, "-n", namespace, "--type=json",
+        f'-p=[{{"op":"remove","path":"/spec/schedulingGates/{index}"}}]',
+        check=False, kubeconfig=tenant,
+    )  # fmt: skip
+    assert removed.returncode != 0 and "only hami-dra-webhook removes" in removed.stderr
+    # The namespace label (which sends pods to the gate) removed by an administrator: the
+    # policy reads the quota itself and refuses a GPU pod created unheld.
+    cluster.kubectl("label", "namespace", namespace, f"{NAMESPACE_LABEL}-")
+    unheld = cluster.kubectl(
+        "apply", "-n", namespace, "-f", "-", check=False, kubeconfig=tenant,
+        stdin=__import__("yaml").safe_dump(gpu_pod("third", limits)),
+    )  # fmt: skip
+    assert unheld.returncode != 0 and "ResourceQuota gpu limits" in unheld.stderr, unheld.stderr
+
+
+def test_two_replicas_release_exactly_what_fits(
+    cluster: Cluster, hami: Release, namespace: str, tmp_path: Path
+) -> None:
+    """A second webhook process with the chart's arguments and identity: both run the quota
+    pass; the Lease lets one release at a time."""
+    args = [
+        a
+        for a in hami.container_args(tmp_path)
+        if not a.startswith(
+            ("--self-managed", "--cert-", "--webhook-config", "--service-name", "--port")
+        )
+    ]
+    assert hami.kubeconfig is not None
+    second = Webhook(
+        tmp_path / "second",
+        *args,
+        f"--kubeconfig={hami.kubeconfig}",
+        "--host=127.0.0.1",
+        env=hami.container_env(),
+    )
+    try:
+        _quota(cluster, namespace, {MEM: "8000"})
+        limits = {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 1000}
+        for wave in range(4):  # creates spread over time
+            _create_all(cluster, namespace, [gpu_pod(f"w{wave}-{i}", limits) for i in range(5)])
+            time.sleep(0.7)
+        _settled(cluster, namespace, 8, 20)
+    finally:
+        second.stop()
