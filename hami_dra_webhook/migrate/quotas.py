@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hami_dra_webhook.core import patch
+from hami_dra_webhook.core.gpu_quota import quota_keys
 from hami_dra_webhook.core.policy import Policy
 from hami_dra_webhook.core.types import JsonObject
 from hami_dra_webhook.files.manifests import api_group
@@ -225,14 +226,27 @@ def _resource_quota(
     if not counted:
         return None
     count_name = policy.nvidia.resource_count_name
+    kept = quota_keys(policy)
     dra_form = {}
     counts_gpus = [k for k in counted if _bare(k) == count_name]
     if counts_gpus:
         dra_form[devices_key(policy)] = str(hard[counts_gpus[0]])
-    words = ["converted pods request none of these, so it stops limiting them"]
+    not_kept = [k for k in counted if k not in kept]
+    words = []
+    if len(not_kept) < len(counted):
+        words.append(
+            "the webhook keeps "
+            + ", ".join(k for k in counted if k in kept)
+            + " for converted pods: GPU pods here are held by the scheduling gate"
+            " hami.io/gpu-quota until they fit (gpuQuota.enabled, docs/quotas.md)"
+        )
+    if not_kept:
+        words.append(
+            f"converted pods request none of {', '.join(not_kept)}, so it stops limiting them"
+        )
     if dra_form:
-        words.append(f"GPUs are counted by {devices_key(policy)} (convert adds it)")
-    if any(_bare(k) != count_name for k in counted):
+        words.append(f"GPUs are also counted by {devices_key(policy)} (convert adds it)")
+    if any(_bare(k) != count_name for k in not_kept):
         words.append(NO_CAPACITY_QUOTA)
     return QuotaReport(
         "ResourceQuota", namespace, name, source, counted, "; ".join(words), dra_form

@@ -205,7 +205,10 @@ def test_quotas_and_queues_that_count_legacy_resources(tmp_path: Path) -> None:
     }
     devices = "hami-core-gpu.project-hami.io.deviceclass.resource.k8s.io/devices"
     assert found["ResourceQuota/hami-resource-quota"]["draForm"] == {devices: "1"}
-    assert "memory or cores" in found["ResourceQuota/hami-resource-quota"]["stops"]
+    # Its requests.nvidia.com/* keys are kept for converted pods (docs/quotas.md), no longer
+    # "stops limiting": the scan says which and how.
+    stops = found["ResourceQuota/hami-resource-quota"]["stops"]
+    assert "the webhook keeps requests.nvidia.com/gpu" in stops and "stops limiting" not in stops
     assert "nvidia.com/total-gpumem" in found["ClusterQueue/hami-queue"]["counts"]
     code, _, _err = run(
         "convert", "--config", str(config_for(quota)), "--out", str(tmp_path), str(quota)
