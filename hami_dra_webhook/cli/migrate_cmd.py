@@ -105,6 +105,15 @@ def _inventory(args: argparse.Namespace, policy: Any) -> Any:
     return on_cluster(args, read)
 
 
+def _gpu_quotas(args: argparse.Namespace, policy: Any) -> Any:
+    from hami_dra_webhook.cluster.quota_usage import read_gpu_quotas
+
+    async def read(api: Any) -> Any:
+        return await read_gpu_quotas(api, policy, 10)
+
+    return on_cluster(args, read)
+
+
 def _read(args: argparse.Namespace, stderr: TextIO) -> tuple[Any, Any] | int:
     """The policy and the cluster's inventory, or the exit code after saying what failed."""
     from hami_dra_webhook.cli.inputs import load_policy
@@ -131,6 +140,11 @@ def run_status(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: 
 
     policy, inventory = read
     report = status_report(inventory, policy)
+    try:
+        report["quotas"] = [line.as_json() for line in _gpu_quotas(args, policy)]
+    except ClusterUnavailable as error:
+        say_unavailable(error, stderr)
+        return exit_codes.UNREADABLE
     if args.output != "text":
         write_data(report, args.output, stdout)
     else:

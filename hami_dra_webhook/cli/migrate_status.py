@@ -149,6 +149,23 @@ def status_text(report: dict[str, Any]) -> str:
             for name, e in sorted(report["namespaces"].items())
         ],
     )
+    quotas = report.get("quotas") or []
+    if quotas:
+        lines += ["", "GPU quotas (converted and legacy pods together; docs/quotas.md):"]
+        lines += table(
+            ["NAMESPACE", "QUOTA", "KEY", "USED", "HARD", "HELD PODS"],
+            [
+                [
+                    q["namespace"],
+                    q["quota"],
+                    q["key"],
+                    "unknown" if q["used"] is None else str(q["used"]),
+                    str(q["hard"]),
+                    str(q["heldPods"]),
+                ]
+                for q in quotas
+            ],
+        )
     blocked = [
         (name, pod)
         for name, entry in sorted(report["namespaces"].items())

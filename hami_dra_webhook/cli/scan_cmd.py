@@ -62,13 +62,14 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
         return exit_codes.USAGE
     unreadable: list[str] = []
     quotas: list[Any] = []  # from manifests; `check` judges a cluster's ResourceQuotas
+    gpu_quotas: list[Any] | None = None  # a cluster's GPU quotas as they hold now
     loaded = _policy(args, stderr)
     if isinstance(loaded, int):
         return loaded
     policy, notes = loaded
     if args.cluster:
         try:
-            workloads, policy = _cluster_workloads(args, policy, stderr)
+            workloads, policy, gpu_quotas = _cluster_workloads(args, policy, stderr)
         except ClusterUnavailable as error:
             say_unavailable(error, stderr)
             return exit_codes.UNREADABLE
@@ -96,9 +97,10 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
     ]
     reports.sort(key=lambda r: (r.namespace, r.kind, r.name, r.embedded_at, r.source))
     if args.output != "text":
-        write_data(render.as_data(reports, notes, unreadable, quotas), args.output, stdout)
+        data = render.as_data(reports, notes, unreadable, quotas, gpu_quotas)
+        write_data(data, args.output, stdout)
     else:
-        render.as_table(reports, notes, stdout, unreadable, quotas)
+        render.as_table(reports, notes, stdout, unreadable, quotas, gpu_quotas)
     outcomes = {r.outcome for r in reports}
     return exit_codes.worst(
         exit_codes.REFUSED if "refused" in outcomes else exit_codes.OK,
@@ -151,7 +153,9 @@ def _manifest_workloads(
 
 def _cluster_workloads(
     args: argparse.Namespace, policy: Any, stderr: TextIO
-) -> tuple[list[Any], Any]:
+) -> tuple[list[Any], Any, list[Any]]:
+    from hami_dra_webhook.cluster.quota_usage import read_gpu_quotas
+    from hami_dra_webhook.kube.port import ApiError
     from hami_dra_webhook.cluster.state import (
         device_memory_sizes,
         hygon_compute_units,
@@ -167,7 +171,9 @@ def _cluster_workloads(
         def step(kind: str) -> None:
             progress.advance(f"listing {kind}s")
 
-        async def collect(api: Any) -> tuple[list[Any], tuple[int, ...], tuple[int, ...]]:
+        async def collect(
+            api: Any,
+        ) -> tuple[list[Any], tuple[int, ...], tuple[int, ...], list[Any]]:
             slices = await api.list_resource_slices(policy.webhook.driver_name, timeout=30)
             hygon = policy.webhook.vendors.hygon
             units: tuple[int, ...] = ()
@@ -177,11 +183,18 @@ def _cluster_workloads(
             workloads = await from_cluster(
                 api, namespace, step, lambda pod: uses_legacy(pod, policy)
             )
-            return workloads, device_memory_sizes(slices, policy), units
+            sizes = device_memory_sizes(slices, policy)
+            facts = with_cluster_facts(policy, sizes, units, policy.webhook.consumable_capacity)
+            try:
+                gpu_quotas = await read_gpu_quotas(api, facts, 30, namespace)
+            except ApiError as error:  # quotas are a part of the report, not a reason to fail it
+                stderr.write(f"warning: GPU quotas not read: {error}\n")
+                gpu_quotas = []
+            return workloads, sizes, units, gpu_quotas
 
-        workloads, sizes, units = on_cluster(args, collect)
+        workloads, sizes, units, gpu_quotas = on_cluster(args, collect)
     policy = with_cluster_facts(policy, sizes, units, policy.webhook.consumable_capacity)
-    return workloads, policy
+    return workloads, policy, gpu_quotas
 
 
 class _Progress:

@@ -20,9 +20,9 @@ import logging
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from hami_dra_webhook.cluster.lease import Lease
+from hami_dra_webhook.cluster.quota_usage import read_namespace
 from hami_dra_webhook.core.gpu_quota import (
     GATE,
     NAMESPACE_LABEL,
@@ -117,13 +117,10 @@ class QuotaGate:
     async def _namespace(
         self, namespace: str, limits: list[Limit], policy: Policy, cards: Cards
     ) -> QuotaPass:
-        pods, skipped = [], self.api.skipped_items
-        live = "status.phase!=Succeeded,status.phase!=Failed"
-        async for page in self.api.pod_pages(namespace, timeout=self.timeout, field_selector=live):
-            pods += [slim_pod(p) for p in page if isinstance(p, dict)]
+        pods, complete = await read_namespace(self.api, namespace, self.timeout)
         if not any(_gated(p) for p in pods):
             return QuotaPass()  # nothing to release: the claims are not even read
-        if self.api.skipped_items != skipped:
+        if not complete:
             # A pod too large to read holds what cannot be counted: nothing is released.
             log.warning("namespace %s: a pod too large to read; held pods stay held", namespace)
             return QuotaPass()
@@ -189,36 +186,3 @@ class QuotaGate:
 def _gated(pod: JsonObject) -> bool:
     gates = (pod.get("spec") or {}).get("schedulingGates") or []
     return any(isinstance(g, dict) and g.get("name") == GATE for g in gates)
-
-
-def slim_pod(pod: JsonObject) -> JsonObject:
-    """What a pass reads of a pod (its GPU resources, claims and gates), so that a namespace of
-    10,000 pods is held in a few MiB."""
-    metadata = pod.get("metadata") or {}
-    spec = pod.get("spec") or {}
-    status = pod.get("status") or {}
-
-    def slim(containers: Any) -> list[JsonObject]:
-        return [
-            {"name": c.get("name"), "resources": c.get("resources") or {}}
-            for c in containers or []
-            if isinstance(c, dict)
-        ]
-
-    kept_spec: JsonObject = {"containers": slim(spec.get("containers"))}
-    for key in ("resourceClaims", "schedulingGates"):
-        if spec.get(key):
-            kept_spec[key] = spec[key]
-    if spec.get("initContainers"):
-        kept_spec["initContainers"] = slim(spec["initContainers"])
-    return {
-        "metadata": {
-            k: metadata.get(k) for k in ("name", "uid", "creationTimestamp", "resourceVersion")
-        },
-        "spec": kept_spec,
-        "status": {
-            k: status[k]
-            for k in ("phase", "resourceClaimStatuses", "extendedResourceClaimStatus")
-            if k in status
-        },
-    }

@@ -59,6 +59,33 @@ def gate_index(pod: JsonObject) -> int | None:
     return None
 
 
+def usage_of(
+    pods: Iterable[JsonObject],
+    claims: Iterable[JsonObject],
+    policy: Policy,
+    keys: Mapping[str, KeyRule],
+    cards: Cards,
+) -> tuple[Charge, list[JsonObject], dict[str, JsonObject], set[str]]:
+    """What the namespace's counted pods use; its held pods; its claims by name; and the claims
+    already charged."""
+    by_name = {
+        str((c.get("metadata") or {}).get("name", "")): c for c in claims if isinstance(c, dict)
+    }
+    names = frozenset(converted_names(policy))
+    usage = Charge()
+    counted: set[str] = set()  # claim names already charged
+    held: list[JsonObject] = []
+    for pod in pods:
+        status = pod.get("status") or {}
+        if status.get("phase") in ENDED:
+            continue
+        if gate_index(pod) is not None:
+            held.append(pod)
+            continue
+        usage.add(_charge(pod, by_name, counted, names, policy, keys, cards)[0])
+    return usage, held, by_name, counted
+
+
 def plan_pass(
     pods: Iterable[JsonObject],
     claims: Iterable[JsonObject],
@@ -69,21 +96,9 @@ def plan_pass(
 ) -> QuotaPass:
     """The namespace's usage and what each held pod gets: released while it fits (every pod
     when there is no limit), held with the reason otherwise."""
-    by_name = {
-        str((c.get("metadata") or {}).get("name", "")): c for c in claims if isinstance(c, dict)
-    }
-    names = frozenset(converted_names(policy))
     result = QuotaPass()
-    counted: set[str] = set()  # claim names already charged
-    held: list[JsonObject] = []
-    for pod in pods:
-        status = pod.get("status") or {}
-        if status.get("phase") in ENDED:
-            continue
-        if gate_index(pod) is not None:
-            held.append(pod)
-            continue
-        result.usage.add(_charge(pod, by_name, counted, names, policy, keys, cards)[0])
+    result.usage, held, by_name, counted = usage_of(pods, claims, policy, keys, cards)
+    names = frozenset(converted_names(policy))
     held.sort(key=lambda p: (str(_meta(p).get("creationTimestamp", "")), str(_meta(p).get("name"))))
     for pod in held:
         charge, missing = _charge(pod, by_name, set(counted), names, policy, keys, cards)

@@ -39,15 +39,20 @@ def as_data(
     notes: list[str],
     unreadable: list[str] | None = None,
     quotas: list[QuotaReport] | None = None,
+    gpu_quotas: list[Any] | None = None,
 ) -> dict[str, Any]:
-    """The report as data (`-o json` and `-o yaml` write it)."""
-    return {
+    """The report as data (`-o json` and `-o yaml` write it); `gpu_quotas`: a cluster's GPU
+    quotas as they hold now (cluster/quota_usage.QuotaLine)."""
+    data = {
         "workloads": [r.as_json() for r in reports],
         "summary": summary(reports),
         "quotas": [q.as_json() for q in quotas or []],
         "unreadable": unreadable or [],
         "notes": notes,
     }
+    if gpu_quotas is not None:
+        data["gpuQuotas"] = [line.as_json() for line in gpu_quotas]
+    return data
 
 
 def columns(rows: list[tuple[str, ...]]) -> list[str]:
@@ -65,6 +70,7 @@ def as_table(
     out: TextIO,
     unreadable: list[str] | None = None,
     quotas: list[QuotaReport] | None = None,
+    gpu_quotas: list[Any] | None = None,
 ) -> None:
     if not reports:
         out.write("No workload asks for legacy HAMi GPU resources.\n")
@@ -96,6 +102,14 @@ def as_table(
                         f"    - DRA form: resources.deviceClassMappings: {quota.kueue_mapping}\n"
                     )
                 out.write(f"    - from {quota.source}\n" if quota.source else "")
+    if gpu_quotas:
+        out.write("\nGPU quotas kept for converted pods (docs/quotas.md)\n")
+        rows = [("NAMESPACE", "QUOTA", "KEY", "USED", "HARD", "HELD PODS")]
+        rows += [
+            (q.namespace, q.quota, q.key, q.used_words, str(q.hard), str(q.held))
+            for q in gpu_quotas
+        ]
+        out.writelines(line + "\n" for line in columns(rows))
     for problem in unreadable or []:
         out.write(f"unreadable: {problem}\n")
     if unreadable:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from hami_dra_webhook.core.gpu_quota import quota_keys
 from hami_dra_webhook.core.policy import Policy
 from hami_dra_webhook.core.pool_plan import Inventory
 from hami_dra_webhook.core.pools import LEGACY, POOL_LABEL
@@ -152,22 +153,51 @@ def _quotas(snapshot: Snapshot, policy: Policy, target: Installation, report: Re
         k.format(gpu=n.resource_count_name, mem=n.resource_memory_name, cores=n.resource_core_name)
         for k in LEGACY_QUOTA_KEYS
     }
-    found = []
+    kept = quota_keys(policy)
+    held = _quota_gate(snapshot)
+    lost, kept_by, named_kept = [], [], False
     for quota in quotas if isinstance(quotas, list) else []:
         counted = sorted(k for k in ((quota.get("spec") or {}).get("hard") or {}) if k in keys)
-        if counted:
-            found.append(f"{_where(quota)} ({', '.join(counted)})")
-    if found:
+        gone = [k for k in counted if k not in kept or not held]
+        if gone:
+            lost.append(f"{_where(quota)} ({', '.join(gone)})")
+        if len(gone) < len(counted):
+            kept_by.append(_where(quota))
+        named_kept = named_kept or any(k in kept for k in counted)
+    lines = snapshot.gpu_quotas if isinstance(snapshot.gpu_quotas, list) else []
+    for line in lines if held else []:
+        report.add(
+            "PASS",
+            "quotas",
+            f"{line.namespace}/{line.quota} keeps limiting converted pods: {line.key}"
+            f" {line.used_words} used of {line.hard}, {line.held} pods held by"
+            " hami.io/gpu-quota",
+        )
+    if kept_by and held and not lines:
+        report.add("PASS", "quotas", "GPU quotas kept: " + ", ".join(kept_by))
+    if lost:
+        hint = (
+            "count DRA instead: quota on resourceclaims, or"
+            " <deviceclass>.deviceclass.resource.k8s.io/devices"
+        )
+        if not held and named_kept:
+            hint = "install the chart with gpuQuota.enabled (docs/quotas.md); or " + hint
         report.add(
             "WARN",
             "quotas",
             "ResourceQuotas count legacy resources, which converted pods no longer carry: "
-            + "; ".join(found),
-            "count DRA instead: quota on resourceclaims, or"
-            " <deviceclass>.deviceclass.resource.k8s.io/devices",
+            + "; ".join(lost),
+            hint,
         )
-    else:
+    elif not kept_by:
         report.add("PASS", "quotas", "no ResourceQuota counts legacy resources")
+
+
+def _quota_gate(snapshot: Snapshot) -> bool:
+    """Whether the installed webhook holds GPU pods by their namespace's quota."""
+    config = snapshot.webhook_configuration
+    webhooks = config.get("webhooks") or [] if isinstance(config, dict) else []
+    return any(str(w.get("name", "")).startswith("gpu-quota.") for w in webhooks)
 
 
 CHECKS: tuple[Callable[[Snapshot, Policy, Installation, Report], None], ...] = (

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeAlias, TypeVar, Union
 
 from hami_dra_webhook.cluster.inventory import read_inventory
+from hami_dra_webhook.cluster.quota_usage import QuotaLine, read_gpu_quotas
 from hami_dra_webhook.cluster.state import probe_template
 from hami_dra_webhook.core.policy import Policy
 from hami_dra_webhook.core.pool_plan import Inventory
@@ -69,6 +70,8 @@ class Snapshot:
     deployments: Read[list[JsonObject]] = field(default_factory=list)
     webhook_configurations: Read[list[JsonObject]] = field(default_factory=list)
     quotas: Read[list[JsonObject]] = field(default_factory=list)
+    # What each GPU quota holds now (cluster/quota_usage.py).
+    gpu_quotas: Read[list[QuotaLine]] = field(default_factory=list)
     webhook_configuration: Read[JsonObject] = MISSING  # the chart's
     preview_configuration: Read[JsonObject] = MISSING  # its workloads' preview (validating)
     tls_secret: Read[JsonObject] = MISSING
@@ -128,6 +131,7 @@ async def gather(api: KubeApi, policy: Policy, target: Installation, timeout: fl
         api.list_path(paths.WEBHOOKS, [], timeout=timeout)
     )
     snapshot.quotas = await _read(api.list_path(paths.RESOURCE_QUOTAS, [], timeout=timeout))
+    snapshot.gpu_quotas = await _read(read_gpu_quotas(api, policy, timeout))
     await _webhook(api, snapshot, target, timeout)
     await _vendors(api, snapshot, policy, timeout)
     snapshot.inventory = await _read(read_inventory(api, policy, snapshot.scope, timeout))

@@ -1,0 +1,110 @@
+"""What each GPU quota of the cluster holds now, read from the live pods and claims as the
+quota pass reads them (`check`, `migrate status` and `scan --cluster` show it)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any
+
+from hami_dra_webhook.core.gpu_quota import Cards, limits_of, quota_keys
+from hami_dra_webhook.core.policy import Policy
+from hami_dra_webhook.core.quota_plan import usage_of
+from hami_dra_webhook.core.types import JsonObject
+from hami_dra_webhook.kube.port import KubeApi, paths
+
+LIVE = "status.phase!=Succeeded,status.phase!=Failed"
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaLine:
+    namespace: str
+    quota: str
+    key: str
+    used: int | None  # None: a pod holds what cannot be counted
+    hard: int
+    held: int  # pods of the namespace held by the gate now
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "namespace": self.namespace,
+            "quota": self.quota,
+            "key": self.key,
+            "used": self.used,
+            "hard": self.hard,
+            "heldPods": self.held,
+        }
+
+    @property
+    def used_words(self) -> str:
+        return "unknown" if self.used is None else str(self.used)
+
+
+async def read_namespace(
+    api: KubeApi, namespace: str, timeout: float
+) -> tuple[list[JsonObject], bool]:
+    """The namespace's live pods (slim), and whether every one could be read."""
+    pods, skipped = [], api.skipped_items
+    async for page in api.pod_pages(namespace, timeout=timeout, field_selector=LIVE):
+        pods += [slim_pod(p) for p in page if isinstance(p, dict)]
+    return pods, api.skipped_items == skipped
+
+
+async def read_gpu_quotas(
+    api: KubeApi, policy: Policy, timeout: float, namespace: str | None = None
+) -> list[QuotaLine]:
+    """Each kept key of each ResourceQuota (of `namespace`, or all): used, hard, held pods."""
+    keys = quota_keys(policy)
+    quotas = await api.list_path(paths.RESOURCE_QUOTAS, [], timeout=timeout)
+    by_namespace: dict[str, list[JsonObject]] = defaultdict(list)
+    for quota in quotas:
+        where = str((quota.get("metadata") or {}).get("namespace", ""))
+        if namespace is None or where == namespace:
+            by_namespace[where].append(quota)
+    lines = []
+    cards = Cards(policy.largest_memory_mib)
+    for where, items in sorted(by_namespace.items()):
+        limits = limits_of(items, keys, policy.nvidia.memory_factor)
+        if not limits:
+            continue
+        pods, complete = await read_namespace(api, where, timeout)
+        claims = await api.list_path(paths.claims(where), [], timeout=timeout)
+        usage, held, _, _ = usage_of(pods, claims, policy, keys, cards)
+        for limit in limits:
+            known = complete and limit.key not in usage.unknown
+            used = usage.of(limit.key) if known else None
+            lines.append(QuotaLine(where, limit.quota, limit.key, used, limit.hard, len(held)))
+    return lines
+
+
+def slim_pod(pod: JsonObject) -> JsonObject:
+    """What a pass reads of a pod (its GPU resources, claims and gates), so that a namespace of
+    10,000 pods is held in a few MiB."""
+    metadata = pod.get("metadata") or {}
+    spec = pod.get("spec") or {}
+    status = pod.get("status") or {}
+
+    def slim(containers: Any) -> list[JsonObject]:
+        return [
+            {"name": c.get("name"), "resources": c.get("resources") or {}}
+            for c in containers or []
+            if isinstance(c, dict)
+        ]
+
+    kept_spec: JsonObject = {"containers": slim(spec.get("containers"))}
+    for key in ("resourceClaims", "schedulingGates"):
+        if spec.get(key):
+            kept_spec[key] = spec[key]
+    if spec.get("initContainers"):
+        kept_spec["initContainers"] = slim(spec["initContainers"])
+    return {
+        "metadata": {
+            k: metadata.get(k) for k in ("name", "uid", "creationTimestamp", "resourceVersion")
+        },
+        "spec": kept_spec,
+        "status": {
+            k: status[k]
+            for k in ("phase", "resourceClaimStatuses", "extendedResourceClaimStatus")
+            if k in status
+        },
+    }
