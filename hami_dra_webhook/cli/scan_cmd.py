@@ -155,12 +155,12 @@ def _cluster_workloads(
     args: argparse.Namespace, policy: Any, stderr: TextIO
 ) -> tuple[list[Any], Any, list[Any]]:
     from hami_dra_webhook.cluster.quota_usage import read_gpu_quotas
-    from hami_dra_webhook.kube.port import ApiError
     from hami_dra_webhook.cluster.state import (
         device_memory_sizes,
         hygon_compute_units,
         with_cluster_facts,
     )
+    from hami_dra_webhook.kube.port import ApiError
     from hami_dra_webhook.migrate.report import uses_legacy
     from hami_dra_webhook.migrate.sources import from_cluster
 
