@@ -174,6 +174,7 @@ class Metrics:
             ["key"],
             registry=r,
         )
+        self.quota_held.labels("").set(0)
         self.quota_namespaces = Gauge(
             "hami_dra_gpu_quota_namespaces",
             "Namespaces whose ResourceQuotas name a GPU memory, cores or count key (last pass)",
@@ -184,7 +185,7 @@ class Metrics:
         """One quota pass: released pods counted, held pods by the key they would exceed."""
         self.quota_released.inc(report.released)
         self.quota_namespaces.set(len(report.limits))
-        held: dict[str, int] = {}
+        held: dict[str, int] = {"": 0}
         for pod in report.held:
             held[pod.key] = held.get(pod.key, 0) + 1
         self.quota_held.clear()
