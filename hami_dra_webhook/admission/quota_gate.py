@@ -12,7 +12,7 @@ from typing import Any
 
 from hami_dra_webhook.core import patch, review
 from hami_dra_webhook.core.decision import Converted, Unchanged
-from hami_dra_webhook.core.gpu_quota import GATE
+from hami_dra_webhook.core.gpu_quota import GATE, HELD_LABEL, HELD_LABEL_VALUE
 
 HELD = (
     f"held by scheduling gate {GATE} until hami-dra-webhook has counted it against the"
@@ -35,5 +35,11 @@ def gate_answer(request: review.AdmissionRequest) -> review.ReviewAnswer:
         op = patch.add(patch.pointer("spec", "schedulingGates", "-"), {"name": GATE})
     else:
         op = patch.add(patch.pointer("spec", "schedulingGates"), [{"name": GATE}])
-    gated = Converted(patch=[op], templates=[], plan=(), warnings=[HELD], resources=[])
+    metadata = pod.get("metadata") if isinstance(pod, dict) else None
+    labels = metadata.get("labels") if isinstance(metadata, dict) else None
+    if isinstance(labels, dict):
+        label = patch.add(patch.pointer("metadata", "labels", HELD_LABEL), HELD_LABEL_VALUE)
+    else:
+        label = patch.add(patch.pointer("metadata", "labels"), {HELD_LABEL: HELD_LABEL_VALUE})
+    gated = Converted(patch=[op, label], templates=[], plan=(), warnings=[HELD], resources=[])
     return review.encode(request.uid, gated, audit={"gpu-quota": "held"})

@@ -17,14 +17,17 @@ from __future__ import annotations
 import asyncio
 import datetime
 import logging
+import time
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from hami_dra_webhook.cluster.lease import Lease
-from hami_dra_webhook.cluster.quota_usage import read_namespace
+from hami_dra_webhook.cluster.quota_usage import count_namespace, read_claims
 from hami_dra_webhook.core.gpu_quota import (
     GATE,
+    HELD_LABEL,
+    HELD_LABEL_VALUE,
     NAMESPACE_LABEL,
     NAMESPACE_LABEL_VALUE,
     Cards,
@@ -33,7 +36,7 @@ from hami_dra_webhook.core.gpu_quota import (
     quota_keys,
 )
 from hami_dra_webhook.core.policy import Policy
-from hami_dra_webhook.core.quota_plan import Held, QuotaPass, plan_pass
+from hami_dra_webhook.core.quota_plan import Count, Held, QuotaPass, release
 from hami_dra_webhook.core.types import JsonObject
 from hami_dra_webhook.kube.port import ApiError, KubeApi, paths
 
@@ -57,19 +60,25 @@ class QuotaGate:
     policy: Callable[[], Policy]  # with the cluster's facts (card sizes) when known
     lease: Lease
     interval: float = 1.0
+    # Every quota namespace is read whole at least this often (held pods are otherwise found by
+    # their label, which a tenant could remove).
+    resync: float = 30.0
     timeout: float = 10.0
     observe: Callable[[PassReport], None] = lambda report: None
     _told: dict[str, str] = field(default_factory=dict)  # pod uid -> the reason last sent
+    _last_resync: float = float("-inf")  # monotonic
 
     async def run(self) -> None:
         """Pass after pass while this replica holds the lease; a failed call raises (the
         Supervisor restarts the job and counts it)."""
         while True:
+            started = time.monotonic()
             if await self.lease.hold():
                 self.observe(await self.run_pass())
             else:
                 self.observe(PassReport())  # another replica reports; nothing stale here
-            await asyncio.sleep(self.interval)
+            # A long pass (a namespace of thousands of pods) is followed by twice its time.
+            await asyncio.sleep(max(self.interval, 2 * (time.monotonic() - started)))
 
     async def run_pass(self) -> PassReport:
         policy = self.policy()
@@ -89,7 +98,12 @@ class QuotaGate:
             await self._label(namespace, NAMESPACE_LABEL_VALUE)
         report = PassReport(limits=limits)
         cards = Cards(policy.largest_memory_mib)
-        for namespace in sorted(set(limits) | labelled):
+        ours = set(limits) | labelled
+        if time.monotonic() - self._last_resync >= self.resync:
+            self._last_resync, due = time.monotonic(), ours
+        else:
+            due = (await self._with_held_pods() & ours) | (labelled - set(limits))
+        for namespace in sorted(due):
             done = await self._namespace(namespace, limits.get(namespace, []), policy, cards)
             report.namespaces += 1
             report.released += len(done.release)
@@ -100,6 +114,15 @@ class QuotaGate:
         live = {held.uid for held in report.held}
         self._told = {uid: why for uid, why in self._told.items() if uid in live}
         return report
+
+    async def _with_held_pods(self) -> set[str]:
+        """The namespaces of the pods labelled held (one list, served from kube-apiserver's
+        cache)."""
+        selector = [("labelSelector", f"{HELD_LABEL}={HELD_LABEL_VALUE}")]
+        found: set[str] = set()
+        async for page in self.api.path_pages(paths.ALL_PODS, selector, timeout=self.timeout):
+            found |= {str((p.get("metadata") or {}).get("namespace", "")) for p in page}
+        return found
 
     async def _labelled(self) -> set[str]:
         selector = [("labelSelector", NAMESPACE_LABEL)]
@@ -118,15 +141,19 @@ class QuotaGate:
     async def _namespace(
         self, namespace: str, limits: list[Limit], policy: Policy, cards: Cards
     ) -> QuotaPass:
-        pods, complete = await read_namespace(self.api, namespace, self.timeout)
-        if not any(_gated(p) for p in pods):
-            return QuotaPass()  # nothing to release: the claims are not even read
+        keys = quota_keys(policy)
+        claims = await read_claims(self.api, namespace, policy, keys, cards, self.timeout)
+        count, stray = Count(claims, policy, keys, cards), list[str]()
+        complete = await count_namespace(self.api, namespace, count, self.timeout, stray)
+        for name in stray:  # a held label without the gate (a tenant's) would bring us back
+            await self._unlabel(namespace, name)
+        if not count.held:
+            return QuotaPass(usage=count.usage)
         if not complete:
             # A pod too large to read holds what cannot be counted: nothing is released.
             log.warning("namespace %s: a pod too large to read; held pods stay held", namespace)
-            return QuotaPass()
-        claims = await self.api.list_path(paths.claims(namespace), [], timeout=self.timeout)
-        result = plan_pass(pods, claims, limits, policy, quota_keys(policy), cards)
+            return QuotaPass(usage=count.usage)
+        result = release(count, limits)
         for held in result.release:
             if not self.lease.held:
                 return result  # another replica may hold it by now: its next pass decides
@@ -135,12 +162,27 @@ class QuotaGate:
             await self._tell(namespace, held)
         return result
 
+    async def _unlabel(self, namespace: str, name: str) -> None:
+        label = "/metadata/labels/" + HELD_LABEL.replace("/", "~1")
+        operations = [
+            {"op": "test", "path": label, "value": HELD_LABEL_VALUE},
+            {"op": "remove", "path": label},
+        ]
+        try:
+            await self.api.patch_pod(namespace, name, operations, timeout=self.timeout)
+        except ApiError as error:
+            if error.status not in (404, 422):
+                raise
+
     async def _release(self, namespace: str, held: Held) -> None:
         at = f"/spec/schedulingGates/{held.gate_index}"
         operations = [
             {"op": "test", "path": f"{at}/name", "value": GATE},
             {"op": "remove", "path": at},
         ]
+        if held.labelled:
+            label = "/metadata/labels/" + HELD_LABEL.replace("/", "~1")
+            operations.append({"op": "remove", "path": label})
         try:
             await self.api.patch_pod(namespace, held.name, operations, timeout=self.timeout)
         except ApiError as error:

@@ -4,12 +4,20 @@ quota pass reads them (`check`, `migrate status` and `scan --cluster` show it)."
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from hami_dra_webhook.core.gpu_quota import Cards, limits_of, quota_keys
+from hami_dra_webhook.core.gpu_quota import (
+    HELD_LABEL,
+    Cards,
+    Charge,
+    KeyRule,
+    limits_of,
+    quota_keys,
+)
 from hami_dra_webhook.core.policy import Policy
-from hami_dra_webhook.core.quota_plan import usage_of
+from hami_dra_webhook.core.quota_plan import Count, claim_charges, gate_index
 from hami_dra_webhook.core.types import JsonObject
 from hami_dra_webhook.kube.port import KubeApi, paths
 
@@ -40,14 +48,42 @@ class QuotaLine:
         return "unknown" if self.used is None else str(self.used)
 
 
-async def read_namespace(
-    api: KubeApi, namespace: str, timeout: float
-) -> tuple[list[JsonObject], bool]:
-    """The namespace's live pods (slim), and whether every one could be read."""
-    pods, skipped = [], api.skipped_items
+async def count_namespace(
+    api: KubeApi,
+    namespace: str,
+    count: Count,
+    timeout: float,
+    stray: list[str] | None = None,
+) -> bool:
+    """Count the namespace's live pods a page at a time (held ones kept slim); whether every
+    pod could be read. `stray` gets the pods labelled held that carry no gate."""
+    skipped = api.skipped_items
     async for page in api.pod_pages(namespace, timeout=timeout, field_selector=LIVE):
-        pods += [slim_pod(p) for p in page if isinstance(p, dict)]
-    return pods, api.skipped_items == skipped
+        for pod in page:
+            if not isinstance(pod, dict):
+                continue
+            slim = slim_pod(pod)
+            count.add(slim)
+            labels = slim["metadata"].get("labels") or {}
+            if stray is not None and labels.get(HELD_LABEL) and gate_index(slim) is None:
+                stray.append(str(slim["metadata"]["name"]))
+    return api.skipped_items == skipped
+
+
+async def read_claims(
+    api: KubeApi,
+    namespace: str,
+    policy: Policy,
+    keys: Mapping[str, KeyRule],
+    cards: Cards,
+    timeout: float,
+) -> dict[str, Charge]:
+    """The charge of each of the namespace's ResourceClaims, by name, read a page at a time
+    (no claim is kept)."""
+    charges: dict[str, Charge] = {}
+    async for page in api.path_pages(paths.claims(namespace), [], timeout=timeout):
+        claim_charges(page, policy, keys, cards, into=charges)
+    return charges
 
 
 async def read_gpu_quotas(
@@ -67,13 +103,14 @@ async def read_gpu_quotas(
         limits = limits_of(items, keys, policy.nvidia.memory_factor)
         if not limits:
             continue
-        pods, complete = await read_namespace(api, where, timeout)
-        claims = await api.list_path(paths.claims(where), [], timeout=timeout)
-        usage, held, _, _ = usage_of(pods, claims, policy, keys, cards)
+        charges = await read_claims(api, where, policy, keys, cards, timeout)
+        count = Count(charges, policy, keys, cards)
+        complete = await count_namespace(api, where, count, timeout)
         for limit in limits:
-            known = complete and limit.key not in usage.unknown
-            used = usage.of(limit.key) if known else None
-            lines.append(QuotaLine(where, limit.quota, limit.key, used, limit.hard, len(held)))
+            known = complete and limit.key not in count.usage.unknown
+            used = count.usage.of(limit.key) if known else None
+            held = len(count.held)
+            lines.append(QuotaLine(where, limit.quota, limit.key, used, limit.hard, held))
     return lines
 
 
@@ -97,10 +134,15 @@ def slim_pod(pod: JsonObject) -> JsonObject:
             kept_spec[key] = spec[key]
     if spec.get("initContainers"):
         kept_spec["initContainers"] = slim(spec["initContainers"])
+    kept_metadata = {
+        k: metadata.get(k)
+        for k in ("name", "uid", "namespace", "creationTimestamp", "resourceVersion")
+    }
+    held = (metadata.get("labels") or {}).get(HELD_LABEL)
+    if held is not None:
+        kept_metadata["labels"] = {HELD_LABEL: held}
     return {
-        "metadata": {
-            k: metadata.get(k) for k in ("name", "uid", "creationTimestamp", "resourceVersion")
-        },
+        "metadata": kept_metadata,
         "spec": kept_spec,
         "status": {
             k: status[k]

@@ -28,6 +28,11 @@ from hami_dra_webhook.core.types import JsonObject
 
 # The scheduling gate that holds a GPU pod of a namespace with such a quota until it is counted.
 GATE = "hami.io/gpu-quota"
+# On a pod created held (with the gate): lets the quota pass find held pods with one labelled
+# list instead of reading every pod of every quota namespace. Only a hint (a tenant can remove
+# it: the pass also reads every quota namespace whole every `resync` seconds).
+HELD_LABEL = "hami.io/gpu-quota"
+HELD_LABEL_VALUE = "held"
 # On a Namespace whose quotas name such a key (set by the webhook): pods there get the gate.
 NAMESPACE_LABEL = "hami.io/gpu-quota"
 NAMESPACE_LABEL_VALUE = "enforced"

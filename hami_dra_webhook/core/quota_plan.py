@@ -13,9 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from hami_dra_webhook.core.gpu_quota import (
     GATE,
+    HELD_LABEL,
+    HELD_LABEL_VALUE,
     Cards,
     Charge,
     KeyRule,
@@ -42,6 +45,7 @@ class Held:
     reason: str  # kube-apiserver's words for the limit it would exceed, or what it waits for
     quota: str  # the quota it would exceed ("" when it waits for something else)
     key: str = ""  # the key of that quota it would exceed
+    labelled: bool = False  # carries the held label (removed with the gate)
 
 
 @dataclass
@@ -59,31 +63,72 @@ def gate_index(pod: JsonObject) -> int | None:
     return None
 
 
-def usage_of(
-    pods: Iterable[JsonObject],
-    claims: Iterable[JsonObject],
+class Count:
+    """A namespace's usage, counted one pod at a time (pages of pods are streamed through it,
+    so that only held pods are kept), from its claims' charges (computed once each)."""
+
+    def __init__(
+        self,
+        claims: Mapping[str, Charge],  # claim_charges(...)
+        policy: Policy,
+        keys: Mapping[str, KeyRule],
+        cards: Cards,
+    ) -> None:
+        self.policy, self.keys, self.cards = policy, keys, cards
+        self.names = frozenset(converted_names(policy))
+        self.claims = claims
+        self.usage = Charge()
+        self.counted: set[str] = set()  # claim names already charged
+        self.held: list[JsonObject] = []
+
+    def add(self, pod: JsonObject) -> None:
+        """Count a pod (or keep it, when it is held)."""
+        if (pod.get("status") or {}).get("phase") in ENDED:
+            return
+        if gate_index(pod) is not None:
+            self.held.append(pod)
+            return
+        charge, missing = self.charge(pod, self.counted)
+        self.usage.add(charge)
+        if missing:  # a claim made between our reads, or never: counted as unknown (held)
+            self.usage.unknown |= set(self.keys)
+
+    def charge(self, pod: JsonObject, counted: set[str]) -> tuple[Charge, bool]:
+        """The pod's charge (its claims not in `counted`, which it adds them to) and whether a
+        claim it uses does not exist yet."""
+        charge = Charge()
+        spec = pod.get("spec") or {}
+        if any(has_legacy_keys(c, self.names) for c in _containers(spec)):
+            charge.add(legacy_charge(pod, self.policy, self.keys, self.cards))
+        wanted, missing = _claim_names(pod)
+        for name in wanted:
+            claim = self.claims.get(name)
+            if claim is None:
+                missing = True
+            elif name not in counted:
+                counted.add(name)
+                charge.add(claim)
+        return charge, missing
+
+
+def claim_charges(
+    claims: Iterable[Any],
     policy: Policy,
     keys: Mapping[str, KeyRule],
     cards: Cards,
-) -> tuple[Charge, list[JsonObject], dict[str, JsonObject], set[str]]:
-    """What the namespace's counted pods use; its held pods; its claims by name; and the claims
-    already charged."""
-    by_name = {
-        str((c.get("metadata") or {}).get("name", "")): c for c in claims if isinstance(c, dict)
-    }
-    names = frozenset(converted_names(policy))
-    usage = Charge()
-    counted: set[str] = set()  # claim names already charged
-    held: list[JsonObject] = []
-    for pod in pods:
-        status = pod.get("status") or {}
-        if status.get("phase") in ENDED:
+    into: dict[str, Charge] | None = None,
+) -> dict[str, Charge]:
+    """Each claim's charge by its name (`into`, when given, gets them); claims charged alike
+    share one (read-only) Charge, so ten thousand claims of one shape hold one."""
+    found = {} if into is None else into
+    shared: dict[tuple[Any, ...], Charge] = {}
+    for claim in claims:
+        if not isinstance(claim, dict):
             continue
-        if gate_index(pod) is not None:
-            held.append(pod)
-            continue
-        usage.add(_charge(pod, by_name, counted, names, policy, keys, cards)[0])
-    return usage, held, by_name, counted
+        charge = claims_charge([claim], policy, keys, cards)
+        key = (tuple(sorted(charge.amounts.items())), frozenset(charge.unknown))
+        found[str((claim.get("metadata") or {}).get("name", ""))] = shared.setdefault(key, charge)
+    return found
 
 
 def plan_pass(
@@ -96,64 +141,45 @@ def plan_pass(
 ) -> QuotaPass:
     """The namespace's usage and what each held pod gets: released while it fits (every pod
     when there is no limit), held with the reason otherwise."""
-    result = QuotaPass()
-    result.usage, held, by_name, counted = usage_of(pods, claims, policy, keys, cards)
-    names = frozenset(converted_names(policy))
-    held.sort(key=lambda p: (str(_meta(p).get("creationTimestamp", "")), str(_meta(p).get("name"))))
+    count = Count(claim_charges(claims, policy, keys, cards), policy, keys, cards)
+    for pod in pods:
+        count.add(pod)
+    return release(count, limits)
+
+
+def release(count: Count, limits: list[Limit]) -> QuotaPass:
+    """What each held pod of a finished count gets, oldest first."""
+    result = QuotaPass(usage=count.usage)
+    held = sorted(
+        count.held,
+        key=lambda p: (str(_meta(p).get("creationTimestamp", "")), str(_meta(p).get("name"))),
+    )
     for pod in held:
-        charge, missing = _charge(pod, by_name, set(counted), names, policy, keys, cards)
-        index = gate_index(pod)
+        charge, missing = count.charge(pod, set(count.counted))
         meta = _meta(pod)
         base = (
             str(meta.get("name", "")),
             str(meta.get("uid", "")),
             str(meta.get("resourceVersion", "")),
-            index or 0,
+            gate_index(pod) or 0,
         )
+        labelled = (meta.get("labels") or {}).get(HELD_LABEL) == HELD_LABEL_VALUE
         if missing:
-            result.held.append(Held(*base, WAITING_FOR_CLAIMS, ""))
+            result.held.append(Held(*base, WAITING_FOR_CLAIMS, "", labelled=labelled))
             continue
         over = exceeded(limits, result.usage, charge)
         if over is not None:
-            result.held.append(Held(*base, over[1], over[0].quota, over[0].key))
+            result.held.append(Held(*base, over[1], over[0].quota, over[0].key, labelled))
             continue
-        _charge(pod, by_name, counted, names, policy, keys, cards)  # its claims now counted
+        count.charge(pod, count.counted)  # its claims now counted
         result.usage.add(charge)
-        result.release.append(Held(*base, "", ""))
+        result.release.append(Held(*base, "", "", labelled=labelled))
     return result
 
 
 def _meta(pod: JsonObject) -> JsonObject:
     meta = pod.get("metadata")
     return meta if isinstance(meta, dict) else {}
-
-
-def _charge(
-    pod: JsonObject,
-    claims: Mapping[str, JsonObject],
-    counted: set[str],
-    names: frozenset[str],
-    policy: Policy,
-    keys: Mapping[str, KeyRule],
-    cards: Cards,
-) -> tuple[Charge, bool]:
-    """The pod's charge (its claims not in `counted`, which it adds them to) and whether a claim
-    it uses does not exist yet."""
-    charge = Charge()
-    spec = pod.get("spec") or {}
-    if any(has_legacy_keys(c, names) for c in _containers(spec)):
-        charge.add(legacy_charge(pod, policy, keys, cards))
-    wanted, missing = _claim_names(pod)
-    mine = []
-    for name in wanted:
-        claim = claims.get(name)
-        if claim is None:
-            missing = True
-        elif name not in counted:
-            counted.add(name)
-            mine.append(claim)
-    charge.add(claims_charge(mine, policy, keys, cards))
-    return charge, missing
 
 
 def _containers(spec: JsonObject) -> list[object]:

@@ -211,6 +211,11 @@ class KubernetesApi:
     async def get_path(self, path: str, *, timeout: float) -> JsonObject:
         return await self._call("GET", path, [], None, timeout)
 
+    def path_pages(
+        self, path: str, query: list[tuple[str, str]], *, timeout: float
+    ) -> AsyncIterator[list[JsonObject]]:
+        return self._pages(path, query, timeout)
+
     async def list_path(
         self, path: str, query: list[tuple[str, str]], *, timeout: float
     ) -> list[JsonObject]:

@@ -241,6 +241,12 @@ class KubeApi(Protocol):
         """Any object or discovery document by its API path (read-only tooling)."""
         ...
 
+    def path_pages(
+        self, path: str, query: list[tuple[str, str]], *, timeout: float
+    ) -> AsyncIterator[list[JsonObject]]:
+        """A collection a page at a time, each answer read within a bound (as pod_pages)."""
+        ...
+
     async def list_path(
         self, path: str, query: list[tuple[str, str]], *, timeout: float
     ) -> list[JsonObject]:

@@ -57,7 +57,7 @@ def _documented_permissions() -> dict[str, set[str]]:
 
 def test_rbac_grants_exactly_what_the_readme_documents(cluster: Cluster, hami: Release) -> None:
     documented = _documented_permissions()
-    assert len(documented) == 7
+    assert len(documented) == 12
     in_release = granted(cluster, RELEASE_NAMESPACE, SERVICE_ACCOUNT)
     assert {r: verbs for r, (verbs, _) in in_release.items()} == documented
     assert in_release["secrets"][1] == "hami-dra-webhook-tls"
@@ -66,7 +66,9 @@ def test_rbac_grants_exactly_what_the_readme_documents(cluster: Cluster, hami: R
     )
     elsewhere = granted(cluster, "default", SERVICE_ACCOUNT)
     assert "secrets" not in elsewhere
-    assert set(elsewhere) == set(documented) - {"secrets"}
+    # Its certificate Secret and its Lease are in its own namespace only.
+    assert set(elsewhere) == set(documented) - {"secrets", "leases.coordination.k8s.io"}
+    assert in_release["leases.coordination.k8s.io"][1] == "hami-dra-webhook-gpu-quota"
 
 
 def test_custom_certificate_mode_installs_and_admits(

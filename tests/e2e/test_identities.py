@@ -18,7 +18,14 @@ from typing import Any
 
 import pytest
 
-from tests.support.cluster import RELEASE_NAMESPACE, Cluster, CommandFailed, Release, granted
+from tests.support.cluster import (
+    RELEASE_NAMESPACE,
+    Cluster,
+    CommandFailed,
+    Release,
+    granted,
+    wait_for,
+)
 from tests.support.pods import gpu_pod
 
 NODE_EXTRA = "authentication.kubernetes.io/node-name"
@@ -320,6 +327,30 @@ def test_every_verb_granted_to_the_webhook_is_used(
         capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
     assert collected.returncode == 0 and f"deleted {namespace}/" in collected.stdout
+    # GPU quotas: the namespace labelled, one pod released, one held (its Event), the label
+    # removed once the quota is gone (docs/quotas.md).
+    quota = {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "gpu"}}
+    quota["spec"] = {"hard": {"limits.nvidia.com/gpumem": "1000"}}
+    cluster.apply(quota, namespace=namespace)
+    label = "{.metadata.labels.hami\\.io/gpu-quota}"
+    wait_for(
+        lambda: cluster.kubectl("get", "ns", namespace, "-o", f"jsonpath={label}").stdout,
+        "the quota's namespace labelled",
+    )
+    shared = {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 1000}
+    cluster.apply(gpu_pod("fits", shared), namespace=namespace)
+    cluster.apply(gpu_pod("waits", shared), namespace=namespace)
+
+    def told() -> bool:
+        events = cluster.get("events", "-n", namespace, "--field-selector=reason=GPUQuotaExceeded")
+        return bool(events["items"])
+
+    wait_for(told, "a held pod's Event")
+    cluster.kubectl("delete", "resourcequota", "gpu", "-n", namespace)
+    wait_for(
+        lambda: not cluster.kubectl("get", "ns", namespace, "-o", f"jsonpath={label}").stdout,
+        "the label removed with the quota",
+    )
     username = f"system:serviceaccount:{RELEASE_NAMESPACE}:{hami.fullname}"
     used = _used(cluster, username)
     grants = {

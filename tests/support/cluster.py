@@ -365,5 +365,8 @@ def granted(cluster: Cluster, namespace: str, who: str) -> dict[str, tuple[set[s
             continue  # non-resource URLs (discovery, health): every identity may get them
         resource, names, verbs = match.groups()
         if everyone.get(resource) != (set(verbs.split()), names):
-            found[resource] = (set(verbs.split()), names)
+            # A resource granted by name and by kind (a Lease: create any, get its own) is
+            # listed on two rows: its verbs together, its names those that are named.
+            before, named = found.get(resource, (set(), ""))
+            found[resource] = (before | set(verbs.split()), named or names)
     return found
