@@ -6,12 +6,14 @@ here); the gate and its release are the real kube-apiserver's and the webhook's.
 
 from __future__ import annotations
 
+import json
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from hami_dra_webhook.core.gpu_quota import GATE, NAMESPACE_LABEL
 from tests.support.cluster import Cluster, Release, wait_for
@@ -152,7 +154,7 @@ def test_a_tenant_cannot_release_their_own_pod_or_create_one_unheld(
     cluster.kubectl("label", "namespace", namespace, f"{NAMESPACE_LABEL}-")
     unheld = cluster.kubectl(
         "apply", "-n", namespace, "-f", "-", check=False, kubeconfig=tenant,
-        stdin=__import__("yaml").safe_dump(gpu_pod("third", limits)),
+        stdin=yaml.safe_dump(gpu_pod("third", limits)),
     )  # fmt: skip
     assert unheld.returncode != 0 and "ResourceQuota gpu limits" in unheld.stderr, unheld.stderr
 
@@ -186,3 +188,87 @@ def test_two_replicas_release_exactly_what_fits(
         _settled(cluster, namespace, 8, 20)
     finally:
         second.stop()
+
+
+def test_a_lowered_quota_keeps_running_pods_and_holds_new_ones(
+    cluster: Cluster, hami: Release, namespace: str
+) -> None:
+    _quota(cluster, namespace, {MEM: "3000"})
+    limits = {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 1000}
+    _create_all(cluster, namespace, [gpu_pod(f"r{i}", limits) for i in range(3)])
+    _settled(cluster, namespace, 3, 3)
+    _quota(cluster, namespace, {MEM: "1000"})
+    cluster.apply(gpu_pod("late", limits), namespace=namespace)
+    pods = _settled(cluster, namespace, 3, 4)
+    assert _gated(next(p for p in pods if p["metadata"]["name"] == "late"))
+
+
+def test_a_deleted_quota_releases_every_held_pod(
+    cluster: Cluster, hami: Release, namespace: str
+) -> None:
+    _quota(cluster, namespace, {MEM: "1000"})
+    limits = {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 1000}
+    _create_all(cluster, namespace, [gpu_pod(f"d{i}", limits) for i in range(3)])
+    _settled(cluster, namespace, 1, 3)
+    cluster.kubectl("delete", "resourcequota", "gpu", "-n", namespace)
+    pods = _settled(cluster, namespace, 3, 3)
+    assert not any(p["metadata"].get("labels", {}).get("hami.io/gpu-quota") for p in pods)
+    wait_for(
+        lambda: NAMESPACE_LABEL not in cluster.get("namespace", namespace)["metadata"]["labels"],
+        "the namespace label removed with its last GPU quota",
+    )
+
+
+def test_while_the_webhook_is_down_nothing_passes_and_nothing_leaks(
+    cluster: Cluster, hami: Release, namespace: str
+) -> None:
+    """failurePolicy Fail (the chart's default): no GPU pod of a quota namespace is created
+    while no replica answers; held pods stay held; once it is back, they are released from
+    the live pods (no state was kept to lose)."""
+    _quota(cluster, namespace, {MEM: "2000"})
+    limits = {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 1000}
+    _create_all(cluster, namespace, [gpu_pod(f"u{i}", limits) for i in range(3)])
+    pods = _settled(cluster, namespace, 2, 3)
+    assert hami.webhook is not None
+    folder = hami.webhook.folder
+    hami.stop()
+    try:
+        refused = cluster.kubectl(
+            "apply", "-n", namespace, "-f", "-", check=False,
+            stdin=yaml.safe_dump(gpu_pod("meanwhile", limits)),
+        )  # fmt: skip
+        assert refused.returncode != 0 and "failed calling webhook" in refused.stderr
+        out = next(p["metadata"]["name"] for p in pods if not _gated(p))
+        cluster.kubectl("delete", "pod", out, "-n", namespace, "--grace-period=0", "--force")
+        time.sleep(3)  # no replica: the held pod stays held
+        assert sum(_gated(p) for p in cluster.pods(namespace)) == 1
+    finally:
+        hami.start(folder).wait_ready(timeout=60)
+    _settled(cluster, namespace, 2, 2)
+
+
+def test_only_the_lease_holder_releases(cluster: Cluster, hami: Release, namespace: str) -> None:
+    """Another identity holding the Lease (a replica that has not let go): nothing is released
+    until it expires or is deleted."""
+    _quota(cluster, namespace, {MEM: "2000"})  # labelled by the webhook, the holder now
+    lease = f"{hami.fullname}-gpu-quota"
+    body = {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {"name": lease},
+        "spec": {
+            "holderIdentity": "another-replica",
+            "leaseDurationSeconds": 3600,
+            "renewTime": time.strftime("%Y-%m-%dT%H:%M:%S.000000Z", time.gmtime()),
+        },
+    }
+    cluster.kubectl("replace", "--force", "-n", hami.namespace, "-f", "-", stdin=json.dumps(body))
+    try:
+        time.sleep(2)  # the webhook's pass in flight, if any, ends
+        limits = {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 1000}
+        cluster.apply(gpu_pod("waits", limits), namespace=namespace)
+        time.sleep(4)
+        assert _gated(cluster.pod(namespace, "waits"))
+    finally:
+        cluster.kubectl("delete", "lease", lease, "-n", hami.namespace)
+    _settled(cluster, namespace, 1, 1)
