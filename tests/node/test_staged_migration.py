@@ -620,3 +620,89 @@ def test_a_move_to_legacy_evicts_every_holder_of_the_drivers_devices(mixed: Node
         )
         _release(mixed, namespace)
         set_scope(mixed, "namespaces", whole_gpus=False)
+
+
+def _quota_used(cluster: NodeCluster, namespace: str) -> dict[str, Any]:
+    status = json.loads(cli(cluster, "migrate", "status", "-o", "json").stdout)
+    return {q["key"]: q for q in status["quotas"] if q["namespace"] == namespace}
+
+
+def test_a_namespace_keeps_its_gpu_quota_while_its_node_moves(
+    mixed: NodeCluster, extender: Extender
+) -> None:
+    """Issue 47: a namespace with `limits.nvidia.com/gpumem: 9000` runs three 3000 MiB replicas
+    legacy on the legacy node; a fourth pod (more than the quota) stays held. The node moves to DRA
+    (the namespace opted in): the evicted replicas come back converted, each held until the
+    pod it replaces is gone, so the released pods' memory never passes 9000 at any sample
+    (legacy and converted counted together), the fourth stays held throughout, and
+    `migrate status` shows 9000 used of 9000 at the end."""
+    namespace = mixed.create_namespace("staged-quota")
+    hard = 3 * 3000
+    quota = {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "gpu"}}
+    apply(mixed, namespace, {**quota, "spec": {"hard": {"limits.nvidia.com/gpumem": str(hard)}}})
+    wait_for(
+        lambda: mixed.get("namespace", namespace)["metadata"]["labels"].get("hami.io/gpu-quota"),
+        "the quota namespace labelled",
+    )
+    try:
+        with hami_webhook(mixed, "zz-hami-vgpu"):
+            apply(mixed, namespace, *deployment("train"))
+            wait_for(lambda: running_replicas(mixed, namespace), "the legacy replicas", 180)
+            # More than the quota alone: never released, so it takes no replica's turn.
+            extra = sleeping_pod(
+                "extra", {"nvidia.com/gpu": 1, "nvidia.com/gpumem": hard + 1},
+                command="exec sleep 3600", tolerations=TOLERATE_GPU_NODES,
+            )  # fmt: skip
+            apply(mixed, namespace, extra)
+            time.sleep(3)
+            assert _gated(mixed.pod(namespace, "extra"))
+            mixed.kubectl("label", "namespace", namespace, f"{OPT_IN}=dra")
+            samples: list[int] = []
+            stop = threading.Event()
+
+            def sample() -> None:
+                while not stop.is_set():
+                    samples.append(_released_memory(mixed, namespace))
+                    time.sleep(0.5)
+
+            sampler = threading.Thread(target=sample, daemon=True)
+            sampler.start()
+            try:
+                moved = cli(mixed, "migrate", "node", LEGACY_NODE, "--to", "dra", "--timeout", "8m")
+                assert moved.returncode == 0, moved.stdout + moved.stderr
+                replicas = wait_for(
+                    lambda: running_replicas(mixed, namespace), "converted replicas", 180
+                )
+            finally:
+                stop.set()
+                sampler.join(timeout=30)
+            assert all(p["spec"].get("resourceClaims") for p in replicas)
+            assert max(samples) <= hard, samples
+            assert _gated(mixed.pod(namespace, "extra"))
+            used = _quota_used(mixed, namespace)["limits.nvidia.com/gpumem"]
+            assert (used["used"], used["hard"], used["heldPods"]) == (hard, hard, 1), used
+            print(f"quota through a move: {len(samples)} samples, max {max(samples)} of {hard}")
+            back = cli(mixed, "migrate", "node", LEGACY_NODE, "--to", "legacy", "--timeout", "4m")
+            assert back.returncode == 0, back.stdout + back.stderr
+    finally:
+        _release(mixed, namespace)
+
+
+def _gated(pod: dict[str, Any]) -> bool:
+    return any(
+        g.get("name") == "hami.io/gpu-quota" for g in pod["spec"].get("schedulingGates") or []
+    )
+
+
+def _released_memory(cluster: NodeCluster, namespace: str) -> int:
+    """The gpumem (MiB) of the namespace's released, live pods: a legacy pod's from its limits,
+    a converted one's from its claim (3000 each here)."""
+    total = 0
+    for pod in cluster.pods(namespace):
+        if _gated(pod) or pod["status"].get("phase") in ("Succeeded", "Failed"):
+            continue
+        if legacy_limits(pod):
+            total += int(legacy_limits(pod).get("nvidia.com/gpumem", 0))
+        elif pod["spec"].get("resourceClaims"):
+            total += 3000
+    return total
