@@ -702,7 +702,7 @@ def _released_memory(cluster: NodeCluster, namespace: str) -> int:
         if _gated(pod) or pod["status"].get("phase") in ("Succeeded", "Failed"):
             continue
         if legacy_limits(pod):
-            total += int(legacy_limits(pod).get("nvidia.com/gpumem", 0))
+            total += int(parse_quantity(str(legacy_limits(pod).get("nvidia.com/gpumem", 0))))
         elif pod["spec"].get("resourceClaims"):
             total += 3000
     return total
