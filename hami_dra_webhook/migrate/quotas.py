@@ -27,6 +27,7 @@ from hami_dra_webhook.core import patch
 from hami_dra_webhook.core.gpu_quota import quota_keys
 from hami_dra_webhook.core.policy import Policy
 from hami_dra_webhook.core.types import JsonObject
+from hami_dra_webhook.core.vendors.families import converted_names
 from hami_dra_webhook.files.manifests import api_group
 
 QUOTA_PREFIXES = ("requests.", "limits.")
@@ -74,7 +75,11 @@ def _legacy(name: Any, policy: Policy) -> bool:
     return (
         isinstance(name, str)
         and "/" in name
-        and (name in policy.legacy_resource_names or name.split("/")[0] in policy.legacy_domains)
+        and (
+            name in policy.legacy_resource_names
+            or name.split("/")[0] in policy.legacy_domains
+            or name in converted_names(policy)  # another converted family's (hygon.com/dcumem)
+        )
     )
 
 

@@ -274,3 +274,24 @@ def test_legacy_and_converted_pods_share_one_usage() -> None:
         [legacy, _converted("c", "t1", "x")], [_claim("x")], limits, POLICY, KEYS, CARDS
     )
     assert result.usage.of(MEM) == 1500 and [h.name for h in result.held] == ["c"]
+
+
+def test_scan_says_which_keys_are_kept_and_which_stop_limiting() -> None:
+    from hami_dra_webhook.core.policy import policy_from_yaml
+    from hami_dra_webhook.migrate.quotas import quota_report
+
+    def document(hard: dict[str, str]) -> dict[str, Any]:
+        return {"apiVersion": "v1", "kind": "ResourceQuota", **_quota("q", hard)}
+
+    kept = quota_report(document({MEM: "8000", R_GPU: "2"}), POLICY, "", "ns")
+    assert kept is not None and "the webhook keeps" in kept.stops
+    assert "stops limiting" not in kept.stops
+    hygon = policy_from_yaml("hamiDraWebhook: {vendors: {hygon: {convert: true}}}").policy
+    mixed = quota_report(
+        document({MEM: "8000", "limits.hygon.com/dcumem": "4000"}), hygon, "", "ns"
+    )
+    assert mixed is not None
+    assert "converted pods request none of limits.hygon.com/dcumem, so it stops limiting" in (
+        mixed.stops
+    )
+    assert "the webhook keeps limits.nvidia.com/gpumem" in mixed.stops
