@@ -35,12 +35,19 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--version", default="1.36")
+    parser.add_argument(
+        "--off",
+        action="store_true",
+        help="install with gpuQuota.enabled=false and run the no-quota phase only: what the"
+        " feature costs namespaces without a quota",
+    )
     args = parser.parse_args()
     with bare_control_plane(args.version) as (plane, folder):
         node = GpuNode.default()
         cluster = Cluster(plane, node, node.register(plane), folder)
         namespace(cluster, "hami-system")
-        hami = Release(cluster, "hami-dra-webhook", "hami-system", sets=["driver.enabled=false"])
+        sets = ["driver.enabled=false"] + (["gpuQuota.enabled=false"] if args.off else [])
+        hami = Release(cluster, "hami-dra-webhook", "hami-system", sets=sets)
         hami.install()
         hami.start(folder / "webhook")
         assert hami.webhook is not None
@@ -53,6 +60,8 @@ def main() -> None:
             creator.run(warm, args.clients, target)
             pods = [legacy_pod(i) for i in range(args.pods)]
             plain.measure(cluster, creator, pods, args.clients, target, processes)
+            if args.off:
+                continue
             held = namespace(cluster, f"bench-quota-{round_}")
             limit = {"hard": {"limits.nvidia.com/gpumem": str(10**9)}}
             body = {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "gpu"}}
@@ -65,19 +74,24 @@ def main() -> None:
             )
             creator.run(warm, args.clients, held)
             quota.measure(cluster, creator, pods, args.clients, held, processes)
-        gated = cluster.pods(f"bench-quota-{args.rounds - 1}")
-        assert all(p["spec"].get("schedulingGates") for p in gated), "pods were not held"
+        if not args.off:
+            gated = cluster.pods(f"bench-quota-{args.rounds - 1}")
+            assert all(p["spec"].get("schedulingGates") for p in gated), "pods were not held"
         hami.stop()
     print(
         f"kube-apiserver {plane.release.version}, {args.pods} pods a phase, {args.rounds} rounds,"
         f" {args.clients} clients, {time.strftime('%Y-%m-%d %H:%M')}; medians over the rounds"
     )
     print(f"{'':<14}{'pods/s':>9}{'p50 ms':>9}{'p99 ms':>9}{'kube-apiserver CPU ms/pod':>27}")
-    for phase in (plain, quota):
+    if args.off:
+        plain.name = "gpuQuota off"
+    for phase in (plain,) if args.off else (plain, quota):
         print(
             f"{phase.name:<14}{phase.median('pods_per_s'):>9.0f}{phase.median('p50_ms'):>9.2f}"
             f"{phase.median('p99_ms'):>9.2f}{phase.cpu_median('kube-apiserver'):>27.2f}"
         )
+    if args.off:
+        return
     added = quota.median("p50_ms") - plain.median("p50_ms")
     added_99 = quota.median("p99_ms") - plain.median("p99_ms")
     cpu = quota.cpu_median("kube-apiserver") - plain.cpu_median("kube-apiserver")
