@@ -330,16 +330,16 @@ def test_every_verb_granted_to_the_webhook_is_used(
     # GPU quotas: the namespace labelled, one pod released, one held (its Event), the label
     # removed once the quota is gone (docs/quotas.md).
     quota = {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "gpu"}}
-    quota["spec"] = {"hard": {"limits.nvidia.com/gpumem": "1000"}}
+    # Whole GPUs (every flavor): "first" and "again" above count 2, "fits" makes 3.
+    quota["spec"] = {"hard": {"requests.nvidia.com/gpu": "3"}}
     cluster.apply(quota, namespace=namespace)
     label = "{.metadata.labels.hami\\.io/gpu-quota}"
     wait_for(
         lambda: cluster.kubectl("get", "ns", namespace, "-o", f"jsonpath={label}").stdout,
         "the quota's namespace labelled",
     )
-    shared = {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 1000}
-    cluster.apply(gpu_pod("fits", shared), namespace=namespace)
-    cluster.apply(gpu_pod("waits", shared), namespace=namespace)
+    cluster.apply(gpu_pod("fits", {"nvidia.com/gpu": 1}), namespace=namespace)
+    cluster.apply(gpu_pod("waits", {"nvidia.com/gpu": 1}), namespace=namespace)
 
     def told() -> bool:
         events = cluster.get("events", "-n", namespace, "--field-selector=reason=GPUQuotaExceeded")
