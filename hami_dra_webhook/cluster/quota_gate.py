@@ -23,19 +23,19 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from hami_dra_webhook.cluster.lease import Lease
-from hami_dra_webhook.cluster.quota_usage import count_namespace, read_claims
+from hami_dra_webhook.cluster.quota_usage import count_namespace, read_cards, read_claims
 from hami_dra_webhook.core.gpu_quota import (
     GATE,
     HELD_LABEL,
     HELD_LABEL_VALUE,
     NAMESPACE_LABEL,
     NAMESPACE_LABEL_VALUE,
-    Cards,
     Limit,
     limits_of,
     quota_keys,
 )
 from hami_dra_webhook.core.policy import Policy
+from hami_dra_webhook.core.quota_groups import Cards
 from hami_dra_webhook.core.quota_plan import Count, Held, QuotaPass, release
 from hami_dra_webhook.core.types import JsonObject
 from hami_dra_webhook.kube.port import ApiError, KubeApi, paths
@@ -67,6 +67,7 @@ class QuotaGate:
     observe: Callable[[PassReport], None] = lambda report: None
     _told: dict[str, str] = field(default_factory=dict)  # pod uid -> the reason last sent
     _last_resync: float = float("-inf")  # monotonic
+    _cards: Cards | None = None  # the device sizes, read at each resync
 
     async def run(self) -> None:
         """Pass after pass while this replica holds the lease; a failed call raises (the
@@ -91,18 +92,20 @@ class QuotaGate:
         limits = {
             namespace: found
             for namespace, items in by_namespace.items()
-            if (found := limits_of(items, keys, policy.nvidia.memory_factor))
+            if (found := limits_of(items, keys))
         }
         labelled = await self._labelled()
         for namespace in sorted(set(limits) - labelled):
             await self._label(namespace, NAMESPACE_LABEL_VALUE)
         report = PassReport(limits=limits)
-        cards = Cards(policy.largest_memory_mib)
         ours = set(limits) | labelled
-        if time.monotonic() - self._last_resync >= self.resync:
+        if time.monotonic() - self._last_resync >= self.resync or self._cards is None:
             self._last_resync, due = time.monotonic(), ours
+            # Hygon's and AMD's card sizes from their ResourceSlices, read as often
+            self._cards = await read_cards(self.api, policy, self.timeout)
         else:
             due = (await self._with_held_pods() & ours) | (labelled - set(limits))
+        cards = self._cards
         for namespace in sorted(due):
             done = await self._namespace(namespace, limits.get(namespace, []), policy, cards)
             report.namespaces += 1

@@ -10,13 +10,19 @@ from typing import Any
 
 from hami_dra_webhook.core.gpu_quota import (
     HELD_LABEL,
-    Cards,
     Charge,
     KeyRule,
     limits_of,
     quota_keys,
 )
 from hami_dra_webhook.core.policy import Policy
+from hami_dra_webhook.core.quota_groups import (
+    SIZED_BY_SLICES,
+    Cards,
+    cards_for,
+    groups,
+    largest_memory_mib,
+)
 from hami_dra_webhook.core.quota_plan import Count, claim_charges, gate_index
 from hami_dra_webhook.core.types import JsonObject
 from hami_dra_webhook.kube.port import KubeApi, paths
@@ -98,9 +104,9 @@ async def read_gpu_quotas(
         if namespace is None or where == namespace:
             by_namespace[where].append(quota)
     lines = []
-    cards = Cards(policy.largest_memory_mib)
+    cards = await read_cards(api, policy, timeout)
     for where, items in sorted(by_namespace.items()):
-        limits = limits_of(items, keys, policy.nvidia.memory_factor)
+        limits = limits_of(items, keys)
         if not limits:
             continue
         charges = await read_claims(api, where, policy, keys, cards, timeout)
@@ -112,6 +118,17 @@ async def read_gpu_quotas(
             held = len(count.held)
             lines.append(QuotaLine(where, limit.quota, limit.key, used, limit.hard, held))
     return lines
+
+
+async def read_cards(api: KubeApi, policy: Policy, timeout: float) -> Cards:
+    """The device sizes a charge needs: the policy's, and the largest card that Hygon's and
+    AMD's drivers publish (read from their ResourceSlices when they are converted)."""
+    memory = {}
+    for group in groups(policy):
+        if group.key in SIZED_BY_SLICES:
+            slices = await api.list_resource_slices(group.driver, timeout=timeout)
+            memory[group.key] = largest_memory_mib(slices, group.driver)
+    return cards_for(policy, memory)
 
 
 def slim_pod(pod: JsonObject) -> JsonObject:

@@ -23,6 +23,19 @@ from typing import Any, Literal
 from hami_dra_webhook.core.decision import Converted
 from hami_dra_webhook.core.policy import Policy
 from hami_dra_webhook.core.quantity import MIB, QuantityError, parse_quantity
+from hami_dra_webhook.core.quota_groups import (
+    AMD,
+    HYGON,
+    NEURON,
+    NVIDIA,
+    Cards,
+    Option,
+    container_use,
+    group_by_driver,
+    groups,
+    option_of,
+    percent_of_units,
+)
 from hami_dra_webhook.core.translate import translate_pod
 from hami_dra_webhook.core.types import JsonObject
 
@@ -45,20 +58,24 @@ Form = Literal["hami", "native"]
 class KeyRule:
     dimension: Dimension
     form: Form  # hami: per device times devices; native: per container, not multiplied
+    group: str = NVIDIA  # the devices it charges (core/quota_groups.py)
+    memory_factor: int = 1  # hami memory keys: HAMi scales the limit as the memory asked
 
 
 def quota_keys(policy: Policy) -> dict[str, KeyRule]:
     """Every ResourceQuota key this webhook keeps, with how a pod is charged against it."""
-    names = policy.legacy_resource_names
     keys: dict[str, KeyRule] = {}
-    if names.memory:
-        keys[f"limits.{names.memory}"] = KeyRule("memory", "hami")
-        keys[f"requests.{names.memory}"] = KeyRule("memory", "native")
-    if names.cores:
-        keys[f"limits.{names.cores}"] = KeyRule("cores", "hami")
-        keys[f"requests.{names.cores}"] = KeyRule("cores", "native")
-    if names.gpus:
-        keys[f"requests.{names.gpus}"] = KeyRule("count", "native")
+    for group in groups(policy):
+        for name in group.memory:
+            if group.hami_memory:
+                keys[f"limits.{name}"] = KeyRule("memory", "hami", group.key, group.memory_factor)
+            keys[f"requests.{name}"] = KeyRule("memory", "native", group.key)
+        for name in group.cores:
+            if group.hami_cores:
+                keys[f"limits.{name}"] = KeyRule("cores", "hami", group.key)
+            keys[f"requests.{name}"] = KeyRule("cores", "native", group.key)
+        for name in group.count:
+            keys[f"requests.{name}"] = KeyRule("count", "native", group.key)
     return keys
 
 
@@ -69,9 +86,7 @@ class Limit:
     hard: int
 
 
-def limits_of(
-    quotas: Iterable[Any], keys: Mapping[str, KeyRule], memory_factor: int = 1
-) -> list[Limit]:
+def limits_of(quotas: Iterable[Any], keys: Mapping[str, KeyRule]) -> list[Limit]:
     """The limits of a namespace's ResourceQuotas on the kept keys (each quota's own: all hold,
     as kube-apiserver holds every quota). A value is read as a whole number (`8k` = 8000 MiB, as
     HAMi's AsInt64 reads it; a fraction rounds up); one that is not a quantity is skipped (kube-
@@ -85,9 +100,9 @@ def limits_of(
         hard = (quota.get("spec") or {}).get("hard")
         for key, value in hard.items() if isinstance(hard, dict) else ():
             if key in keys:
-                amount = _whole(value)
-                if amount is not None and keys[key] == KeyRule("memory", "hami"):
-                    amount *= memory_factor
+                amount, rule = _whole(value), keys[key]
+                if amount is not None and (rule.dimension, rule.form) == ("memory", "hami"):
+                    amount *= rule.memory_factor
                 if amount is not None:
                     found.append(Limit(name, key, amount))
     return found
@@ -121,23 +136,13 @@ class Charge:
         return ",".join(f"{k}={v}" for k, v in sorted(self.amounts.items()) if v) or "nothing"
 
 
-@dataclass(frozen=True, slots=True)
-class Cards:
-    """What is known of the GPUs a pod may land on: the largest memory, in MiB (0: unknown).
-    A share whose memory depends on the card (a whole card, a percentage) is charged on the
-    largest card before it is allocated, so a held pod never goes over; once allocated, the
-    claim's consumed capacity is charged instead."""
-
-    largest_mib: int = 0
-
-
 def legacy_charge(
     pod: JsonObject, policy: Policy, keys: Mapping[str, KeyRule], cards: Cards
 ) -> Charge:
-    """What a pod with legacy resources is charged: HAMi's keys as hami-scheduler counts the
-    devices it gives (per device times devices; init containers as max(sum of the app
-    containers, largest init container)), kube-apiserver's keys as its quota counts requests
-    (per container, init containers the same way)."""
+    """What a pod with legacy resources is charged: HAMi's keys as HAMi counts the devices it
+    gives (per device times devices; init containers as max(sum of the app containers, largest
+    init container)), kube-apiserver's keys as its quota counts requests (per container, init
+    containers the same way)."""
     charge = Charge()
     decision = translate_pod(pod, policy)
     if not isinstance(decision, Converted):
@@ -147,24 +152,21 @@ def legacy_charge(
         return charge
     apps, inits = Charge(), []
     for planned in decision.plan:
+        use = container_use(planned, policy)
+        if use is None:
+            continue
         one = Charge()
-        share, request = planned.share, planned.request
         for key, rule in keys.items():
+            if rule.group != use.group:
+                continue
             if rule.form == "native":
-                value = {
-                    "count": request.count,
-                    "memory": request.memory,
-                    "cores": request.cores,
-                }[rule.dimension]
-                one.amounts[key] = value or 0
-            elif share is not None:
-                per_device = _share_amount(
-                    share.memory_mib, share.percentage, share.cores, rule, cards
-                )
-                if per_device is None:
-                    one.unknown.add(key)
-                else:
-                    one.amounts[key] = per_device * share.count
+                one.amounts[key] = use.asked[rule.dimension]
+                continue
+            per_device = _share_amount(use.memory_mib, use.percentage, use.cores, rule, cards)
+            if per_device is None:
+                one.unknown.add(key)
+            else:
+                one.amounts[key] = per_device * use.devices
         if planned.ref.list_name == "initContainers":
             inits.append(one)
         else:
@@ -184,71 +186,99 @@ def _share_amount(
         return 1
     if memory_mib is not None:
         return memory_mib
-    if not cards.largest_mib:
+    largest = cards.largest_mib(rule.group)
+    if not largest:
         return None
     if percentage is not None:
-        return cards.largest_mib * percentage // 100
-    return cards.largest_mib
+        return largest * percentage // 100
+    return largest
 
 
 @dataclass(frozen=True, slots=True)
 class Device:
-    """One device a claim asks for or holds, of the webhook's DeviceClass: its memory (MiB, None
-    when the whole card's) and cores (percent of one GPU)."""
+    """One device a claim asks for or holds, of a kept group's DeviceClass or driver: its
+    groups (an Ascend device not pinned to a chip: every chip's), its memory (MiB, None when
+    the whole device's) and cores (percent of one device)."""
 
     request: str
+    groups: tuple[str, ...]
     memory_mib: int | None
     cores: int
 
 
 def claim_devices(claim: JsonObject, policy: Policy) -> list[Device]:
-    """The devices of the webhook's driver the claim holds (from its allocation) or asks for
-    (from its spec, the largest alternative of a `firstAvailable`)."""
-    web = policy.webhook
+    """The devices of the kept groups the claim holds (from its allocation) or asks for (from
+    its spec, the largest alternative of a `firstAvailable`)."""
+    options = _options(claim, policy)
+    drivers = {g.driver for g in groups(policy)}
     results = ((claim.get("status") or {}).get("allocation") or {}).get("devices") or {}
     held = [
         r
         for r in results.get("results") or []
-        if isinstance(r, dict) and r.get("driver") == web.driver_name
+        if isinstance(r, dict) and r.get("driver") in drivers
     ]
     if held:
-        return [
-            _device(
-                str(r.get("request", "")).split("/")[0], (r.get("consumedCapacity") or {}), policy
+        devices = []
+        for result in held:
+            request, _, sub = str(result.get("request", "")).partition("/")
+            found = options.get(request, {}).get(sub)
+            option = (
+                found[0] if found else Option(group_by_driver(result["driver"], policy), True, 0)
             )
-            for r in held
-        ]
-    devices: list[Device] = []
-    requests = (((claim.get("spec") or {}).get("devices") or {}).get("requests")) or []
-    for request in requests if isinstance(requests, list) else []:
-        if not isinstance(request, dict):
-            continue
-        name = str(request.get("name", ""))
-        options = [request["exactly"]] if isinstance(request.get("exactly"), dict) else []
-        options += [o for o in request.get("firstAvailable") or [] if isinstance(o, dict)]
-        ours = [o for o in options if o.get("deviceClassName") == web.device_class_name]
-        if not ours:
-            continue
-        asked = [_asked(o, name, policy) for o in ours]
+            devices.append(_device(request, result.get("consumedCapacity"), option, policy))
+        return devices
+    devices = []
+    for name, alternatives in options.items():
+        asked = [_asked(exact, name, option, policy) for option, exact in alternatives.values()]
         devices += max(asked, key=_size)
     return devices
 
 
-def _asked(exact: JsonObject, name: str, policy: Policy) -> list[Device]:
+def _options(claim: JsonObject, policy: Policy) -> dict[str, dict[str, tuple[Option, JsonObject]]]:
+    """Each request's ways (subrequest name, "" for `exactly`) that ask a kept group's class."""
+    found: dict[str, dict[str, tuple[Option, JsonObject]]] = {}
+    requests = (((claim.get("spec") or {}).get("devices") or {}).get("requests")) or []
+    for request in requests if isinstance(requests, list) else []:
+        if not isinstance(request, dict):
+            continue
+        ways = [("", request["exactly"])] if isinstance(request.get("exactly"), dict) else []
+        ways += [
+            (str(o.get("name", "")), o)
+            for o in request.get("firstAvailable") or []
+            if isinstance(o, dict)
+        ]
+        for sub, exact in ways:
+            option = option_of(exact, policy)
+            if option is not None:
+                found.setdefault(str(request.get("name", "")), {})[sub] = (option, exact)
+    return found
+
+
+def _asked(exact: JsonObject, name: str, option: Option, policy: Policy) -> list[Device]:
     count = exact.get("count", 1)
     count = count if isinstance(count, int) and count > 0 else 1
     if exact.get("allocationMode") == "All":
         count = 1  # at least one; what All takes is known once allocated
     capacity = (exact.get("capacity") or {}).get("requests") or {}
-    return [_device(name, capacity, policy)] * count
+    return [_device(name, capacity, option, policy)] * count
 
 
-def _device(request: str, capacity: Any, policy: Policy) -> Device:
-    keys = policy.webhook.capacity_keys
+def _device(request: str, capacity: Any, option: Option, policy: Policy) -> Device:
+    """A device's charge from the capacity it asks or consumed, as its group counts it."""
     capacity = capacity if isinstance(capacity, dict) else {}
-    memory = _amount(capacity.get(keys.memory), MIB)
-    cores = _amount(capacity.get(keys.cores), 1)
-    return Device(request, memory, 100 if cores is None else min(cores, 100))
+    group = option.groups[0] if option.groups else NVIDIA
+    if group == NVIDIA:
+        keys = policy.webhook.capacity_keys
+        memory_key, cores_key = keys.memory, keys.cores
+    else:
+        memory_key, cores_key = "memory", "cores"
+    memory = _amount(capacity.get(memory_key), MIB)
+    cores = _amount(capacity.get(cores_key), 1)
+    if group == HYGON and cores is not None:
+        cores = percent_of_units(cores, option.card_units)
+    if group in (AMD, NEURON):
+        memory, cores = None, 100 if group == AMD else 0  # whole devices
+    return Device(request, option.groups, memory, 100 if cores is None else min(cores, 100))
 
 
 def _amount(value: Any, unit: int) -> int | None:
@@ -285,6 +315,8 @@ def claims_charge(
                 else list(first_of.values())
             )
             for device in counted:
+                if rule.group not in device.groups:
+                    continue
                 amount = _share_amount(device.memory_mib, None, device.cores, rule, cards)
                 if amount is None:
                     charge.unknown.add(key)
@@ -300,8 +332,9 @@ def exceeded(limits: Iterable[Limit], used: Charge, charge: Charge) -> tuple[Lim
         if limit.key in charge.unknown:
             return limit, (
                 f"exceeded quota: {limit.quota}, requested: {limit.key}=unknown (the whole"
-                " card's memory, and no card size is known: set hamiDraWebhook.deviceMemorySizes"
-                f" or publish the driver's ResourceSlices), limited: {limit.key}={limit.hard}"
+                " card's memory, and no card size is known: the driver publishes no"
+                " ResourceSlice with its memory yet; for NVIDIA, or set"
+                f" hamiDraWebhook.deviceMemorySizes), limited: {limit.key}={limit.hard}"
             )
         asked, now = charge.of(limit.key), used.of(limit.key)
         if asked and limit.key in used.unknown:

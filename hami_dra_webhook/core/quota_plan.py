@@ -19,7 +19,6 @@ from hami_dra_webhook.core.gpu_quota import (
     GATE,
     HELD_LABEL,
     HELD_LABEL_VALUE,
-    Cards,
     Charge,
     KeyRule,
     Limit,
@@ -29,6 +28,7 @@ from hami_dra_webhook.core.gpu_quota import (
 )
 from hami_dra_webhook.core.legacy import has_legacy_keys
 from hami_dra_webhook.core.policy import Policy
+from hami_dra_webhook.core.quota_groups import Cards
 from hami_dra_webhook.core.types import JsonObject
 from hami_dra_webhook.core.vendors.families import converted_names
 

@@ -119,3 +119,35 @@ def test_vendor_device_classes_only_where_the_driver_ships_none() -> None:
         assert everything[family.device_class] == family.class_expression  # type: ignore[index]
     nothing = [d for d in _rendered("nvidia: {}\n") if d["kind"] == "DeviceClass"]
     assert [d["metadata"]["name"] for d in nothing] == ["hami-core-gpu.project-hami.io"]
+
+
+def _quota_keys_held(documents: list[dict[str, Any]]) -> set[str]:
+    (policy,) = [
+        d
+        for d in documents
+        if d["kind"] == "ValidatingAdmissionPolicy" and d["metadata"]["name"].endswith("-gpu-quota")
+    ]
+    (keys,) = [v["expression"] for v in policy["spec"]["variables"] if v["name"] == "keys"]
+    listed = re.search(r"k in \[([^\]]*)\]", keys)
+    assert listed is not None, keys
+    return {name.strip().strip("'") for name in listed.group(1).split(",")}
+
+
+@pytest.mark.parametrize(
+    "device_config",
+    [
+        "nvidia: {}\n",
+        ALL_VENDORS,
+        RENAMED,
+        "hamiDraWebhook:\n  vendors:\n    amd: {convert: true}\n",
+    ],
+    ids=["nvidia-only", "all-vendors", "renamed", "amd-only"],
+)
+def test_the_quota_policy_holds_exactly_the_keys_the_webhook_keeps(device_config: str) -> None:
+    """The ValidatingAdmissionPolicy refuses an ungated GPU pod where a quota names a key the
+    webhook keeps: the same keys (core/gpu_quota.quota_keys), or a pod would be refused that
+    the webhook never labels its namespace for, or go unheld where it does."""
+    from hami_dra_webhook.core.gpu_quota import quota_keys
+
+    policy = policy_from_yaml(device_config).policy
+    assert _quota_keys_held(_rendered(device_config)) == set(quota_keys(policy))

@@ -9,7 +9,6 @@ import pytest
 
 from hami_dra_webhook.core.gpu_quota import (
     GATE,
-    Cards,
     Charge,
     claims_charge,
     exceeded,
@@ -18,6 +17,7 @@ from hami_dra_webhook.core.gpu_quota import (
     quota_keys,
 )
 from hami_dra_webhook.core.policy import Policy, policy_from_mapping
+from hami_dra_webhook.core.quota_groups import Cards
 from hami_dra_webhook.core.quota_plan import WAITING_FOR_CLAIMS, plan_pass
 
 POLICY = policy_from_mapping({"hamiDraWebhook": {"deviceMemorySizes": ["80Gi", "40Gi"]}}).policy
@@ -28,7 +28,7 @@ R_MEM, R_GPU, R_CORES = (
     "requests.nvidia.com/gpu",
     "requests.nvidia.com/gpucores",
 )
-CARDS = Cards(largest_mib=81920)
+CARDS = Cards({"nvidia": 81920})
 
 
 def _pod(
@@ -128,8 +128,7 @@ def test_quota_values_are_read_as_hami_reads_them() -> None:
     assert [(limit.quota, limit.hard) for limit in limits] == [("a", 8000), ("b", 8589934592)]
     factor = policy_from_mapping({"nvidia": {"memoryFactor": 4}}).policy
     assert (
-        limits_of([_quota("a", {MEM: "2000", R_MEM: "2000"})], quota_keys(factor), 4)[0].hard
-        == 8000
+        limits_of([_quota("a", {MEM: "2000", R_MEM: "2000"})], quota_keys(factor))[0].hard == 8000
     )
 
 
@@ -286,12 +285,9 @@ def test_scan_says_which_keys_are_kept_and_which_stop_limiting() -> None:
     kept = quota_report(document({MEM: "8000", R_GPU: "2"}), POLICY, "", "ns")
     assert kept is not None and "the webhook keeps" in kept.stops
     assert "stops limiting" not in kept.stops
-    hygon = policy_from_yaml("hamiDraWebhook: {vendors: {hygon: {convert: true}}}").policy
-    mixed = quota_report(
-        document({MEM: "8000", "limits.hygon.com/dcumem": "4000"}), hygon, "", "ns"
-    )
+    neuron = policy_from_yaml("hamiDraWebhook: {vendors: {awsNeuron: {convert: true}}}").policy
+    core = "limits.aws.amazon.com/neuroncore"
+    mixed = quota_report(document({MEM: "8000", core: "4"}), neuron, "", "ns")
     assert mixed is not None
-    assert "converted pods request none of limits.hygon.com/dcumem, so it stops limiting" in (
-        mixed.stops
-    )
+    assert f"converted pods request none of {core}, so it stops limiting" in mixed.stops
     assert "the webhook keeps limits.nvidia.com/gpumem" in mixed.stops

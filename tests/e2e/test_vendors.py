@@ -17,6 +17,7 @@ import yaml
 
 from tests.controlplane.gpu_node import _expect
 from tests.controlplane.vendor_nodes import ASCEND_NODE, HYGON, HYGON_NODE, HygonCard, VendorNode
+from tests.e2e.test_gpu_quotas import _create_all, _gated, _quota, _settled
 from tests.e2e.test_operations import _cli
 from tests.support.cluster import Cluster, Release, wait_for
 from tests.support.pods import gpu_pod
@@ -193,6 +194,50 @@ def test_one_pod_with_nvidia_and_hygon_containers_gets_both(
             "DELETE",
             f"/apis/resource.k8s.io/v1/resourceslices/{both.resource_slice()['metadata']['name']}",
         )
+
+
+def test_hygon_and_ascend_quotas_keep_limiting_converted_pods(
+    cluster: Cluster, vendors: Release, namespace: str
+) -> None:
+    """HAMi's `limits.hygon.com/dcumem` and an Ascend chip's `-core` key (docs/quotas.md,
+    "Other vendors"): converted pods are held until they fit. A whole Hygon card is charged
+    the card's memory, which the webhook reads from the Hygon driver's ResourceSlices (64 GiB,
+    the K100 the UUID annotation pins)."""
+    hard = {"limits.hygon.com/dcumem": "70000", "limits.huawei.com/Ascend910B3-core": "50"}
+    _quota(cluster, namespace, hard)
+    whole = _pod("whole", {"hygon.com/dcunum": 1}, {"hygon.com/use-gpuuuid": K100.serial})
+    cluster.apply(whole, namespace=namespace)
+    _settled(cluster, namespace, 1, 1)  # 65536 of 70000: released
+    share = {"hygon.com/dcunum": 1, "hygon.com/dcumem": 4000}
+    npu = {
+        "huawei.com/Ascend910B3": 1,
+        "huawei.com/Ascend910B3-memory": 2000,
+        "huawei.com/Ascend910B3-core": 20,
+    }
+    soft = {"huawei.com/vnpu-mode": "hami-core"}
+    pods = [_pod(f"dcu-{i}", share) for i in range(2)]
+    pods += [_pod(f"npu-{i}", npu, soft) for i in range(3)]
+    _create_all(cluster, namespace, pods)
+    # 65536 + 4000 fit 70000, a second 4000 does not; 20 + 20 cores fit 50, a third does not.
+    settled = _settled(cluster, namespace, 4, 6)
+    held = sorted(p["metadata"]["name"] for p in settled if _gated(p))
+    assert len(held) == 2 and held[0].startswith("dcu-") and held[1].startswith("npu-"), held
+
+    def told(name: str) -> str | None:
+        events = cluster.get(
+            "events", "-n", namespace, f"--field-selector=involvedObject.name={name}"
+        )
+        found = [e["message"] for e in events["items"] if "exceeded quota" in e["message"]]
+        return found[0] if found else None
+
+    assert (
+        "requested: limits.hygon.com/dcumem=4000, used: limits.hygon.com/dcumem=69536,"
+        " limited: limits.hygon.com/dcumem=70000"
+    ) in wait_for(lambda: told(held[0]), "the held Hygon pod's Event")
+    assert (
+        "requested: limits.huawei.com/Ascend910B3-core=20, used:"
+        " limits.huawei.com/Ascend910B3-core=40, limited: limits.huawei.com/Ascend910B3-core=50"
+    ) in wait_for(lambda: told(held[1]), "the held Ascend pod's Event")
 
 
 def test_a_vendor_without_a_driver_is_refused_with_its_name(

@@ -140,7 +140,13 @@ HAMi's limits.<memory|cores> and kube-apiserver's requests.<count|memory|cores>,
 {{- if $memory }}{{ $keys = append $keys (printf "'limits.%s'" $memory) }}{{ $keys = append $keys (printf "'requests.%s'" $memory) }}{{ end -}}
 {{- if $cores }}{{ $keys = append $keys (printf "'limits.%s'" $cores) }}{{ $keys = append $keys (printf "'requests.%s'" $cores) }}{{ end -}}
 {{- if $count }}{{ $keys = append $keys (printf "'requests.%s'" $count) }}{{ end -}}
-{{- printf "[%s]" (join ", " $keys) -}}
+{{- range $role := (include "hdw.vendorRoles" . | fromJsonArray) }}
+{{- $kind := index (splitList "|" $role) 0 -}}
+{{- $name := index (splitList "|" $role) 1 -}}
+{{- if or (eq $kind "memory") (eq $kind "cores") }}{{ $keys = append $keys (printf "'limits.%s'" $name) }}{{ end -}}
+{{- $keys = append $keys (printf "'requests.%s'" $name) -}}
+{{- end -}}
+{{- printf "[%s]" (join ", " (uniq $keys)) -}}
 {{- end -}}
 
 {{/* A GPU pod, in CEL over `object`: a container names a legacy resource, or it uses a claim. */}}
@@ -150,45 +156,58 @@ HAMi's limits.<memory|cores> and kube-apiserver's requests.<count|memory|cores>,
 {{- end -}}
 
 {{/* The resource names of the vendors beyond NVIDIA that deviceConfig's hamiDraWebhook.vendors
-converts, as a JSON list, read from HAMi's own sections of deviceConfig as the webhook reads
-them (core/vendors/families.py; tests/chart check that both agree). */}}
-{{- define "hdw.vendorResources" -}}
+converts, each with its role, as a JSON list of "role|name" (role: count, memory, cores, or
+requestCores: a core name whose HAMi key is not kept, AWS Neuron's), read from HAMi's own
+sections of deviceConfig as the webhook reads them (core/vendors/families.py,
+core/quota_groups.py; tests/chart checks that they agree). */}}
+{{- define "hdw.vendorRoles" -}}
 {{- $config := fromYaml .Values.deviceConfig -}}
 {{- $web := default dict (get $config "hamiDraWebhook") -}}
 {{- $vendors := default dict (get $web "vendors") -}}
-{{- $names := list -}}
+{{- $roles := list -}}
+{{- $kinds := list "count" "memory" "cores" -}}
 {{- if (get (default dict (get $vendors "hygon")) "convert") -}}
 {{- $hygon := default dict (get $config "hygon") -}}
-{{- range $key := list "resourceCountName" "resourceMemoryName" "resourceCoreName" }}
-{{- with (get $hygon $key) }}{{- $names = append $names . -}}{{- end -}}
+{{- range $i, $key := list "resourceCountName" "resourceMemoryName" "resourceCoreName" }}
+{{- with (get $hygon $key) }}{{- $roles = append $roles (printf "%s|%s" (index $kinds $i) .) -}}{{- end -}}
 {{- end -}}
-{{- $names = concat $names (list "hygon.com/dcunum" "hygon.com/hcunum" "hygon.com/dcumem" "hygon.com/hcumem" "hygon.com/dcucores" "hygon.com/hcucores") -}}
+{{- $roles = concat $roles (list "count|hygon.com/dcunum" "count|hygon.com/hcunum" "memory|hygon.com/dcumem" "memory|hygon.com/hcumem" "cores|hygon.com/dcucores" "cores|hygon.com/hcucores") -}}
 {{- end -}}
 {{- if (get (default dict (get $vendors "ascend")) "convert") -}}
 {{- $vnpus := get $config "vnpus" -}}
 {{- if kindIs "map" $vnpus }}{{- $vnpus = get $vnpus "configs" -}}{{- end -}}
 {{- if and (kindIs "slice" $vnpus) $vnpus -}}
 {{- range $chip := $vnpus }}
-{{- range $key := list "resourceName" "resourceMemoryName" "resourceCoreName" }}
-{{- with (get $chip $key) }}{{- $names = append $names . -}}{{- end -}}
+{{- range $i, $key := list "resourceName" "resourceMemoryName" "resourceCoreName" }}
+{{- with (get $chip $key) }}{{- $roles = append $roles (printf "%s|%s" (index $kinds $i) .) -}}{{- end -}}
 {{- end -}}
 {{- end -}}
 {{- else -}}
 {{- range $word := list "Ascend910A" "Ascend910B2" "Ascend910B3" "Ascend910B4-1" "Ascend910B4" "Ascend310P" "Ascend910C" }}
-{{- $names = concat $names (list (printf "huawei.com/%s" $word) (printf "huawei.com/%s-memory" $word) (printf "huawei.com/%s-core" $word)) -}}
+{{- $roles = concat $roles (list (printf "count|huawei.com/%s" $word) (printf "memory|huawei.com/%s-memory" $word) (printf "cores|huawei.com/%s-core" $word)) -}}
 {{- end -}}
 {{- end -}}
 {{- end -}}
-{{- range $pair := list (list "amd" "amd" (list "amd.com/gpu" "amd.com/gpumem" "amd.com/gpucores")) (list "awsNeuron" "awsneuron" (list "aws.amazon.com/neuron" "" "aws.amazon.com/neuroncore")) }}
+{{- range $pair := list (list "amd" "amd" (list "amd.com/gpu" "amd.com/gpumem" "amd.com/gpucores") "cores") (list "awsNeuron" "awsneuron" (list "aws.amazon.com/neuron" "" "aws.amazon.com/neuroncore") "requestCores") }}
 {{- if (get (default dict (get $vendors (index $pair 0))) "convert") -}}
 {{- $section := default dict (get $config (index $pair 1)) -}}
 {{- $defaults := index $pair 2 -}}
 {{- $own := get $section "resourceCountName" -}}
 {{- range $i, $key := list "resourceCountName" "resourceMemoryName" "resourceCoreName" }}
 {{- $name := ternary (get $section $key) (index $defaults $i) (not (empty $own)) -}}
-{{- with $name }}{{- $names = append $names . -}}{{- end -}}
+{{- $role := ternary (index $pair 3) (index $kinds $i) (eq $i 2) -}}
+{{- with $name }}{{- $roles = append $roles (printf "%s|%s" $role .) -}}{{- end -}}
 {{- end -}}
 {{- end -}}
+{{- end -}}
+{{- toJson (uniq $roles) -}}
+{{- end -}}
+
+{{/* The resource names of the vendors beyond NVIDIA that deviceConfig converts, as a JSON list. */}}
+{{- define "hdw.vendorResources" -}}
+{{- $names := list -}}
+{{- range $role := (include "hdw.vendorRoles" . | fromJsonArray) }}
+{{- $names = append $names (index (splitList "|" $role) 1) -}}
 {{- end -}}
 {{- toJson (uniq $names) -}}
 {{- end -}}
