@@ -153,7 +153,7 @@ def _quotas(snapshot: Snapshot, policy: Policy, target: Installation, report: Re
         k.format(gpu=n.resource_count_name, mem=n.resource_memory_name, cores=n.resource_core_name)
         for k in LEGACY_QUOTA_KEYS
     }
-    # Other converted families' resources (hygon.com/dcumem ...): not kept yet (docs/quotas.md).
+    # Every converted family's resources, kept (quota_keys) or not (neuroncore): docs/quotas.md.
     keys |= {f"{p}{name}" for name in converted_names(policy) for p in ("requests.", "limits.")}
     kept = quota_keys(policy)
     held = _quota_gate(snapshot)
