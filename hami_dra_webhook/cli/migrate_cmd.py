@@ -4,6 +4,8 @@
   converted pods, and what keeps each legacy pod from moving to DRA.
 - `migrate node NODE --to dra|legacy`: a plan first (every GPU pod on the node and where it
   would go), then the move (cluster/node_move.py), resumable.
+- `migrate wave --to dra|legacy NODE...|-l SELECTOR|--pool POOL`: many nodes in waves, a
+  canary first (cli/migrate_wave.py).
 
 Exit codes: 0 done (or a plan without blockers), 2 the plan has blockers (a pod that no
 controller re-creates, or one that fits nowhere; `--force` moves anyway), 3 the cluster could
@@ -31,7 +33,7 @@ MIB = 1 << 20  # core.quantity.MIB (the CLI imports the core lazily)
 def add_parser(commands: Any) -> None:
     parser = commands.add_parser(
         "migrate",
-        help="move a live cluster from legacy HAMi to DRA in stages (status, node)",
+        help="move a live cluster from legacy HAMi to DRA in stages (status, node, wave)",
         description="Legacy HAMi and DRA side by side on separate nodes: `status` shows both"
         " pools, `node` moves one node between them with a plan first.",
     )
@@ -76,6 +78,9 @@ def add_parser(commands: Any) -> None:
     )
     _common(node)
     node.set_defaults(run=run_node)
+    from hami_dra_webhook.cli.migrate_wave import add_wave_parser
+
+    add_wave_parser(actions, _common)
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -181,7 +186,7 @@ def run_node(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: Te
         stderr.write(f"error: no node named {args.node}\n")
         return exit_codes.UNREADABLE
     plan = plan_move(inventory, args.node, args.to, policy)
-    blockers = [s for s in plan if not s.fits or s.lost]
+    blockers = [s for s in plan if s.blocks]
     result: dict[str, Any] = {
         "node": args.node,
         "to": args.to,
@@ -205,10 +210,7 @@ def run_node(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: Te
                 stdout.write(f"eviction of {where} now: {answer['answer']}\n")
     if preview or (blockers and not args.force):
         if blockers and not preview and text:
-            stdout.write(
-                f"refusing: {len(blockers)} pod(s) would be lost or fit nowhere;"
-                " free capacity, re-create bare pods elsewhere, or --force\n"
-            )
+            stdout.write(_refusal(blockers))
         if not text:
             write_data(result | {"moved": False}, args.output, stdout)
         return exit_codes.REFUSED if blockers else exit_codes.OK
@@ -252,6 +254,20 @@ def _move(
     return code
 
 
+def _refusal(blockers: list[Any]) -> str:
+    claims = [f"{s.namespace}/{c}" for s in blockers for c in s.claims]
+    if claims:
+        return (
+            f"refusing: DRA claims are allocated on the node ({', '.join(claims[:10])}); end or"
+            " move their pods first, or --force to evict them (they come back converted on"
+            " another DRA node)\n"
+        )
+    return (
+        f"refusing: {len(blockers)} pod(s) would be lost or fit nowhere; free capacity,"
+        " re-create bare pods elsewhere, or --force\n"
+    )
+
+
 async def _evictions_now(api: Any, plan: list[Any]) -> list[dict[str, str]]:
     """What the Eviction API answers now for each pod of the plan, asked with dryRun=All."""
     from hami_dra_webhook.kube.port import ApiError
@@ -276,10 +292,16 @@ def _plan_text(node: str, to: str, plan: list[Any]) -> str:
         notes = []
         if step.lost:
             notes.append("BARE POD: no controller re-creates it after eviction")
+        if step.claims:
+            notes.append(
+                f"holds the driver's claim(s) {', '.join(step.claims)} on it: a rollback to legacy"
+                " refuses while DRA claims are allocated on the node (--force evicts the pod; it"
+                " comes back converted on another DRA node)"
+            )
         if step.budgets:
             budgets = ", ".join(step.budgets)
             notes.append(f"PodDisruptionBudget {budgets} allows no disruption now: eviction waits")
-        mark = "ok " if step.fits and not step.lost else "!! "
+        mark = "!! " if step.blocks else "ok "
         lines.append(
             f"  {mark}{step.namespace}/{step.name} ({step.owner or 'no controller'}): {step.goes}"
         )

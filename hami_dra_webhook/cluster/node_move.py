@@ -29,17 +29,26 @@ stays cordoned.
 from __future__ import annotations
 
 import asyncio
-import json
+import contextlib
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Protocol, TypeVar
+from typing import Literal, TypeVar
 
+from hami_dra_webhook.cluster.events import About, event_body, post_event
 from hami_dra_webhook.core.holdings import (
     ClaimIndex,
     claim_on_node,
     claim_words,
     node_pools,
+)
+from hami_dra_webhook.core.move_state import (
+    CALL_TIMEOUT,
+    EVENT_COMPONENT,
+    MoveError,
+    MoveEvents,
+    MoveState,
+    now,
 )
 from hami_dra_webhook.core.policy import Policy
 from hami_dra_webhook.core.pool_plan import GpuPod, gpu_pod, leaves
@@ -56,54 +65,8 @@ from hami_dra_webhook.core.pools import (
 from hami_dra_webhook.core.types import JsonObject
 from hami_dra_webhook.kube.port import ApiError, KubeApi, paths
 
-STEPS = ("started", "cordoned", "drained", "unserved", "served", "done")
-CALL_TIMEOUT = 10.0
+__all__ = ["MoveError", "MoveState", "NodeMove"]
 T = TypeVar("T")
-
-
-class MoveError(RuntimeError):
-    """The move stopped; the message says why and what to do. `resumable`: run it again."""
-
-    def __init__(self, message: str, resumable: bool = True) -> None:
-        super().__init__(message)
-        self.resumable = resumable
-
-
-class MoveEvents(Protocol):
-    def step(self, name: str, detail: str) -> None: ...
-
-
-@dataclass
-class MoveState:
-    to: str
-    origin: str
-    step: str
-    cordoned_by_move: bool
-
-    def encode(self) -> str:
-        return json.dumps(
-            {
-                "to": self.to,
-                "from": self.origin,
-                "step": self.step,
-                "cordonedByMove": self.cordoned_by_move,
-            },
-            separators=(",", ":"),
-        )
-
-    @classmethod
-    def decode(cls, text: str) -> MoveState | None:
-        try:
-            data = json.loads(text)
-            state = cls(
-                str(data["to"]), str(data["from"]), str(data["step"]), bool(data["cordonedByMove"])
-            )
-        except (ValueError, KeyError, TypeError):
-            return None
-        return state if state.step in STEPS and state.to in (DRA, LEGACY) else None
-
-    def done(self, step: str) -> bool:
-        return STEPS.index(self.step) >= STEPS.index(step)
 
 
 @dataclass
@@ -118,15 +81,52 @@ class NodeMove:
 
     def __post_init__(self) -> None:
         self._deadline = time.monotonic() + self.timeout
+        self._uid = ""  # the Node's, for its Events
+        self._state_now: MoveState | None = None
 
     async def run(self) -> MoveState:
+        """The move, to its end; on a failure the node stays cordoned, its state says where
+        and why it stopped (a Warning Event on the Node too), and MoveError is raised."""
+        try:
+            return await self._run()
+        except MoveError as error:
+            await self._stopped(str(error))
+            raise
+
+    async def _stopped(self, why: str) -> None:
+        state = self._state_now
+        if state is not None and state.step != "done":
+            state.error = why
+            # the API failed: the state keeps its last step, without the reason
+            with contextlib.suppress(MoveError):
+                await self._patch({}, state, state.step)
+        await self._event("failed", why, "Warning")
+
+    async def _tell(self, step: str, detail: str) -> None:
+        """A step: on the terminal (the caller's display) and as an Event on the Node."""
+        self.events.step(step, detail)
+        await self._event(step, detail, "Normal")
+
+    async def _event(self, step: str, detail: str, kind: Literal["Normal", "Warning"]) -> None:
+        reason = "GpuPoolMove" + step.title()
+        body = event_body(
+            About("Node", self.node, self._uid),
+            reason,
+            f"to the {self.to} pool: {detail}",
+            kind,
+            EVENT_COMPONENT,
+        )
+        await post_event(self.api, body, CALL_TIMEOUT)
+
+    async def _run(self) -> MoveState:
         state = await self._state()
+        self._state_now = state
         if state.step == "done":
-            self.events.step("done", f"{self.node} is already in the {self.to} pool")
+            await self._tell("done", f"{self.node} is already in the {self.to} pool")
             return state
         if not state.done("cordoned"):
             await self._patch({"spec": {"unschedulable": True}}, state, "cordoned")
-            self.events.step("cordoned", f"{self.node} cordoned")
+            await self._tell("cordoned", f"{self.node} cordoned")
         else:  # resumed: cordoned again whatever happened since (idempotent)
             await self._patch({"spec": {"unschedulable": True}}, state, state.step)
         await self._drain(state.origin)  # every run: a resumed state is not evidence
@@ -140,27 +140,27 @@ class NodeMove:
             await self._save(state, "drained")
         if not state.done("unserved"):
             await self._label(MOVING)
-            self.events.step("relabelled", f"{POOL_LABEL}={MOVING}: in neither pool")
+            await self._tell("relabelled", f"{POOL_LABEL}={MOVING}: in neither pool")
             await self._until(
                 self._unserved, f"neither side serving {self.node}", self._still_served
             )
             await self._save(state, "unserved")
-            self.events.step("unserved", "neither the device plugin nor the driver serves it")
+            await self._tell("unserved", "neither the device plugin nor the driver serves it")
         if not state.done("served"):
             await self._label(self.to)
-            self.events.step("relabelled", f"{POOL_LABEL}={self.to}")
+            await self._tell("relabelled", f"{POOL_LABEL}={self.to}")
             await self._until(
                 self._served, f"the {self.to} side serving {self.node}", self._not_served
             )
             await self._save(state, "served")
-            self.events.step("served", self._served_detail())
+            await self._tell("served", self._served_detail())
         await self._check_clear()
         patch: JsonObject = {"metadata": {"annotations": {MOVE_ANNOTATION: None}}}
         if state.cordoned_by_move:
             patch["spec"] = {"unschedulable": None}
         await self._call(self.api.patch_node(self.node, patch, timeout=CALL_TIMEOUT))
         state.step = "done"
-        self.events.step(
+        await self._tell(
             "done",
             f"{self.node} is in the {self.to} pool"
             + (", uncordoned" if state.cordoned_by_move else ""),
@@ -186,7 +186,9 @@ class NodeMove:
     # -- the state on the Node ------------------------------------------------------------
 
     async def _node(self) -> JsonObject:
-        return await self._call(self.api.get_path(paths.node(self.node), timeout=CALL_TIMEOUT))
+        node = await self._call(self.api.get_path(paths.node(self.node), timeout=CALL_TIMEOUT))
+        self._uid = str((node.get("metadata") or {}).get("uid") or self._uid)
+        return node
 
     async def _state(self) -> MoveState:
         node = await self._node()
@@ -206,7 +208,7 @@ class NodeMove:
                     f" finish it first: migrate node {self.node} --to {state.to}",
                     resumable=False,
                 )
-            self.events.step(
+            await self._tell(
                 "resumed", f"a move to {self.to} stopped after step {state.step}: resuming"
             )
             if state.step == "done":  # never written by a move: the end is checked, not read
@@ -221,13 +223,17 @@ class NodeMove:
             origin = LEGACY if self.to == DRA else DRA
         state = MoveState(self.to, origin, "started", not gpus.unschedulable)
         await self._patch({}, state, "started")
-        self.events.step(
+        await self._tell(
             "started", f"moving {self.node} from the {origin} pool to the {self.to} pool"
         )
         return state
 
     async def _patch(self, patch: JsonObject, state: MoveState, step: str) -> None:
+        if step != state.step:
+            state.error = ""  # a step done: the last stop's reason is history
         state.step = step
+        state.updated_at = now()
+        state.started_at = state.started_at or state.updated_at
         merged = {**patch, "metadata": {"annotations": {MOVE_ANNOTATION: state.encode()}}}
         await self._call(self.api.patch_node(self.node, merged, timeout=CALL_TIMEOUT))
 
@@ -285,7 +291,7 @@ class NodeMove:
         while True:
             pods = await self._leaving_pods()
             if not pods:
-                self.events.step("drained", f"no {origin} GPU pod left on {self.node}")
+                await self._tell("drained", f"no {origin} GPU pod left on {self.node}")
                 return
             for pod in pods:
                 metadata = pod["metadata"]
@@ -302,13 +308,22 @@ class NodeMove:
                     if error.status == 429:
                         if key not in blocked_said:
                             blocked_said.add(key)
-                            self.events.step(
+                            await self._tell(
                                 "waiting", f"eviction of {key} refused for now: {error.message}"
                             )
                         continue
                     raise MoveError(f"evicting {key}: {error}") from error
                 evicted.add(key)
-                self.events.step("evicted", key)
+                await self._tell("evicted", key)
+                about = About(
+                    "Pod", metadata["name"], metadata.get("uid", ""), metadata["namespace"]
+                )
+                message = (
+                    f"evicted by migrate: its node {self.node} moves to the {self.to} GPU pool;"
+                    " its controller re-creates it elsewhere"
+                )
+                body = event_body(about, "GpuPoolMoveEvicted", message, "Normal", EVENT_COMPONENT)
+                await post_event(self.api, body, CALL_TIMEOUT)
             self._check_deadline(
                 f"{len(pods)} GPU pod(s) still on {self.node}: "
                 + ", ".join(

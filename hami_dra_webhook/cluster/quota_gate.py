@@ -15,13 +15,13 @@ the pods again.
 from __future__ import annotations
 
 import asyncio
-import datetime
 import logging
 import time
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from hami_dra_webhook.cluster.events import About, event_body, post_event
 from hami_dra_webhook.cluster.lease import Lease
 from hami_dra_webhook.cluster.quota_usage import count_namespace, read_cards, read_claims
 from hami_dra_webhook.core.gpu_quota import (
@@ -198,35 +198,15 @@ class QuotaGate:
         if self._told.get(held.uid) == held.reason or len(self._told) >= MAX_REMEMBERED_EVENTS:
             return
         self._told[held.uid] = held.reason
-        now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         message = f"held by scheduling gate {GATE}: {held.reason}"
         if held.quota:
             message += (
                 "; it starts when the namespace's GPU pods free room, or when the quota is raised"
             )
-        event: JsonObject = {
-            "apiVersion": "v1",
-            "kind": "Event",
-            "metadata": {"generateName": f"{held.name[:200]}.", "namespace": namespace},
-            "involvedObject": {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "namespace": namespace,
-                "name": held.name,
-                "uid": held.uid,
-            },
-            "reason": EVENT_REASON,
-            "message": message[:1024],
-            "type": "Warning",
-            "source": {"component": "hami-dra-webhook"},
-            "firstTimestamp": now,
-            "lastTimestamp": now,
-            "count": 1,
-        }
-        try:
-            await self.api.create_object(paths.events(namespace), event, timeout=self.timeout)
-        except ApiError as error:  # an Event is a courtesy: the pod stays held all the same
-            log.warning("no Event for held pod %s/%s: %s", namespace, held.name, error)
+        about = About("Pod", held.name, held.uid, namespace)
+        await post_event(
+            self.api, event_body(about, EVENT_REASON, message, "Warning"), self.timeout
+        )
 
 
 def _gated(pod: JsonObject) -> bool:

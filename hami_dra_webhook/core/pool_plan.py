@@ -11,6 +11,7 @@ each card) is not known outside hami-scheduler: a legacy destination counts slot
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -51,6 +52,7 @@ class GpuPod:
     needs: list[list[Need]] = field(default_factory=list)  # its allocated devices (converted)
     holds_dra: bool = False  # the driver's claims are allocated to it
     holds_legacy: bool = False  # HAMi's device plugin serves it
+    claims: list[str] = field(default_factory=list)  # the driver's claims allocated to it
 
     @property
     def namespace(self) -> str:
@@ -92,7 +94,10 @@ def gpu_pod(pod: JsonObject, policy: Policy, claims: ClaimIndex) -> GpuPod | Non
     legacy = holds_legacy(pod, policy)
     if held:
         needs = [need for claim in held for need in _allocated_needs(claim, claims.driver)]
-        return GpuPod(pod, "converted", len(needs), needs, holds_dra=True, holds_legacy=legacy)
+        names = [str((c.get("metadata") or {}).get("name", "")) for c in held]
+        return GpuPod(
+            pod, "converted", len(needs), needs, holds_dra=True, holds_legacy=legacy, claims=names
+        )
     if legacy:
         return GpuPod(pod, "legacy", _legacy_count(spec, policy), holds_legacy=True)
     if _names_webhook_templates(pod, policy):
@@ -191,6 +196,7 @@ class Inventory:
 class Step:
     """One GPU pod of the node and where it would go."""
 
+    node: str
     namespace: str
     name: str
     side: Side
@@ -198,14 +204,24 @@ class Step:
     goes: str  # in words: "converted onto DRA node-2", "legacy node-3", ...
     fits: bool
     budgets: list[str] = field(default_factory=list)
+    # A move to legacy (a rollback): the driver's claims allocated to it on the node. A
+    # rollback refuses while there are any (--force evicts the pod: it comes back converted).
+    claims: list[str] = field(default_factory=list)
 
     @property
     def lost(self) -> bool:
         """No controller re-creates it after eviction."""
         return not self.owner
 
+    @property
+    def blocks(self) -> bool:
+        """The move refuses (without --force): it would be lost, fits nowhere, or holds the
+        driver's claims on a node going back to legacy."""
+        return self.lost or not self.fits or bool(self.claims)
+
     def as_json(self) -> JsonObject:
         return {
+            "node": self.node,
             "namespace": self.namespace,
             "name": self.name,
             "side": self.side,
@@ -214,14 +230,16 @@ class Step:
             "fits": self.fits,
             "blockingBudgets": self.budgets,
             "lostOnEviction": self.lost,
+            "allocatedClaims": self.claims,
         }
 
 
 def destination(
-    pod: GpuPod, inventory: Inventory, free: Free, policy: Policy, skip: str
+    pod: GpuPod, inventory: Inventory, free: Free, policy: Policy, skip: str | Collection[str]
 ) -> tuple[str, bool]:
     """Where the pod's replacement would go if it were evicted now (capacity taken from
-    `free`), in words, and whether it fits."""
+    `free`, on no node in `skip`), in words, and whether it fits."""
+    skip = frozenset((skip,) if isinstance(skip, str) else skip)
     if pod.daemon:
         return "a DaemonSet pod: not evicted, it stays with the node", True
     if not inventory.in_scope(pod):
@@ -229,7 +247,7 @@ def destination(
             pod.legacy_count, free, skip, "not in the migration scope: stays legacy"
         )
     if pod.side == "converted":
-        node = free.place_dra(pod.needs, skip_node=skip)
+        node = free.place_dra(pod.needs, skip=skip)
         if node is None:
             return "nowhere: no DRA node has free capacity for its claims", False
         return f"DRA node {node} (its claims as allocated now)", True
@@ -239,14 +257,14 @@ def destination(
     if not isinstance(decision, Converted):
         return _legacy_place(pod.legacy_count, free, skip, "left unchanged by the webhook")
     needs = [need for template in decision.templates for need in template_needs(template)]
-    node = free.place_dra(needs, skip_node=skip)
+    node = free.place_dra(needs, skip=skip)
     if node is None:
         return "nowhere: converted, no DRA node has free capacity for its claims", False
     return f"converted onto DRA node {node}", True
 
 
-def _legacy_place(count: int, free: Free, skip: str, why: str) -> tuple[str, bool]:
-    node = free.place_legacy(count, skip_node=skip)
+def _legacy_place(count: int, free: Free, skip: frozenset[str], why: str) -> tuple[str, bool]:
+    node = free.place_legacy(count, skip=skip)
     if node is None:
         return f"nowhere: {why}, and no other legacy node has {count} free nvidia.com/gpu", False
     return f"legacy node {node} ({why})", True
@@ -273,16 +291,21 @@ def leaves(pod: GpuPod, to: str) -> bool:
     return pod.holds_dra or pod.side == "converted"
 
 
-def plan_move(inventory: Inventory, node: str, to: str, policy: Policy) -> list[Step]:
-    """Every GPU pod on `node` that the move to pool `to` evicts, with where it would go."""
+def plan_move(
+    inventory: Inventory, node: str | Collection[str], to: str, policy: Policy
+) -> list[Step]:
+    """Every GPU pod on `node` (or on each of several nodes moved together) that the move to
+    pool `to` evicts, with where it would go: on none of the nodes moved, each pod taking
+    its room from what the pods before it left."""
+    nodes = (node,) if isinstance(node, str) else tuple(node)
     free = inventory.free()
     steps = []
-    for pod in sorted(inventory.on(node), key=lambda p: (p.namespace, p.name)):
-        if not leaves(pod, to):
-            continue
-        goes, fits = destination(pod, inventory, free, policy, skip=node)
+    moved = [p for p in inventory.pods if p.node in nodes and leaves(p, to)]
+    for pod in sorted(moved, key=lambda p: (p.node, p.namespace, p.name)):
+        goes, fits = destination(pod, inventory, free, policy, skip=nodes)
         steps.append(
             Step(
+                pod.node,
                 pod.namespace,
                 pod.name,
                 pod.side,
@@ -290,6 +313,7 @@ def plan_move(inventory: Inventory, node: str, to: str, policy: Policy) -> list[
                 goes,
                 fits,
                 inventory.blocking_budgets(pod),
+                pod.claims if to != DRA and not pod.daemon else [],
             )
         )
     return steps

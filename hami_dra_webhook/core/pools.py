@@ -10,7 +10,7 @@ is neither (a node between pools, served by nobody). No I/O here.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -114,6 +114,8 @@ class NodeGpus:
     legacy_used: int = 0  # nvidia.com/gpu of the pods bound there
     devices: list[Device] = field(default_factory=list)
     pods: int = 0  # GPU pods bound there
+    labels: Mapping[str, str] = field(default_factory=dict)
+    move: str = ""  # the annotation MOVE_ANNOTATION: a move's state, "" when none
 
     @property
     def served_by(self) -> tuple[str, ...]:
@@ -148,6 +150,8 @@ def node_gpus(node: JsonObject, legacy_count_name: str, devices: list[Device]) -
         unschedulable=bool((node.get("spec") or {}).get("unschedulable")),
         legacy_slots=slots,
         devices=devices,
+        labels={str(k): str(v) for k, v in labels.items()} if isinstance(labels, dict) else {},
+        move=str((metadata.get("annotations") or {}).get(MOVE_ANNOTATION) or ""),
     )
 
 
@@ -258,13 +262,16 @@ class Free:
                 free.slots[node.name] = node.legacy_slots - node.legacy_used
         return free
 
-    def place_dra(self, needs: list[list[Need]], skip_node: str = "") -> str | None:
+    def place_dra(
+        self, needs: list[list[Need]], skip_node: str = "", skip: Collection[str] = ()
+    ) -> str | None:
         """Put one pod's claims on free devices (first fit; the devices of one pod distinct,
-        one node); the node, or None when they fit nowhere (nothing is taken then)."""
+        one node) of a node not skipped; the node, or None when they fit nowhere (nothing is
+        taken then)."""
         flat = [need for request in needs for need in request]
         by_node: dict[str, list[DeviceKey]] = {}
         for key, (device, _) in self.devices.items():
-            if device.node != skip_node:
+            if device.node != skip_node and device.node not in skip:
                 by_node.setdefault(device.node, []).append(key)
         for node, keys in sorted(by_node.items()):
             chosen: list[tuple[DeviceKey, Need]] = []
@@ -288,10 +295,13 @@ class Free:
         cores = device.cores if need.cores is None else need.cores
         return use.memory + memory <= device.memory and use.cores + cores <= device.cores
 
-    def place_legacy(self, count: int, skip_node: str = "") -> str | None:
-        """Put a pod of `count` nvidia.com/gpu on a legacy node with as many free slots."""
+    def place_legacy(
+        self, count: int, skip_node: str = "", skip: Collection[str] = ()
+    ) -> str | None:
+        """Put a pod of `count` nvidia.com/gpu on a legacy node (not skipped) with as many
+        free slots."""
         for node, left in sorted(self.slots.items()):
-            if node != skip_node and left >= count:
+            if node != skip_node and node not in skip and left >= count:
                 self.slots[node] = left - count
                 return node
         return None

@@ -89,3 +89,35 @@ def test_usage_and_unknown_nodes_are_named(kube: Cluster) -> None:
     assert code == 64 and "--timeout: 'soon' is not a duration: write it as 90" in err, err
     code, _, err = migrate(kube, "node", "no-such-node", "--to", "dra", "--dry-run")
     assert code == 3 and err == "error: no node named no-such-node\n", err
+
+
+def test_wave_plans_the_fleet_from_names_selectors_and_pools(kube: Cluster) -> None:
+    """`migrate wave --dry-run`: the nodes a selector or a pool names, the canary alone
+    first, and each wave's plan on the cluster as it is now; nothing moves."""
+    node = kube.node.name
+    by_pool = migrate(kube, "wave", "--to", "legacy", "--pool", "dra", "--dry-run", "-o", "json")
+    by_label = migrate(
+        kube, "wave", "--to", "legacy", "-l", f"kubernetes.io/hostname={node}", "--dry-run",
+        "-o", "json",
+    )  # fmt: skip
+    for code, out, err in (by_pool, by_label):
+        result = json.loads(out)
+        assert result["fleet"]["waves"] == [{"nodes": [node], "gpus": 3}], result
+        assert result["fleet"]["canary"] == node and result["moved"] is False
+        (preview,) = result["previews"]
+        assert all(s["node"] == node and s["side"] == "converted" for s in preview), preview
+        blocked = any(s["lostOnEviction"] or not s["fits"] or s["allocatedClaims"] for s in preview)
+        assert code == (2 if blocked else 0), (code, err)
+    assert kube.get("node", node)["spec"].get("unschedulable") is not True
+    # Served by the driver but not labelled: a move only labels it (no pod leaves).
+    code, text, _ = migrate(kube, "wave", "--to", "dra", node, "--dry-run")
+    assert code == 0 and text.splitlines()[1] == f"wave 1 (canary): {node} (3 GPUs)", text
+
+
+def test_wave_usage_errors_name_what_to_write(kube: Cluster) -> None:
+    code, _, err = migrate(kube, "wave", "--to", "dra")
+    assert code == 64 and "name the nodes to move" in err, err
+    code, _, err = migrate(kube, "wave", "--to", "dra", "x", "--max-unavailable", "0")
+    assert code == 64 and "give a number of nodes (3) or of GPUs (16gpus)" in err, err
+    code, _, err = migrate(kube, "wave", "--to", "dra", "no-such-node", "--dry-run")
+    assert code == 64 and "error: no node named no-such-node" in err, err

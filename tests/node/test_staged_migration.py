@@ -388,11 +388,37 @@ def _converted_replicas(cluster: NodeCluster, namespace: str) -> None:
     )
 
 
+def _move_events_on_the_node(cluster: NodeCluster, namespace: str) -> None:
+    """Every step of the move is an Event on the Node (kubectl describe node shows them), and
+    every evicted pod has one saying why."""
+    node_events = cluster.get(
+        "events", "-n", "default", f"--field-selector=involvedObject.name={LEGACY_NODE}"
+    )["items"]
+    reasons = {e["reason"] for e in node_events if e["reason"].startswith("GpuPoolMove")}
+    wanted = {"GpuPoolMoveStarted", "GpuPoolMoveCordoned", "GpuPoolMoveEvicted"}
+    wanted |= {"GpuPoolMoveDrained", "GpuPoolMoveServed", "GpuPoolMoveDone"}
+    assert wanted <= reasons, reasons
+    evicted = [
+        e
+        for e in cluster.get("events", "-n", namespace)["items"]
+        if e["reason"] == "GpuPoolMoveEvicted"
+    ]
+    assert len(evicted) >= REPLICAS and all(LEGACY_NODE in e["message"] for e in evicted), evicted
+
+
 def _back_to_legacy_interrupted(cluster: NodeCluster) -> None:
-    """The move back, SIGKILLed once the node is drained, then run again: it resumes."""
+    """The move back: refused while the converted replicas' claims are allocated on the node
+    (a rollback says which); with --force, SIGKILLed once the node is drained, then run again:
+    it resumes."""
+    refused = cli(cluster, "migrate", "node", LEGACY_NODE, "--to", "legacy", "-o", "json")
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    plan = json.loads(refused.stdout)
+    assert plan["moved"] is False and plan["blockers"] >= REPLICAS, plan
+    assert all(s["allocatedClaims"] for s in plan["plan"] if s["name"].startswith("train")), plan
+    assert node_state(cluster) == ("dra", False, "")  # nothing done
     back = subprocess.Popen(
         [sys.executable, "-m", "hami_dra_webhook", "migrate", "node", LEGACY_NODE, "--to", "legacy",
-         f"--kubeconfig={cluster.plane.admin_kubeconfig}"],
+         "--force", f"--kubeconfig={cluster.plane.admin_kubeconfig}"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     try:
@@ -413,7 +439,8 @@ def _back_to_legacy_interrupted(cluster: NodeCluster) -> None:
 
 def test_a_node_moves_to_dra_under_load_and_back(mixed: NodeCluster, extender: Extender) -> None:
     """N legacy replicas on the legacy node (PDB maxUnavailable 1), their namespace opted in,
-    a client creating GPU pods throughout: `migrate node --to dra` brings every replica back
+    a client creating GPU pods throughout: `migrate wave --to dra` (the legacy pool, its one
+    node the canary) brings every replica back
     converted and Running with its legacy share, ready replicas never below N-1, no create
     fails, and the node is never served by both sides. Then the move back to legacy, killed
     mid-way and run again, resumes."""
@@ -430,10 +457,14 @@ def _move_under_load(mixed: NodeCluster, namespace: str) -> None:
     sampler.start()
     started = time.monotonic()
     with creating_pods(mixed, namespace, max_seconds=600) as creates:
-        moved = cli(mixed, "migrate", "node", LEGACY_NODE, "--to", "dra", "--timeout", "8m")
+        # The fleet command: the legacy pool is one node here, its canary and only wave.
+        moved = cli(mixed, "migrate", "wave", "--to", "dra", "--pool", "legacy", "--timeout", "8m")
         move_seconds = time.monotonic() - started
         assert moved.returncode == 0, moved.stdout + moved.stderr
+        assert f"wave 1 (canary): {LEGACY_NODE}" in moved.stdout, moved.stdout
+        assert "moved 1 node(s) in 1 wave(s)" in moved.stdout, moved.stdout
         (mixed.folder / "staged-move.txt").write_text(moved.stdout)
+        _move_events_on_the_node(mixed, namespace)
         _converted_replicas(mixed, namespace)
         creates.phase = "back"
         _back_to_legacy_interrupted(mixed)
@@ -592,6 +623,14 @@ def test_a_move_to_legacy_evicts_every_holder_of_the_drivers_devices(mixed: Node
         # Stopped before the label changed: the driver must stay to release the claim (a pod
         # with a claim cannot end on a node its driver has left).
         assert node_state(mixed) == ("dra", True, "cordoned")
+        # kubectl shows where it stopped and why: the state's error, a Warning Event
+        annotations = mixed.get("node", LEGACY_NODE)["metadata"]["annotations"]
+        state = json.loads(annotations["hami.io/gpu-pool-move"])
+        assert "DaemonSet pod" in state["error"] and state["startedAt"], state
+        failed = mixed.get(
+            "events", "-n", "default", f"--field-selector=involvedObject.name={LEGACY_NODE}"
+        )["items"]
+        assert any(e["reason"] == "GpuPoolMoveFailed" and e["type"] == "Warning" for e in failed)
         left = {
             p["metadata"]["name"]
             for p in mixed.pods(namespace)

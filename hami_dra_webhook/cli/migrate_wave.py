@@ -1,0 +1,289 @@
+"""`hami-dra-webhook migrate wave`: move a set of nodes (named, by label selector, or a whole
+pool) wave by wave, a canary node first (core/wave_plan.py, cluster/fleet_move.py).
+
+Exit codes: 0 every wave moved (or a plan without blockers), 2 a wave's plan has blockers
+(nothing of that wave started; `--force` moves anyway), 3 a move stopped or the cluster could
+not be read (its nodes stay cordoned; run the same command again to resume), 64 usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from typing import Any, TextIO
+
+from hami_dra_webhook.cli import exit_codes
+from hami_dra_webhook.cli.cluster_access import ClusterUnavailable, on_cluster, say_unavailable
+from hami_dra_webhook.cli.inputs import add_dry_run, dry_run, duration, write_data
+
+EXAMPLES = """\
+Examples:
+  # the plan: which nodes, in which waves, and where each wave's GPU pods would go now
+  hami-dra-webhook migrate wave --to dra --pool legacy --batch 4 --dry-run
+  # every node labelled gpu-type=a100, two at a time, at most 16 GPUs out of service
+  hami-dra-webhook migrate wave --to dra -l gpu-type=a100 --batch 2 --max-unavailable 16gpus
+  # two named nodes, the second as the canary
+  hami-dra-webhook migrate wave --to dra gpu-1 gpu-2 --canary gpu-2
+"""
+
+
+def add_wave_parser(actions: Any, common: Any) -> None:
+    wave = actions.add_parser(
+        "wave",
+        help="move many nodes in waves, a canary first (plan, then node by node moves)",
+        description=_wrapped(
+            "Moves a set of nodes to the DRA or the legacy pool in waves: first, unless a"
+            " stopped move is resumed, a canary node alone; then waves of --batch nodes"
+            " (and at most --max-unavailable nodes or GPUs). Before each wave its GPU pods are"
+            " planned on the cluster as it is then, every node of the wave left out: a pod that"
+            " would be lost or fit nowhere stops the fleet before the wave starts. The nodes of a"
+            " wave move together, each as `migrate node` moves it; the first wave with a failed"
+            " move stops the fleet, its nodes cordoned. Each move's state is on its Node: run the"
+            " same command again to resume."
+        ),
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    wave.add_argument("nodes", metavar="NODE", nargs="*", help="nodes to move, by name")
+    wave.add_argument("--to", required=True, choices=("dra", "legacy"), help="the pool to join")
+    wave.add_argument(
+        "-l", "--selector", help="nodes by label selector, as kubectl reads it (gpu-type=a100)"
+    )
+    wave.add_argument("--pool", choices=("dra", "legacy"), help="every GPU node now in this pool")
+    wave.add_argument("--batch", type=_positive, default=1, help="nodes per wave (1)")
+    wave.add_argument(
+        "--max-unavailable",
+        default="",
+        metavar="N|Ngpus",
+        help="at most N nodes, or N GPUs, out of service at once (no limit but --batch)",
+    )
+    wave.add_argument("--canary", metavar="NODE", help="the node moved alone first")
+    wave.add_argument(
+        "--no-canary", action="store_true", help="no canary wave (the waves start at once)"
+    )
+    add_dry_run(
+        wave,
+        "print the waves and each wave's plan on the cluster as it is now",
+        "the same (the moves' evictions are asked of the API server as each wave starts)",
+    )
+    wave.add_argument(
+        "--force", action="store_true", help="move a wave even when its plan has blockers"
+    )
+    wave.add_argument(
+        "--timeout",
+        default=600.0,
+        type=duration,
+        help="each node's move limit (600, 90s, 10m; 10m); when it passes, run again to resume",
+    )
+    common(wave)
+    wave.set_defaults(run=run_wave)
+
+
+def _wrapped(text: str) -> str:
+    import textwrap
+
+    return textwrap.fill(text, width=88)
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a whole number, 1 or more")
+    return value
+
+
+class _Progress:
+    """The fleet's progress on the terminal: a line per wave and per step of each node."""
+
+    def __init__(self, stdout: TextIO, quiet: bool) -> None:
+        self.started = time.monotonic()
+        self.stdout, self.quiet = stdout, quiet
+        self.timeline: list[dict[str, Any]] = []
+        self.current = ""
+
+    def _line(self, node: str, name: str, detail: str) -> None:
+        seconds = round(time.monotonic() - self.started, 1)
+        self.timeline.append(
+            {"seconds": seconds, "wave": self.current, "node": node, "step": name, "detail": detail}
+        )
+        if not self.quiet:
+            where = f"{self.current} {node}".strip()
+            self.stdout.write(f"[{seconds:7.1f}s] {where}: {name}: {detail}\n")
+            self.stdout.flush()
+
+    def step(self, name: str, detail: str) -> None:
+        self._line("", name, detail)
+
+    def wave(self, index: int, total: int, nodes: list[str]) -> None:
+        self.current = f"wave {index}/{total}"
+        self._line("", "wave", ", ".join(nodes))
+
+    def node(self, name: str) -> Any:
+        progress = self
+
+        class _Node:
+            def step(self, step: str, detail: str) -> None:
+                progress._line(name, step, detail)
+
+        return _Node()
+
+
+def run_wave(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
+    from hami_dra_webhook.cli.inputs import load_policy
+    from hami_dra_webhook.core.policy import PolicyError
+    from hami_dra_webhook.core.wave_plan import parse_max_unavailable
+
+    if not (args.nodes or args.selector or args.pool):
+        stderr.write("error: name the nodes to move: NODE..., -l SELECTOR or --pool POOL\n")
+        return exit_codes.USAGE
+    try:
+        limit = parse_max_unavailable(args.max_unavailable) if args.max_unavailable else None
+    except ValueError as error:
+        stderr.write(f"error: {error}\n")
+        return exit_codes.USAGE
+    try:
+        policy = load_policy(args.config, stderr)
+        read = on_cluster(args, lambda api: _read(api, args, policy))
+    except PolicyError as error:
+        stderr.write(f"error: {error}\n")
+        return exit_codes.UNREADABLE
+    except ClusterUnavailable as error:
+        say_unavailable(error, stderr)
+        return exit_codes.UNREADABLE
+    return _plan_and_move(args, policy, read, limit, stdout, stderr)
+
+
+async def _read(api: Any, args: argparse.Namespace, policy: Any) -> tuple[Any, list[str]]:
+    """The inventory and the names of the nodes the command selects."""
+    from hami_dra_webhook.cluster.inventory import read_inventory, read_scope
+    from hami_dra_webhook.core.pools import Scope
+    from hami_dra_webhook.kube.port import paths
+
+    scope = Scope(args.scope) if args.scope else await read_scope(api, args.release, 10)
+    inventory = await read_inventory(api, policy, scope)
+    names = list(args.nodes)
+    if args.selector:
+        query = [("labelSelector", args.selector)]
+        found = await api.list_path(paths.NODES, query, timeout=20)
+        names += sorted(str(n["metadata"]["name"]) for n in found)
+    if args.pool:
+        names += sorted(
+            n.name for n in inventory.nodes.values() if n.gpu_node and n.pool == args.pool
+        )
+    return inventory, names
+
+
+def _plan_and_move(
+    args: argparse.Namespace,
+    policy: Any,
+    read: tuple[Any, list[str]],
+    limit: Any,
+    stdout: TextIO,
+    stderr: TextIO,
+) -> int:
+    from hami_dra_webhook.core.pool_plan import plan_move
+    from hami_dra_webhook.core.wave_plan import MaxUnavailable, plan_fleet
+
+    inventory, names = read
+    fleet = plan_fleet(
+        inventory,
+        names,
+        args.to,
+        args.batch,
+        limit or MaxUnavailable(),
+        args.canary,
+        with_canary=not args.no_canary,
+    )
+    result: dict[str, Any] = {"fleet": fleet.as_json(), "scope": inventory.scope.mode}
+    text = args.output == "text"
+    if fleet.errors:
+        for error in fleet.errors:
+            stderr.write(f"error: {error}\n")
+        if not text:
+            write_data(result | {"moved": False}, args.output, stdout)
+        return exit_codes.USAGE
+    plans = [plan_move(inventory, wave, args.to, policy) for wave in fleet.waves]
+    if text:
+        stdout.write(_fleet_text(fleet, plans))
+    first_blocked = bool(plans) and any(s.blocks for s in plans[0])
+    if dry_run(args) or (first_blocked and not args.force):
+        result["previews"] = [[s.as_json() for s in plan] for plan in plans]
+        if first_blocked and not dry_run(args) and text:
+            stdout.write("refusing: the first wave's plan has blockers (--force moves anyway)\n")
+        if not text:
+            write_data(result | {"moved": False}, args.output, stdout)
+        return exit_codes.REFUSED if first_blocked else exit_codes.OK
+    return _move(args, policy, inventory.scope, fleet.waves, result, stdout, stderr)
+
+
+def _move(
+    args: argparse.Namespace,
+    policy: Any,
+    scope: Any,
+    waves: list[list[str]],
+    result: dict[str, Any],
+    stdout: TextIO,
+    stderr: TextIO,
+) -> int:
+    from hami_dra_webhook.cluster.fleet_move import FleetMove
+
+    text = args.output == "text"
+    progress = _Progress(stdout, quiet=not text)
+    started: list[FleetMove] = []
+
+    async def move(api: Any) -> bool:
+        fleet = FleetMove(
+            api, policy, scope, args.to, waves, progress, timeout=args.timeout, force=args.force
+        )
+        started.append(fleet)
+        return await fleet.run()
+
+    code = exit_codes.OK
+    try:
+        moved = on_cluster(args, move)
+    except ClusterUnavailable as error:
+        say_unavailable(error, stderr)
+        moved, code = False, exit_codes.UNREADABLE
+    outcomes = started[0].outcomes if started else []
+    result["waves"] = [outcome.as_json() for outcome in outcomes]
+    result["moved"] = moved
+    last = outcomes[-1] if outcomes else None
+    if last is not None and last.refused:
+        stderr.write(
+            f"stopped before wave {len(outcomes)} ({', '.join(last.nodes)}): its plan has"
+            " blockers (see the plan; --force moves anyway); the waves before it moved\n"
+        )
+        code = exit_codes.REFUSED
+    elif last is not None and last.failed:
+        for node, why in last.failed.items():
+            stderr.write(f"error: {node}: {why}\n")
+        stderr.write(
+            f"stopped at wave {len(outcomes)}: the nodes whose move failed stay cordoned,"
+            " each with its state; run the same command again to resume, or move a node back"
+            " with migrate node NODE --to legacy|dra\n"
+        )
+        code = exit_codes.UNREADABLE
+    result["timeline"] = progress.timeline
+    result["seconds"] = round(time.monotonic() - progress.started, 1)
+    if not text:
+        write_data(result, args.output, stdout)
+    elif moved:
+        stdout.write(f"moved {sum(len(w) for w in waves)} node(s) in {len(waves)} wave(s)\n")
+    return code
+
+
+def _fleet_text(fleet: Any, plans: list[list[Any]]) -> str:
+    lines = [f"fleet: {sum(len(w) for w in fleet.waves)} node(s) to the {fleet.to} pool"]
+    lines += [f"  skipped {node}: {why}" for node, why in fleet.skipped]
+    for index, (wave, plan) in enumerate(zip(fleet.waves, plans, strict=True), 1):
+        canary = " (canary)" if fleet.canary and wave == [fleet.canary] else ""
+        gpus = sum(fleet.gpus[n] for n in wave)
+        lines.append(f"wave {index}{canary}: {', '.join(wave)} ({gpus} GPUs)")
+        when = "now" if index == 1 else "now (planned again before it starts)"
+        for step in plan:
+            mark = "!! " if step.blocks else "ok "
+            lines.append(f"  {mark}{step.node} {step.namespace}/{step.name}: {step.goes} [{when}]")
+    return "\n".join(lines) + "\n"

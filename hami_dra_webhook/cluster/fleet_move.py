@@ -1,0 +1,97 @@
+"""A fleet moved wave by wave (`migrate wave`): before each wave its evictions are planned on
+the cluster as it is then (every node of the wave left out as a destination); a wave whose
+pods would be lost or fit nowhere stops the fleet before it starts (unless forced); the nodes
+of a wave move together (cluster/node_move.py, each fail-closed and resumable), and the first
+wave with a failed move stops the fleet. The state of each move is on its Node, so running the
+same command again resumes: nodes already moved are skipped, stopped ones go first."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from hami_dra_webhook.cluster.inventory import read_inventory
+from hami_dra_webhook.cluster.node_move import NodeMove
+from hami_dra_webhook.core.move_state import MoveError
+from hami_dra_webhook.core.policy import Policy
+from hami_dra_webhook.core.pool_plan import Step, plan_move
+from hami_dra_webhook.core.pools import Scope
+from hami_dra_webhook.kube.port import KubeApi
+
+
+class FleetEvents(Protocol):
+    def step(self, name: str, detail: str) -> None: ...
+
+    def wave(self, index: int, total: int, nodes: list[str]) -> None: ...
+
+    def node(self, name: str) -> Any:  # the node's own MoveEvents
+        ...
+
+
+@dataclass
+class WaveOutcome:
+    nodes: list[str]
+    plan: list[Step] = field(default_factory=list)
+    moved: list[str] = field(default_factory=list)
+    failed: dict[str, str] = field(default_factory=dict)  # node -> why its move stopped
+    refused: bool = False  # its plan had blockers: nothing of it started
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "nodes": self.nodes,
+            "plan": [s.as_json() for s in self.plan],
+            "moved": self.moved,
+            "failed": self.failed,
+            "refused": self.refused,
+        }
+
+
+@dataclass
+class FleetMove:
+    api: KubeApi
+    policy: Policy
+    scope: Scope
+    to: str
+    waves: list[list[str]]
+    events: FleetEvents
+    timeout: float = 600.0  # each node's move
+    force: bool = False
+    outcomes: list[WaveOutcome] = field(default_factory=list)
+
+    async def run(self) -> bool:
+        """Every wave in turn; whether all of them moved."""
+        for index, nodes in enumerate(self.waves):
+            self.events.wave(index + 1, len(self.waves), nodes)
+            outcome = await self._wave(nodes)
+            self.outcomes.append(outcome)
+            if outcome.refused or outcome.failed:
+                return False
+        return True
+
+    async def _wave(self, nodes: list[str]) -> WaveOutcome:
+        inventory = await read_inventory(self.api, self.policy, self.scope)
+        outcome = WaveOutcome(nodes, plan_move(inventory, nodes, self.to, self.policy))
+        blockers = [s for s in outcome.plan if s.blocks]
+        self.events.step(
+            "planned",
+            f"{len(outcome.plan)} GPU pod(s) leave {', '.join(nodes)}; {len(blockers)} blocker(s)",
+        )
+        if blockers and not self.force:
+            outcome.refused = True
+            return outcome
+        moves = [
+            NodeMove(
+                self.api, self.policy, node, self.to, self.events.node(node), timeout=self.timeout
+            )
+            for node in nodes
+        ]
+        results = await asyncio.gather(*(move.run() for move in moves), return_exceptions=True)
+        for node, result in zip(nodes, results, strict=True):
+            if isinstance(result, MoveError):
+                outcome.failed[node] = str(result)
+            elif isinstance(result, BaseException):
+                raise result
+            else:
+                outcome.moved.append(node)
+        return outcome

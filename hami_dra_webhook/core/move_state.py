@@ -1,0 +1,80 @@
+"""A node move's state as the Node keeps it (annotation `hami.io/gpu-pool-move`), and what a
+move reports: its steps and why it stopped."""
+
+from __future__ import annotations
+
+import datetime
+import json
+from dataclasses import dataclass
+from typing import Protocol
+
+from hami_dra_webhook.core.pools import DRA, LEGACY
+
+STEPS = ("started", "cordoned", "drained", "unserved", "served", "done")
+CALL_TIMEOUT = 10.0
+MAX_ERROR = 512  # characters of a stopped move's reason kept on the Node
+EVENT_COMPONENT = "hami-dra-webhook-migrate"
+
+
+class MoveError(RuntimeError):
+    """The move stopped; the message says why and what to do. `resumable`: run it again."""
+
+    def __init__(self, message: str, resumable: bool = True) -> None:
+        super().__init__(message)
+        self.resumable = resumable
+
+
+class MoveEvents(Protocol):
+    def step(self, name: str, detail: str) -> None: ...
+
+
+@dataclass
+class MoveState:
+    """A move's state, as the Node's annotation keeps it (`kubectl get node NODE -o
+    jsonpath='{.metadata.annotations.hami\\.io/gpu-pool-move}'`): where it goes, the last step
+    done, when it started and was last written, and why it stopped, if it did."""
+
+    to: str
+    origin: str
+    step: str
+    cordoned_by_move: bool
+    started_at: str = ""  # RFC 3339, UTC
+    updated_at: str = ""
+    error: str = ""  # why the last run stopped ("" while it runs or after a step succeeded)
+
+    def encode(self) -> str:
+        data: dict[str, object] = {
+            "to": self.to,
+            "from": self.origin,
+            "step": self.step,
+            "cordonedByMove": self.cordoned_by_move,
+            "startedAt": self.started_at,
+            "updatedAt": self.updated_at,
+        }
+        if self.error:
+            data["error"] = self.error[:MAX_ERROR]
+        return json.dumps(data, separators=(",", ":"))
+
+    @classmethod
+    def decode(cls, text: str) -> MoveState | None:
+        try:
+            data = json.loads(text)
+            state = cls(
+                str(data["to"]),
+                str(data["from"]),
+                str(data["step"]),
+                bool(data["cordonedByMove"]),
+                str(data.get("startedAt", "")),
+                str(data.get("updatedAt", "")),
+                str(data.get("error", "")),
+            )
+        except (ValueError, KeyError, TypeError, AttributeError):
+            return None
+        return state if state.step in STEPS and state.to in (DRA, LEGACY) else None
+
+    def done(self, step: str) -> bool:
+        return STEPS.index(self.step) >= STEPS.index(step)
+
+
+def now() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

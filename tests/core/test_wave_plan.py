@@ -1,0 +1,97 @@
+"""A fleet's waves without a cluster (core/wave_plan.py): which nodes, a canary first, waves
+bounded by --batch and --max-unavailable, resumed moves first, and each wave's plan with all
+of its nodes left out as destinations."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from hami_dra_webhook.core.policy import DEFAULT_POLICY
+from hami_dra_webhook.core.pool_plan import plan_move
+from hami_dra_webhook.core.wave_plan import MaxUnavailable, parse_max_unavailable, plan_fleet
+from tests.core.test_pools import inventory, legacy_pod, node, resource_slice
+
+
+def _state(to: str, step: str) -> str:
+    return json.dumps({"to": to, "from": "legacy", "step": step, "cordonedByMove": True})
+
+
+def _moving(name: str, to: str, step: str, **kw: Any) -> dict[str, Any]:
+    found = node(name, **kw)
+    found["metadata"]["annotations"] = {"hami.io/gpu-pool-move": _state(to, step)}
+    return found
+
+
+def _fleet() -> Any:
+    """Five legacy nodes of 4 slots (a..e; c holds no pod), one DRA node, one CPU node."""
+    nodes = [node(n, slots=4, pool="legacy") for n in "abcde"]
+    nodes.append(node("dra-1", pool="dra"))
+    nodes.append({"metadata": {"name": "cpu", "labels": {}}, "spec": {}, "status": {}})
+    pods = [legacy_pod(f"p-{n}", n) for n in "abde"] + [legacy_pod("p-a2", "a")]
+    return inventory(nodes, [resource_slice("dra-1", "24Gi", "24Gi")], pods)
+
+
+def test_a_canary_goes_alone_first_then_waves_of_batch() -> None:
+    plan = plan_fleet(_fleet(), [*"abcde", "dra-1", "cpu"], "dra", 2, MaxUnavailable())
+    assert not plan.errors
+    assert plan.canary == "c"  # the fewest GPU pods to move
+    assert plan.waves == [["c"], ["a", "b"], ["d", "e"]]
+    assert ("dra-1", "already in the dra pool") in plan.skipped
+    assert any(node == "cpu" and "not a GPU node" in why for node, why in plan.skipped)
+
+
+def test_max_unavailable_bounds_a_wave_in_nodes_or_gpus() -> None:
+    fleet = _fleet()
+    by_nodes = plan_fleet(fleet, "abcde", "dra", 10, MaxUnavailable(nodes=3), canary="e")
+    assert by_nodes.waves == [["e"], ["a", "b", "c"], ["d"]]
+    by_gpus = plan_fleet(fleet, "abcde", "dra", 10, parse_max_unavailable("8gpus"))
+    assert by_gpus.waves == [["c"], ["a", "b"], ["d", "e"]]  # 4 slots a node
+    too_small = plan_fleet(fleet, "abcde", "dra", 10, parse_max_unavailable("3gpus"))
+    assert too_small.waves == [] and "more than --max-unavailable 3 GPUs" in too_small.errors[0]
+
+
+def test_a_second_run_resumes_the_stopped_moves_first_and_tests_no_canary() -> None:
+    nodes = [node(n, slots=4, pool="legacy") for n in "ab"]
+    nodes.append(_moving("c", "dra", "drained", slots=4, pool="legacy"))
+    nodes.append(node("d", pool="dra"))  # moved by the first run
+    fleet = inventory(nodes, [resource_slice("d", "24Gi")])
+    plan = plan_fleet(fleet, "abcd", "dra", 2, MaxUnavailable())
+    assert plan.canary == "" and plan.waves == [["c"], ["a", "b"]]
+
+
+def test_a_move_the_other_way_or_an_unknown_node_stops_the_fleet() -> None:
+    nodes = [node("a", slots=4, pool="legacy"), _moving("b", "legacy", "cordoned", pool="dra")]
+    plan = plan_fleet(inventory(nodes, []), ["a", "b", "zz"], "dra", 1, MaxUnavailable())
+    assert plan.waves == []
+    assert any("b: a move to legacy is under way" in e for e in plan.errors), plan.errors
+    assert "no node named zz" in plan.errors
+
+
+@pytest.mark.parametrize("text", ["0", "-1", "3 pods", "gpus", ""])
+def test_max_unavailable_says_what_to_write(text: str) -> None:
+    with pytest.raises(ValueError, match="give a number of nodes"):
+        parse_max_unavailable(text)
+
+
+def test_a_waves_pods_must_fit_outside_the_whole_wave() -> None:
+    """Two legacy nodes with one pod each and no room elsewhere: moved one at a time, each
+    node's pod fits on the other; moved together (one wave), neither fits."""
+    nodes = [node("a", slots=1, pool="legacy"), node("b", slots=1, pool="legacy")]
+    nodes.append(node("c", slots=2, pool="legacy"))
+    pods = [legacy_pod("p-a", "a"), legacy_pod("p-b", "b"), legacy_pod("p-c", "c")]
+    fleet = inventory(nodes, [], pods, scope=_nobody())
+    alone = plan_move(fleet, "a", "dra", DEFAULT_POLICY)
+    assert [s.fits for s in alone] == [True]  # onto c's free slot
+    together = plan_move(fleet, ["a", "c"], "dra", DEFAULT_POLICY)
+    assert [s.node for s in together] == ["a", "c"]
+    assert [s.fits for s in together] == [False, False]
+    assert all(s.blocks for s in together)
+
+
+def _nobody() -> Any:
+    from hami_dra_webhook.core.pools import Scope
+
+    return Scope("namespaces")  # no namespace opted in: every pod stays legacy
