@@ -9,16 +9,18 @@ server-side dry-run create of a probe template tells: does `capacity` survive?
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Literal
 
 from hami_dra_webhook.core.claims import API_VERSION, KIND, template_labels
+from hami_dra_webhook.core.move_state import FleetSummary, fleet_summary
 from hami_dra_webhook.core.policy import Policy
 from hami_dra_webhook.core.quantity import QuantityError, parse_byte_size
 from hami_dra_webhook.core.types import JsonObject
 from hami_dra_webhook.core.vendor_config import MAX_CU_ALTERNATIVES
-from hami_dra_webhook.kube.port import ApiError, KubeApi
+from hami_dra_webhook.kube.port import ApiError, KubeApi, paths
 
 Capacity = Literal["unknown", "effective", "dropped"]
 PROBE_NAME = "hami-dra-webhook-capacity-probe"
@@ -153,6 +155,18 @@ class ClusterState:
     # GPUs the driver publishes, and on how many nodes; -1: not read yet.
     published_gpus: int = -1
     publishing_nodes: int = -1
+    # GPU nodes by pool and the node moves under way (migrate node, migrate wave); None: the
+    # Nodes could not be read (a chart older than the permission to list them).
+    fleet: FleetSummary | None = None
+
+    async def _read_fleet(self, api: KubeApi, timeout: float) -> None:
+        try:
+            nodes = await api.list_path(paths.NODES, [], timeout=timeout)
+        except ApiError as error:  # the rest of the check stands without it
+            log.warning("the Nodes could not be read (GPU pools and moves unknown): %s", error)
+            self.fleet = None
+            return
+        self.fleet = fleet_summary(nodes, time.time())
 
     async def refresh(self, api: KubeApi, policy: Policy, namespace: str, timeout: float) -> None:
         """Check everything once. `api_answered` (which readiness waits for) turns true only
@@ -187,6 +201,7 @@ class ClusterState:
             if hygon.convert:
                 hygon_slices = await api.list_resource_slices(hygon.driver_name, timeout=timeout)
                 self.compute_units = hygon_compute_units(hygon_slices, policy)
+            await self._read_fleet(api, timeout)
             self.last_error = ""
         except ApiError as error:
             self.last_error = str(error)

@@ -78,3 +78,52 @@ class MoveState:
 
 def now() -> str:
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass(frozen=True, slots=True)
+class FleetSummary:
+    """The GPU nodes by pool label and the moves under way, as the webhook's metrics show them
+    (a move that stopped keeps its state, with its error, until it is run again)."""
+
+    pools: dict[str, int]  # POOL_LABEL value ("" unlabelled GPU node) -> nodes
+    steps: dict[str, int]  # the last step done -> moves under way
+    oldest_seconds: float  # since the oldest move under way started (0: none)
+    stopped: int  # moves whose last run stopped with an error
+
+
+POOL_VALUES = ("legacy", "dra", "moving", "")
+
+
+def fleet_summary(nodes: list[dict[str, object]], now_seconds: float) -> FleetSummary:
+    """From the Nodes as listed (`now_seconds`: the Unix time now)."""
+    from hami_dra_webhook.core.pools import MOVE_ANNOTATION, POOL_LABEL, node_gpus
+
+    pools = dict.fromkeys(POOL_VALUES, 0)
+    steps = dict.fromkeys(STEPS[:-1], 0)
+    oldest, stopped = 0.0, 0
+    for node in nodes:
+        metadata = node.get("metadata") if isinstance(node, dict) else None
+        if not isinstance(metadata, dict):
+            continue
+        labels = metadata.get("labels") or {}
+        label = str(labels.get(POOL_LABEL, "")) if isinstance(labels, dict) else ""
+        if label or node_gpus(node, "nvidia.com/gpu", []).gpu_node:
+            pools[label if label in pools else ""] += 1
+        text = (metadata.get("annotations") or {}).get(MOVE_ANNOTATION)
+        state = MoveState.decode(str(text)) if text else None
+        if state is None or state.step == "done":
+            continue
+        steps[state.step] = steps.get(state.step, 0) + 1
+        stopped += bool(state.error)
+        started = _seconds(state.started_at)
+        if started is not None:
+            oldest = max(oldest, now_seconds - started)
+    return FleetSummary(pools, steps, oldest, stopped)
+
+
+def _seconds(stamp: str) -> float | None:
+    try:
+        parsed = datetime.datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ")
+    except ValueError:
+        return None
+    return parsed.replace(tzinfo=datetime.UTC).timestamp()

@@ -180,6 +180,32 @@ class Metrics:
             "Namespaces whose ResourceQuotas name a GPU memory, cores or count key (last pass)",
             registry=r,
         )
+        self._fleet_metrics(r)
+
+    def _fleet_metrics(self, r: CollectorRegistry) -> None:
+        self.pool_nodes = Gauge(
+            "hami_dra_gpu_pool_nodes",
+            'GPU nodes by their hami.io/gpu-pool label at the last cluster check (pool "":'
+            " unlabelled; moving: between pools)",
+            ["pool"],
+            registry=r,
+        )
+        self.pool_moves = Gauge(
+            "hami_dra_gpu_pool_moves",
+            "Node moves under way (migrate node, migrate wave) by the last step done",
+            ["step"],
+            registry=r,
+        )
+        self.pool_move_oldest = Gauge(
+            "hami_dra_gpu_pool_move_oldest_seconds",
+            "Seconds since the oldest node move under way started (0: none)",
+            registry=r,
+        )
+        self.pool_moves_stopped = Gauge(
+            "hami_dra_gpu_pool_moves_stopped",
+            "Node moves whose last run stopped with an error (the node stays cordoned)",
+            registry=r,
+        )
 
     def observe_quota(self, report: Any) -> None:
         """One quota pass: released pods counted, held pods by the key they would exceed."""
@@ -237,6 +263,14 @@ class Metrics:
         self.capacity.set(CAPACITY_VALUES[state.capacity])
         self.driver_gpus.set(state.published_gpus)
         self.driver_nodes.set(state.publishing_nodes)
+        fleet = state.fleet
+        if fleet is not None:
+            for pool, count in fleet.pools.items():
+                self.pool_nodes.labels(pool).set(count)
+            for step, count in fleet.steps.items():
+                self.pool_moves.labels(step).set(count)
+            self.pool_move_oldest.set(fleet.oldest_seconds)
+            self.pool_moves_stopped.set(fleet.stopped)
 
     def watch_readiness(self, ready: Callable[[], bool]) -> None:
         """What /readyz answers, as a gauge read at scrape time."""

@@ -345,6 +345,7 @@ def test_rbac_is_least_privilege() -> None:
             "resources": ["deviceclasses", "resourceslices"],
             "verbs": ["list"],
         },
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["list"]},
         # GPU quotas (docs/quotas.md)
         {"apiGroups": [""], "resources": ["resourcequotas"], "verbs": ["list"]},
         {"apiGroups": [""], "resources": ["pods"], "verbs": ["patch"]},

@@ -95,3 +95,32 @@ def _nobody() -> Any:
     from hami_dra_webhook.core.pools import Scope
 
     return Scope("namespaces")  # no namespace opted in: every pod stays legacy
+
+
+def test_the_fleet_summary_counts_pools_moves_and_the_oldest() -> None:
+    """What the webhook's metrics show of the Nodes (hami_dra_gpu_pool_*)."""
+    import calendar
+    import time
+
+    from hami_dra_webhook.core.move_state import fleet_summary
+
+    def state(step: str, started: str, error: str = "") -> str:
+        data = {"to": "dra", "from": "legacy", "step": step, "cordonedByMove": True}
+        return json.dumps(data | {"startedAt": started, "error": error})
+
+    moving = node("m", pool="moving")
+    moving["metadata"]["annotations"] = {
+        "hami.io/gpu-pool-move": state("drained", "2026-12-05T10:00:00Z")
+    }
+    stopped = node("s", slots=4, pool="legacy")
+    stopped["metadata"]["annotations"] = {
+        "hami.io/gpu-pool-move": state("cordoned", "2026-12-05T11:00:00Z", "timed out")
+    }
+    nodes = [node("a", slots=4, pool="legacy"), node("b", pool="dra"), node("c"), moving, stopped]
+    nodes.append({"metadata": {"name": "cpu", "labels": {}}, "spec": {}, "status": {}})
+    now = calendar.timegm(time.strptime("2026-12-05T12:00:00", "%Y-%m-%dT%H:%M:%S"))
+    summary = fleet_summary(nodes, now)
+    assert summary.pools == {"legacy": 2, "dra": 1, "moving": 1, "": 1}
+    assert summary.steps["drained"] == 1 and summary.steps["cordoned"] == 1
+    assert summary.oldest_seconds == 7200 and summary.stopped == 1
+    assert fleet_summary([], now).oldest_seconds == 0

@@ -406,19 +406,24 @@ def _move_events_on_the_node(cluster: NodeCluster, namespace: str) -> None:
     assert len(evicted) >= REPLICAS and all(LEGACY_NODE in e["message"] for e in evicted), evicted
 
 
-def _back_to_legacy_interrupted(cluster: NodeCluster) -> None:
-    """The move back: refused while the converted replicas' claims are allocated on the node
-    (a rollback says which); with --force, SIGKILLed once the node is drained, then run again:
-    it resumes."""
+def _back_to_legacy_interrupted(cluster: NodeCluster, namespace: str) -> None:
+    """The move back (a rollback): refused while a converted pod's claim is allocated on the
+    node, naming it, and nothing done; allowed once that pod is gone. Then SIGKILLed once the
+    node is drained, and run again: it resumes."""
+    apply(cluster, namespace, _pinned(_sleeping_pod("held-here")))
+    wait_running(cluster, namespace, "held-here")
     refused = cli(cluster, "migrate", "node", LEGACY_NODE, "--to", "legacy", "-o", "json")
     assert refused.returncode == 2, refused.stdout + refused.stderr
     plan = json.loads(refused.stdout)
-    assert plan["moved"] is False and plan["blockers"] >= REPLICAS, plan
-    assert all(s["allocatedClaims"] for s in plan["plan"] if s["name"].startswith("train")), plan
+    (held,) = [s for s in plan["plan"] if s["name"] == "held-here"]
+    assert plan["moved"] is False and held["allocatedClaims"], plan
     assert node_state(cluster) == ("dra", False, "")  # nothing done
+    text = cli(cluster, "migrate", "node", LEGACY_NODE, "--to", "legacy").stdout
+    assert "refusing: DRA claims are allocated on the node" in text, text
+    cluster.kubectl("delete", "pod", "held-here", "-n", namespace, "--wait=true")
     back = subprocess.Popen(
         [sys.executable, "-m", "hami_dra_webhook", "migrate", "node", LEGACY_NODE, "--to", "legacy",
-         "--force", f"--kubeconfig={cluster.plane.admin_kubeconfig}"],
+         f"--kubeconfig={cluster.plane.admin_kubeconfig}"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     try:
@@ -467,7 +472,7 @@ def _move_under_load(mixed: NodeCluster, namespace: str) -> None:
         _move_events_on_the_node(mixed, namespace)
         _converted_replicas(mixed, namespace)
         creates.phase = "back"
-        _back_to_legacy_interrupted(mixed)
+        _back_to_legacy_interrupted(mixed, namespace)
     stop.set()
     sampler.join(timeout=30)
     numbers = creates.numbers()

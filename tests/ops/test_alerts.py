@@ -74,7 +74,7 @@ def test_promtool_unit_tests_of_each_alert(tmp_path: Path) -> None:
 
 def test_every_alert_links_its_runbook_and_every_runbook_an_alert() -> None:
     names = {a["alert"] for a in alerts()}
-    assert len(names) == 11
+    assert len(names) == 12
     for alert in alerts():
         annotations = alert["annotations"]
         assert annotations["summary"] and annotations["description"], alert["alert"]
