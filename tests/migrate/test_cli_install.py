@@ -117,7 +117,7 @@ def test_bash_completes_commands_options_choices_and_files(installed: Path, tmp_
         return done.stdout.split()
 
     assert tab("mig") == ["migrate"]
-    assert tab("migrate", "") == ["node", "status"]
+    assert tab("migrate", "") == ["node", "status", "wave"]
     assert tab("scan", "--all") == ["--all-namespaces"]
     assert tab("scan", "-o", "") == ["text", "json", "yaml"]
     assert tab("completion", "") == ["bash", "zsh", "fish"]
@@ -147,4 +147,4 @@ def test_zsh_and_fish_complete_through_the_same_answers(installed: Path, shell: 
             installed,
         )
     assert done.returncode == 0, done.stderr
-    assert [line.split("\t")[0] for line in done.stdout.split()] == ["node", "status"], done
+    assert [line.split("\t")[0] for line in done.stdout.split()] == ["node", "status", "wave"], done
