@@ -57,7 +57,7 @@ def _documented_permissions() -> dict[str, set[str]]:
 
 def test_rbac_grants_exactly_what_the_readme_documents(cluster: Cluster, hami: Release) -> None:
     documented = _documented_permissions()
-    assert len(documented) == 12
+    assert len(documented) == 13
     in_release = granted(cluster, RELEASE_NAMESPACE, SERVICE_ACCOUNT)
     assert {r: verbs for r, (verbs, _) in in_release.items()} == documented
     assert in_release["secrets"][1] == "hami-dra-webhook-tls"
