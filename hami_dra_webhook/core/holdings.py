@@ -47,6 +47,18 @@ def driver_results(claim: JsonObject, driver: str) -> list[JsonObject]:
     return [r for r in results if isinstance(r, dict) and r.get("driver") == driver]
 
 
+def _kept(claim: JsonObject) -> JsonObject:
+    """What the index keeps of a claim: its identity, allocation and reservations (all that
+    holdings, plans and moves read); its spec (CEL selectors) and device status are dropped, a
+    thousand nodes' claims being many."""
+    metadata = claim.get("metadata") or {}
+    status = claim.get("status") or {}
+    return {
+        "metadata": {k: metadata[k] for k in ("name", "namespace", "uid") if k in metadata},
+        "status": {k: status[k] for k in ("allocation", "reservedFor") if k in status},
+    }
+
+
 @dataclass
 class ClaimIndex:
     """The allocated claims with results of the driver, by (namespace, name) and by the uid of
@@ -62,6 +74,7 @@ class ClaimIndex:
         for claim in claims:
             if not driver_results(claim, driver):
                 continue
+            claim = _kept(claim)
             index.by_name[claim_key(claim)] = claim
             for reserved in (claim.get("status") or {}).get("reservedFor") or []:
                 if isinstance(reserved, dict) and reserved.get("resource") == "pods":

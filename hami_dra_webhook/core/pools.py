@@ -33,6 +33,9 @@ ScopeMode = Literal["all", "namespaces", "workloads"]
 SCOPES: tuple[ScopeMode, ...] = ("all", "namespaces", "workloads")
 # How clusters label NVIDIA GPU nodes: GPU feature discovery, Node Feature Discovery's PCI
 # vendor label (10de is NVIDIA); the chart's driver.nodeAffinity uses the same two.
+# The chart's driver pods (its DaemonSet's pod label): `check` reads them, a node move waits
+# for the one on its node to be Ready.
+DRIVER_PODS = "app.kubernetes.io/component=dra-driver"
 GPU_NODE_LABELS = ("nvidia.com/gpu.present", "feature.node.kubernetes.io/pci-10de.present")
 FULL_CORES = 100
 
@@ -246,6 +249,10 @@ class Free:
 
     devices: dict[DeviceKey, tuple[Device, Use]] = field(default_factory=dict)
     slots: dict[str, int] = field(default_factory=dict)
+    # first-fit's memory: where to start for a shape of needs; filled by the placements
+    _order: list[tuple[str, list[DeviceKey]]] | None = field(default=None, repr=False)
+    _legacy_order: list[str] = field(default_factory=list, repr=False)
+    _cursor: dict[tuple[object, ...], int] = field(default_factory=dict, repr=False)
 
     @classmethod
     def of(cls, nodes: Iterable[NodeGpus], used: Mapping[DeviceKey, Use]) -> Free:
@@ -269,11 +276,16 @@ class Free:
         one node) of a node not skipped; the node, or None when they fit nowhere (nothing is
         taken then)."""
         flat = [need for request in needs for need in request]
-        by_node: dict[str, list[DeviceKey]] = {}
-        for key, (device, _) in self.devices.items():
-            if device.node != skip_node and device.node not in skip:
-                by_node.setdefault(device.node, []).append(key)
-        for node, keys in sorted(by_node.items()):
+        skipped = frozenset(skip) | {skip_node}
+        # Capacity only shrinks while a plan places pods: a node where these needs did not fit
+        # is never tried again for them (a thousand nodes' plan stays linear).
+        shape = (tuple(flat), skipped, "dra")
+        order = self._dra_order()
+        start = self._cursor.get(shape, 0)
+        for index in range(start, len(order)):
+            node, keys = order[index]
+            if node in skipped:
+                continue
             chosen: list[tuple[DeviceKey, Need]] = []
             for need in flat:
                 taken = {c for c, _ in chosen}
@@ -286,8 +298,19 @@ class Free:
                     device, use = self.devices[key]
                     use.memory += device.memory if need.memory is None else need.memory
                     use.cores += device.cores if need.cores is None else need.cores
+                self._cursor[shape] = index
                 return node
+        self._cursor[shape] = len(order)
         return None
+
+    def _dra_order(self) -> list[tuple[str, list[DeviceKey]]]:
+        """The DRA nodes by name, each with its devices (the set of devices never changes)."""
+        if self._order is None:
+            by_node: dict[str, list[DeviceKey]] = {}
+            for key, (device, _) in self.devices.items():
+                by_node.setdefault(device.node, []).append(key)
+            self._order = sorted(by_node.items())
+        return self._order
 
     def _fits(self, key: DeviceKey, need: Need) -> bool:
         device, use = self.devices[key]
@@ -299,11 +322,21 @@ class Free:
         self, count: int, skip_node: str = "", skip: Collection[str] = ()
     ) -> str | None:
         """Put a pod of `count` nvidia.com/gpu on a legacy node (not skipped) with as many
-        free slots."""
-        for node, left in sorted(self.slots.items()):
-            if node != skip_node and node not in skip and left >= count:
+        free slots (first fit by name)."""
+        skipped = frozenset(skip) | {skip_node}
+        shape = ((count,), skipped, "legacy")
+        names = sorted(self.slots) if len(self._legacy_order) != len(self.slots) else None
+        if names is not None:
+            self._legacy_order = names
+        order = self._legacy_order
+        for index in range(self._cursor.get(shape, 0), len(order)):
+            node = order[index]
+            left = self.slots[node]
+            if node not in skipped and left >= count:
                 self.slots[node] = left - count
+                self._cursor[shape] = index
                 return node
+        self._cursor[shape] = len(order)
         return None
 
     def dra_left(self, node: str) -> Use:
@@ -338,3 +371,12 @@ def label_selector_matches(selector: JsonObject, labels: Mapping[str, str]) -> b
         if operator == "DoesNotExist" and key in labels:
             return False
     return True
+
+
+def pod_ready(pod: JsonObject) -> bool:
+    """The pod's Ready condition is True (the kubelet's word, from its readiness probe)."""
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    return any(
+        isinstance(c, dict) and c.get("type") == "Ready" and c.get("status") == "True"
+        for c in conditions
+    )

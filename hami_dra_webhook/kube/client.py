@@ -285,6 +285,14 @@ class KubernetesApi:
             "PATCH", paths.node(name), query, merge_patch, timeout, content_type=MERGE_PATCH
         )
 
+    async def delete_path(self, path: str, *, timeout: float) -> None:
+        body: JsonObject = {
+            "apiVersion": "v1",
+            "kind": "DeleteOptions",
+            "propagationPolicy": "Background",
+        }
+        await self._call("DELETE", path, [], body, timeout)
+
     async def evict(
         self, namespace: str, name: str, *, timeout: float, dry_run: bool = False
     ) -> None:
@@ -341,7 +349,13 @@ class KubernetesApi:
                 token = error.continue_token
                 continue
             items = answer.get("items")
-            yield items if isinstance(items, list) else []
+            if not isinstance(items, list):
+                items = []
+            for item in items:  # read by nobody here; a third of a pod as served
+                metadata = item.get("metadata") if isinstance(item, dict) else None
+                if isinstance(metadata, dict):
+                    metadata.pop("managedFields", None)
+            yield items
             token = (answer.get("metadata") or {}).get("continue") or ""
             if not token:
                 return

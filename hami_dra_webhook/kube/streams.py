@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
+import orjson
 
 from hami_dra_webhook.core.types import JsonObject
 from hami_dra_webhook.kube.port import AnswerTooLarge
@@ -25,8 +26,17 @@ _NAMED = re.compile(
 
 
 def json_or_empty(data: bytes) -> Any:
+    """The answer decoded ({} for nothing or not JSON): by orjson, three to four times faster
+    than json on a list of pods (benchmarks/fleet.py), and by json where orjson refuses what
+    json reads (an integer over 64 bits, a lone surrogate)."""
+    if not data:
+        return {}
     try:
-        return json.loads(data) if data else {}
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        pass
+    try:
+        return json.loads(data)
     except ValueError:
         return {}
 
