@@ -76,11 +76,23 @@ def add_parser(commands: Any) -> None:
         type=duration,
         help="the whole move's limit (600, 90s, 10m, 1h; 10m); when it passes, run again to resume",
     )
+    add_canary_pod(node)
     _common(node)
     node.set_defaults(run=run_node)
     from hami_dra_webhook.cli.migrate_wave import add_wave_parser
 
     add_wave_parser(actions, _common)
+
+
+def add_canary_pod(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--canary-pod",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="to dra: before a node is uncordoned, run a converted pod (1000 MiB, 10 %% of a"
+        " GPU) there with the driver pod's image and check the environment its container sees"
+        " (default: on)",
+    )
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -231,7 +243,9 @@ def _move(
     progress = _Progress(stdout, quiet=not text)
 
     async def move(api: Any) -> Any:
-        return await NodeMove(api, policy, args.node, args.to, progress, timeout=args.timeout).run()
+        return await NodeMove(
+            api, policy, args.node, args.to, progress, args.timeout, canary=args.canary_pod
+        ).run()
 
     code = exit_codes.OK
     try:

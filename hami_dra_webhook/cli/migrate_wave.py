@@ -75,6 +75,9 @@ def add_wave_parser(actions: Any, common: Any) -> None:
         type=duration,
         help="each node's move limit (600, 90s, 10m; 10m); when it passes, run again to resume",
     )
+    from hami_dra_webhook.cli.migrate_cmd import add_canary_pod
+
+    add_canary_pod(wave)
     common(wave)
     wave.set_defaults(run=run_wave)
 
@@ -236,7 +239,15 @@ def _move(
 
     async def move(api: Any) -> bool:
         fleet = FleetMove(
-            api, policy, scope, args.to, waves, progress, timeout=args.timeout, force=args.force
+            api,
+            policy,
+            scope,
+            args.to,
+            waves,
+            progress,
+            timeout=args.timeout,
+            force=args.force,
+            canary_pod=args.canary_pod,
         )
         started.append(fleet)
         return await fleet.run()

@@ -57,6 +57,7 @@ class FleetMove:
     events: FleetEvents
     timeout: float = 600.0  # each node's move
     force: bool = False
+    canary_pod: bool = True  # NodeMove.canary
     outcomes: list[WaveOutcome] = field(default_factory=list)
 
     async def run(self) -> bool:
@@ -82,7 +83,13 @@ class FleetMove:
             return outcome
         moves = [
             NodeMove(
-                self.api, self.policy, node, self.to, self.events.node(node), timeout=self.timeout
+                self.api,
+                self.policy,
+                node,
+                self.to,
+                self.events.node(node),
+                timeout=self.timeout,
+                canary=self.canary_pod,
             )
             for node in nodes
         ]

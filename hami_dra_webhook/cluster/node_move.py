@@ -15,8 +15,9 @@ The steps, each idempotent; the last one done is kept on the Node (annotation
    restricted to their pools, both leave it) and wait until neither serves it and nothing of
    the side it leaves is held there: no `nvidia.com/gpu` allocatable, no ResourceSlice of the
    driver for it, no claim of the driver allocated on it, no pod of the device plugin's;
-5. label it with the new pool and wait until that side serves it (the driver's ResourceSlice
-   published, or the device plugin's `nvidia.com/gpu` allocatable again);
+5. label it with the new pool and wait until that side serves it (the driver's pod Ready and
+   its ResourceSlice published, or the device plugin's `nvidia.com/gpu` allocatable again);
+   to DRA, a canary, a converted pod, must then run there (cluster/move_canary.py);
 6. check again that only the new side serves it and nothing of the old side is held there,
    then uncordon (unless it was cordoned before the move) and drop the annotation.
 
@@ -36,6 +37,7 @@ from dataclasses import dataclass
 from typing import Literal, TypeVar
 
 from hami_dra_webhook.cluster.events import About, event_body, post_event
+from hami_dra_webhook.cluster.move_canary import Canary, driver_pod, driver_words
 from hami_dra_webhook.core.holdings import (
     ClaimIndex,
     claim_on_node,
@@ -78,6 +80,7 @@ class NodeMove:
     events: MoveEvents
     timeout: float = 600.0
     poll: float = 1.0
+    canary: bool = True  # a converted pod runs on it before a move to DRA gives it back
 
     def __post_init__(self) -> None:
         self._deadline = time.monotonic() + self.timeout
@@ -108,7 +111,7 @@ class NodeMove:
         await self._event(step, detail, "Normal")
 
     async def _event(self, step: str, detail: str, kind: Literal["Normal", "Warning"]) -> None:
-        reason = "GpuPoolMove" + step.title()
+        reason = "GpuPoolMove" + step[:1].upper() + step[1:]
         body = event_body(
             About("Node", self.node, self._uid),
             reason,
@@ -154,6 +157,13 @@ class NodeMove:
             )
             await self._save(state, "served")
             await self._tell("served", self._served_detail())
+        if self.to == DRA and self.canary:  # every run: a resumed state is not evidence
+            await self._tell("canary", f"a converted pod on {self.node} before it is given back")
+            deadline = self._deadline
+            await self._tell(
+                "canaryPassed",
+                await Canary(self.api, self.policy, self.node, deadline, self.poll).run(),
+            )
         await self._check_clear()
         patch: JsonObject = {"metadata": {"annotations": {MOVE_ANNOTATION: None}}}
         if state.cordoned_by_move:
@@ -373,7 +383,12 @@ class NodeMove:
         return not await self._served_by() and not await self._held_here()
 
     async def _served(self) -> bool:
-        return await self._served_by() == (self.to,)
+        if await self._served_by() != (self.to,):
+            return False
+        return self.to != DRA or not driver_words(await self._driver(), self.node)
+
+    async def _driver(self) -> JsonObject | None:
+        return await self._call(driver_pod(self.api, self.node))
 
     async def _still_served(self) -> str:
         served = await self._served_by()
@@ -393,12 +408,15 @@ class NodeMove:
         if self.to in served and len(served) > 1:
             return f"served by both pools: {', '.join(served)}"
         if self.to == DRA:
-            return "no ResourceSlice of the driver for it yet: is the driver pod running there?"
+            words = [driver_words(await self._driver(), self.node)]
+            if served != (DRA,):
+                words.insert(0, "no ResourceSlice of the driver for it yet")
+            return "; ".join(w for w in words if w)
         return "no nvidia.com/gpu allocatable yet: is HAMi's device plugin running there?"
 
     def _served_detail(self) -> str:
         return (
-            "the driver publishes its devices"
+            "the driver's pod is Ready and publishes its devices"
             if self.to == DRA
             else "the device plugin advertises nvidia.com/gpu"
         )

@@ -83,6 +83,10 @@ class paths:  # noqa: N801 (a namespace of functions, read as paths.template(...
         return f"{paths.pods(namespace)}/{_name(name)}"
 
     @staticmethod
+    def claim(namespace: str, name: str) -> str:
+        return f"{paths.claims(namespace)}/{_name(name)}"
+
+    @staticmethod
     def claims(namespace: str) -> str:
         return f"{TEMPLATES_PATH}/namespaces/{_name(namespace)}/resourceclaims"
 
@@ -292,6 +296,11 @@ class KubeApi(Protocol):
 
     async def replace_object(self, path: str, body: JsonObject, *, timeout: float) -> JsonObject:
         """PUT with the body's resourceVersion: a concurrent writer makes it fail with 409."""
+        ...
+
+    async def delete_path(self, path: str, *, timeout: float) -> None:
+        """DELETE one object, in the background (its dependents and finalizers after): 404
+        when it is gone (a node move's canary pod and claim)."""
         ...
 
     async def patch_node(self, name: str, merge_patch: JsonObject, *, timeout: float) -> JsonObject:

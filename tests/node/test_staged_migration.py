@@ -397,6 +397,7 @@ def _move_events_on_the_node(cluster: NodeCluster, namespace: str) -> None:
     reasons = {e["reason"] for e in node_events if e["reason"].startswith("GpuPoolMove")}
     wanted = {"GpuPoolMoveStarted", "GpuPoolMoveCordoned", "GpuPoolMoveEvicted"}
     wanted |= {"GpuPoolMoveDrained", "GpuPoolMoveServed", "GpuPoolMoveDone"}
+    wanted |= {"GpuPoolMoveCanary", "GpuPoolMoveCanaryPassed"}
     assert wanted <= reasons, reasons
     evicted = [
         e
@@ -664,6 +665,53 @@ def test_a_move_to_legacy_evicts_every_holder_of_the_drivers_devices(mixed: Node
         )
         _release(mixed, namespace)
         set_scope(mixed, "namespaces", whole_gpus=False)
+
+
+NO_DRIVER_TAINT = "hami.io/test-no-driver"
+
+
+def test_a_move_to_dra_fails_closed_until_the_driver_is_ready(mixed: NodeCluster) -> None:
+    """Issue 48, on the real node: with the driver kept off the node (a taint its DaemonSet
+    does not tolerate), a move to DRA waits for the driver's pod and, at its timeout, stops
+    with the node cordoned and labelled dra (exit 3; the error, the state and a Warning Event
+    say why). The taint removed, the same command resumes: the driver pod Ready and its slice
+    published, a canary (a converted pod) runs on the still-cordoned node and sees the
+    environment its claim means, then the node is uncordoned and the canary is gone. Then the
+    node goes back to legacy."""
+    mixed.kubectl("taint", "node", LEGACY_NODE, f"{NO_DRIVER_TAINT}=true:NoSchedule")
+    try:
+        stopped = cli(mixed, "migrate", "node", LEGACY_NODE, "--to", "dra", "--timeout", "75s", "-o", "json")  # fmt: skip
+        assert stopped.returncode == 3, stopped.stdout + stopped.stderr
+        result = json.loads(stopped.stdout)
+        assert result["moved"] is False and result["resumable"] is True, result
+        assert "no driver pod (app.kubernetes.io/component=dra-driver)" in result["error"], result
+        assert node_state(mixed) == ("dra", True, "unserved")
+        annotations = mixed.get("node", LEGACY_NODE)["metadata"]["annotations"]
+        assert "no driver pod" in json.loads(annotations["hami.io/gpu-pool-move"])["error"]
+    finally:
+        mixed.kubectl("taint", "node", LEGACY_NODE, f"{NO_DRIVER_TAINT}-")
+    resumed = cli(mixed, "migrate", "node", LEGACY_NODE, "--to", "dra", "--timeout", "4m", "-o", "json")  # fmt: skip
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    (mixed.folder / "staged-canary.json").write_text(resumed.stdout)
+    timeline = json.loads(resumed.stdout)["timeline"]
+    steps = [entry["step"] for entry in timeline]
+    assert steps[0] == "resumed" and "canaryPassed" in steps, steps
+    (passed,) = [e for e in timeline if e["step"] == "canaryPassed"]
+    assert "CUDA_DEVICE_MEMORY_LIMIT_0=1000m, CUDA_DEVICE_SM_LIMIT_0=10" in str(passed), passed
+    assert node_state(mixed) == ("dra", False, "")
+    events = mixed.get(
+        "events", "-n", "default", f"--field-selector=involvedObject.name={LEGACY_NODE}"
+    )["items"]
+    reasons = {e["reason"] for e in events}
+    assert {"GpuPoolMoveFailed", "GpuPoolMoveCanary", "GpuPoolMoveCanaryPassed"} <= reasons
+    wait_for(
+        lambda: not mixed.get("pods", "-A", "-l", "hami.io/gpu-pool-canary")["items"] or None,
+        "the canary pod gone", 60,
+    )  # fmt: skip
+    back = cli(mixed, "migrate", "node", LEGACY_NODE, "--to", "legacy", "--timeout", "4m")
+    assert back.returncode == 0, back.stdout + back.stderr
+    assert node_state(mixed) == ("legacy", False, "")
+    wait_for(lambda: driver_devices(mixed, LEGACY_NODE) == 0, "no driver slice on it", 60)
 
 
 def _quota_used(cluster: NodeCluster, namespace: str) -> dict[str, Any]:

@@ -1,0 +1,198 @@
+"""The canary of a move to the DRA pool (cluster/move_canary.py): its script under a real
+shell, its objects as the webhook's translation makes them, and a run against the real
+control plane (the shared 1.36 one: kube-scheduler allocates the canary's claim on the stand-in
+GPU node's devices). No kubelet runs there, so the test plays the kubelet's part where one is
+needed: it writes the driver pod's and the canary pod's status (Running, Ready or Failed). The
+canary on a real kubelet with the driver stand-in's CDI environment is
+tests/node/test_staged_migration.py."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hami_dra_webhook.cluster.move_canary import (
+    EXPECTED_ENV,
+    PASSED,
+    SCRIPT,
+    Canary,
+    canary_objects,
+    driver_words,
+)
+from hami_dra_webhook.core.move_state import MoveError
+from hami_dra_webhook.core.policy import DEFAULT_POLICY
+from hami_dra_webhook.core.pools import DRIVER_PODS
+from tests.support.cluster import Cluster, wait_for
+from tests.support.loop import run
+
+MERGE = {"Content-Type": "application/merge-patch+json"}
+
+
+def _script_in(folder: Path) -> str:
+    """SCRIPT with its two host paths moved into `folder` (the termination log is /dev's on a
+    node) and `sleep` a stub that returns at once: the logic is run as it ships."""
+    return SCRIPT.replace(PASSED, str(folder / "passed")).replace(
+        "/dev/termination-log", str(folder / "termination-log")
+    )
+
+
+@pytest.mark.parametrize(
+    ("env", "passes"),
+    [
+        (EXPECTED_ENV, True),
+        ({}, False),
+        ({**EXPECTED_ENV, "CUDA_DEVICE_MEMORY_LIMIT_0": "1024m"}, False),
+        ({**EXPECTED_ENV, "CUDA_DEVICE_SM_LIMIT_0": "100"}, False),
+    ],
+)
+def test_the_canary_passes_only_on_the_environment_its_request_means(
+    tmp_path: Path, env: dict[str, str], passes: bool
+) -> None:
+    stubs = tmp_path / "bin"
+    stubs.mkdir()
+    (stubs / "sleep").write_text("#!/bin/sh\nexit 0\n")
+    (stubs / "sleep").chmod(0o755)
+    environment = {"PATH": f"{stubs}:{os.environ['PATH']}", **env}
+    result = subprocess.run(
+        ["sh", "-c", _script_in(tmp_path)], env=environment, check=False, timeout=10
+    )
+    assert (result.returncode == 0) is passes
+    assert (tmp_path / "passed").exists() is passes
+    if not passes:
+        said = (tmp_path / "termination-log").read_text()
+        for name in EXPECTED_ENV:
+            assert f"{name}={env.get(name, 'unset')}" in said, said
+
+
+def test_the_canary_is_the_webhooks_conversion_pinned_to_the_cordoned_node() -> None:
+    claim, pod = canary_objects(DEFAULT_POLICY, "gpu-7", "hami-driver", "r/driver@sha256:ab")
+    requests = claim["spec"]["devices"]["requests"]
+    assert [r["exactly"]["capacity"]["requests"] for r in requests] == [
+        {"memory": "1000Mi", "cores": "10"}
+    ]
+    spec = pod["spec"]
+    (entry,) = spec["resourceClaims"]
+    assert entry == {"name": entry["name"], "resourceClaimName": claim["metadata"]["name"]}
+    terms = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert terms["nodeSelectorTerms"] == [
+        {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["gpu-7"]}]}
+    ]
+    assert spec["tolerations"] == [{"operator": "Exists"}]  # the node is cordoned
+    (container,) = spec["containers"]
+    assert container["image"] == "r/driver@sha256:ab"
+    assert container["resources"] == {"claims": [{"name": entry["name"]}]}
+    assert spec["restartPolicy"] == "Never"
+
+
+def test_the_driver_must_have_a_ready_pod_on_the_node() -> None:
+    assert "no driver pod" in driver_words(None, "gpu-7")
+    pending = {"metadata": {"namespace": "d", "name": "p"}, "status": {"phase": "Pending"}}
+    assert driver_words(pending, "gpu-7") == "the driver pod d/p is not Ready (Pending)"
+    ready = {"status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}}
+    assert driver_words(ready, "gpu-7") == ""
+
+
+def _status(kube: Cluster, namespace: str, name: str, status: dict[str, Any]) -> None:
+    path = f"/api/v1/namespaces/{namespace}/pods/{name}/status"
+    code, body = kube.plane.request("PATCH", path, {"status": status}, **MERGE)
+    assert code == 200, body
+
+
+def _running(ready: bool) -> dict[str, Any]:
+    condition = {"type": "Ready", "status": "True" if ready else "False"}
+    return {"phase": "Running", "conditions": [condition]}
+
+
+def _bound_canary(kube: Cluster, namespace: str) -> str:
+    def scheduled() -> str | None:
+        pods = kube.pods(namespace, "hami.io/gpu-pool-canary")
+        found = [p for p in pods if p["spec"].get("nodeName") == kube.node.name]
+        return found[0]["metadata"]["name"] if found else None
+
+    return wait_for(scheduled, "the canary pod scheduled on the GPU node")
+
+
+DRIVER = DEFAULT_POLICY.webhook.driver_name
+
+
+def test_a_canary_runs_on_the_node_and_is_removed(kube: Cluster, real_api: Any) -> None:
+    if kube.kubectl("get", "deviceclass", DRIVER, check=False).returncode != 0:
+        device_class = {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "DeviceClass",
+            "metadata": {"name": DRIVER},
+            "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{DRIVER}"'}}]},
+        }
+        kube.apply(device_class, namespace="default")  # the chart's, shared by the cluster's tests
+    namespace = kube.create_namespace("canary")
+    try:
+        _canary_runs(kube, real_api, namespace)
+    finally:  # its driver pod would be every later `check`'s (no kubelet ends it: at once)
+        kube.kubectl("delete", "pods", "--all", "-n", namespace, "--grace-period=0", "--force")
+        kube.kubectl("delete", "namespace", namespace, "--wait=false")
+
+
+def _canary_runs(kube: Cluster, real_api: Any, namespace: str) -> None:
+    node = kube.node.name
+
+    async def attempt(kubelet: dict[str, Any] | None) -> str:
+        deadline = time.monotonic() + 60
+        task = asyncio.ensure_future(Canary(real_api, DEFAULT_POLICY, node, deadline, 0.2).run())
+        if kubelet is not None:  # the kubelet's part, once the scheduler has bound the pod
+            name = await asyncio.to_thread(_bound_canary, kube, namespace)
+            await asyncio.to_thread(_status, kube, namespace, name, kubelet)
+        return await task
+
+    with pytest.raises(MoveError, match=f"no driver pod .* on {node}"):
+        run(attempt(None))
+    driver = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "driver", "labels": dict([DRIVER_PODS.split("=")])},
+        "spec": {
+            "nodeName": node,
+            "containers": [{"name": "plugin", "image": "localhost/driver:v1"}],
+        },
+    }
+    kube.apply(driver, namespace=namespace)
+    _status(kube, namespace, "driver", _running(False))
+    with pytest.raises(MoveError, match=f"the driver pod {namespace}/driver is not Ready"):
+        run(attempt(None))
+    _status(kube, namespace, "driver", _running(True))
+
+    said = run(attempt(_running(True)))
+    assert said.startswith(f"a converted pod ran on {node}: its claim allocated there"), said
+    # Gone: no kubelet confirms the pod's end, the grace period is 0; the claim follows.
+    wait_for(lambda: not kube.pods(namespace, "hami.io/gpu-pool-canary") or None, "canary gone")
+    wait_for(
+        lambda: not kube.get("resourceclaims", "-n", namespace)["items"] or None,
+        "the canary's claim gone",
+    )
+
+    failed = {
+        "phase": "Failed",
+        "containerStatuses": [
+            {
+                "name": "canary",
+                "ready": False,
+                "restartCount": 0,
+                "image": "localhost/driver:v1",
+                "imageID": "",
+                "state": {
+                    "terminated": {
+                        "exitCode": 1,
+                        "message": "CUDA_DEVICE_MEMORY_LIMIT_0=unset CUDA_DEVICE_SM_LIMIT_0=unset",
+                    }
+                },
+            }
+        ],
+    }
+    with pytest.raises(MoveError, match=r"failed on .*: CUDA_DEVICE_MEMORY_LIMIT_0=unset"):
+        run(attempt(failed))
+    wait_for(lambda: not kube.pods(namespace, "hami.io/gpu-pool-canary") or None, "canary gone")
