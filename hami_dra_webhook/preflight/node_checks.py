@@ -153,10 +153,13 @@ def _driver_images(driver_pods: dict[str, JsonObject], report: Report) -> None:
     loose = [image for image in images if "@sha256:" not in image]
     if loose:
         report.add(
-            "WARN",
+            "FAIL",
             "driver image",
             f"not pinned by a digest: {', '.join(loose)}",
-            "set driver.image.digest (sha256:...): a tag can be pushed again with other content",
+            "pin it: helm upgrade ... --set driver.image.digest=sha256:... (read the digest with"
+            " `crane digest IMAGE` or `docker buildx imagetools inspect IMAGE`): a tag can be"
+            " pushed again with other content, and nodes that pull it later would run another"
+            " driver than the one moved nodes were checked with",
         )
     else:
         report.add("PASS", "driver image", "pinned by digest")

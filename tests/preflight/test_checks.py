@@ -275,7 +275,7 @@ def _with(**changes: Any) -> Snapshot:
         ),
         (
             {"driver_pods": [{"metadata": {"namespace": "hami-system"}, "spec": {"nodeName": "gpu-1", "containers": [{"image": "r/k8s-dra-driver:v0.2.0"}]}, "status": {"phase": "Running"}}]},
-            "driver image", "WARN", "not pinned by a digest",
+            "driver image", "FAIL", "not pinned by a digest",
         ),
     ],
 )  # fmt: skip
