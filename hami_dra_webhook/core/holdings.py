@@ -71,10 +71,10 @@ class ClaimIndex:
     @classmethod
     def of(cls, claims: Iterable[JsonObject], driver: str) -> ClaimIndex:
         index = cls(driver)
-        for claim in claims:
-            if not driver_results(claim, driver):
+        for whole in claims:
+            if not driver_results(whole, driver):
                 continue
-            claim = _kept(claim)
+            claim = _kept(whole)
             index.by_name[claim_key(claim)] = claim
             for reserved in (claim.get("status") or {}).get("reservedFor") or []:
                 if isinstance(reserved, dict) and reserved.get("resource") == "pods":
