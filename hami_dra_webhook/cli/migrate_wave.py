@@ -75,6 +75,13 @@ def add_wave_parser(actions: Any, common: Any) -> None:
         type=duration,
         help="each node's move limit (600, 90s, 10m; 10m); when it passes, run again to resume",
     )
+    wave.add_argument(
+        "--settle",
+        default=300.0,
+        type=duration,
+        help="between waves, the most to wait for kube-controller-manager to write the claims"
+        " of the pods the last wave evicted (300, 90s, 5m; 5m); then on, saying how many wait",
+    )
     from hami_dra_webhook.cli.migrate_cmd import add_canary_pod
 
     add_canary_pod(wave)
@@ -188,6 +195,7 @@ def _plan_and_move(
     stderr: TextIO,
 ) -> int:
     from hami_dra_webhook.core.pool_plan import plan_move
+    from hami_dra_webhook.core.wave_pacing import pacing_note
     from hami_dra_webhook.core.wave_plan import MaxUnavailable, plan_fleet
 
     inventory, names = read
@@ -212,6 +220,7 @@ def _plan_and_move(
     if text:
         stdout.write(_fleet_text(fleet, plans))
     first_blocked = bool(plans) and any(s.blocks for s in plans[0])
+    result["pacing"] = [pacing_note(plan) for plan in plans]
     if dry_run(args) or (first_blocked and not args.force):
         result["previews"] = [[s.as_json() for s in plan] for plan in plans]
         if first_blocked and not dry_run(args) and text:
@@ -248,6 +257,7 @@ def _move(
             timeout=args.timeout,
             force=args.force,
             canary_pod=args.canary_pod,
+            settle=args.settle,
         )
         started.append(fleet)
         return await fleet.run()
@@ -287,6 +297,8 @@ def _move(
 
 
 def _fleet_text(fleet: Any, plans: list[list[Any]]) -> str:
+    from hami_dra_webhook.core.wave_pacing import pacing_note
+
     lines = [f"fleet: {sum(len(w) for w in fleet.waves)} node(s) to the {fleet.to} pool"]
     lines += [f"  skipped {node}: {why}" for node, why in fleet.skipped]
     for index, (wave, plan) in enumerate(zip(fleet.waves, plans, strict=True), 1):
@@ -297,4 +309,7 @@ def _fleet_text(fleet: Any, plans: list[list[Any]]) -> str:
         for step in plan:
             mark = "!! " if step.blocks else "ok "
             lines.append(f"  {mark}{step.node} {step.namespace}/{step.name}: {step.goes} [{when}]")
+        note = pacing_note(plan)
+        if note:
+            lines.append(f"  warning: {note}")
     return "\n".join(lines) + "\n"

@@ -8,16 +8,18 @@ same command again resumes: nodes already moved are skipped, stopped ones go fir
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from hami_dra_webhook.cluster.inventory import read_inventory
 from hami_dra_webhook.cluster.node_move import NodeMove
-from hami_dra_webhook.core.move_state import MoveError
+from hami_dra_webhook.core.move_state import CALL_TIMEOUT, MoveError
 from hami_dra_webhook.core.policy import Policy
 from hami_dra_webhook.core.pool_plan import Step, plan_move
 from hami_dra_webhook.core.pools import Scope
-from hami_dra_webhook.kube.port import KubeApi
+from hami_dra_webhook.core.wave_pacing import waiting_pods
+from hami_dra_webhook.kube.port import ApiError, KubeApi, paths
 
 
 class FleetEvents(Protocol):
@@ -58,17 +60,55 @@ class FleetMove:
     timeout: float = 600.0  # each node's move
     force: bool = False
     canary_pod: bool = True  # NodeMove.canary
+    settle: float = 300.0  # the most to wait, between waves, for the claims of evicted pods
+    poll: float = 2.0
     outcomes: list[WaveOutcome] = field(default_factory=list)
 
     async def run(self) -> bool:
         """Every wave in turn; whether all of them moved."""
         for index, nodes in enumerate(self.waves):
+            if index:
+                await self._settle()
             self.events.wave(index + 1, len(self.waves), nodes)
             outcome = await self._wave(nodes)
             self.outcomes.append(outcome)
             if outcome.refused or outcome.failed:
                 return False
         return True
+
+    async def _settle(self) -> None:
+        """Before the next wave: until kube-controller-manager has written the claims of the
+        pods the last wave sent back (core/wave_pacing.py), at most `settle` seconds; then on,
+        saying how many still wait (they are not lost: only later)."""
+        deadline = time.monotonic() + self.settle
+        said = False
+        while True:
+            query = [("fieldSelector", "status.phase=Pending")]
+            try:
+                pending = await self.api.list_path(paths.ALL_PODS, query, timeout=CALL_TIMEOUT)
+            except ApiError as error:
+                raise MoveError(f"the Kubernetes API failed: {error}") from error
+            waiting = waiting_pods(pending)
+            if not waiting:
+                if said:
+                    self.events.step("settled", "every evicted pod's claims are written")
+                return
+            if time.monotonic() > deadline:
+                self.events.step(
+                    "unsettled",
+                    f"{len(waiting)} pod(s) still wait for their claims after {self.settle:.0f} s"
+                    f" (e.g. {', '.join(waiting[:3])}): going on; kube-controller-manager's"
+                    " --kube-api-qps paces this (docs/migration.md)",
+                )
+                return
+            if not said:
+                self.events.step(
+                    "settling",
+                    f"{len(waiting)} pod(s) wait for kube-controller-manager to write their"
+                    " claims before the next wave",
+                )
+                said = True
+            await asyncio.sleep(self.poll)
 
     async def _wave(self, nodes: list[str]) -> WaveOutcome:
         inventory = await read_inventory(self.api, self.policy, self.scope)
