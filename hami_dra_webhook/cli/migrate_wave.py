@@ -106,15 +106,35 @@ def _positive(text: str) -> int:
 
 
 class _Progress:
-    """The fleet's progress on the terminal: a line per wave and per step of each node."""
+    """The fleet's progress on the terminal: a line per wave and per step of each node, and
+    after each wave what it did and how far the fleet is."""
 
-    def __init__(self, stdout: TextIO, quiet: bool) -> None:
+    def __init__(self, stdout: TextIO, quiet: bool, nodes: int = 0) -> None:
         self.started = time.monotonic()
         self.stdout, self.quiet = stdout, quiet
         self.timeline: list[dict[str, Any]] = []
         self.current = ""
+        self.nodes, self.moved = nodes, 0
+        self._wave_started, self._wave_moved, self._wave_evicted = self.started, 0, 0
+
+    def finish(self) -> None:
+        """The last wave's summary line (each earlier one is written as the next starts)."""
+        if not self.current:
+            return
+        seconds = time.monotonic() - self._wave_started
+        self._line(
+            "",
+            "finished",
+            f"{self._wave_moved} node(s) moved in {seconds:.1f} s, {self._wave_evicted} GPU"
+            f" pod(s) evicted; {self.moved} of {self.nodes} node(s) moved so far",
+        )
 
     def _line(self, node: str, name: str, detail: str) -> None:
+        if name == "done" and node:
+            self.moved += 1
+            self._wave_moved += 1
+        elif name == "evicted" and node:
+            self._wave_evicted += 1
         seconds = round(time.monotonic() - self.started, 1)
         self.timeline.append(
             {"seconds": seconds, "wave": self.current, "node": node, "step": name, "detail": detail}
@@ -128,6 +148,8 @@ class _Progress:
         self._line("", name, detail)
 
     def wave(self, index: int, total: int, nodes: list[str]) -> None:
+        self.finish()
+        self._wave_started, self._wave_moved, self._wave_evicted = time.monotonic(), 0, 0
         self.current = f"wave {index}/{total}"
         self._line("", "wave", ", ".join(nodes))
 
@@ -243,7 +265,7 @@ def _move(
     from hami_dra_webhook.cluster.fleet_move import FleetMove
 
     text = args.output == "text"
-    progress = _Progress(stdout, quiet=not text)
+    progress = _Progress(stdout, quiet=not text, nodes=sum(len(w) for w in waves))
     started: list[FleetMove] = []
 
     async def move(api: Any) -> bool:
@@ -268,6 +290,7 @@ def _move(
     except ClusterUnavailable as error:
         say_unavailable(error, stderr)
         moved, code = False, exit_codes.UNREADABLE
+    progress.finish()
     outcomes = started[0].outcomes if started else []
     result["waves"] = [outcome.as_json() for outcome in outcomes]
     result["moved"] = moved
