@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from hami_dra_webhook.core.claims import API_VERSION, KIND, template_labels
-from hami_dra_webhook.core.move_state import FleetSummary, fleet_summary
+from hami_dra_webhook.core.move_state import FleetSummary, MoveWatch, fleet_summary
 from hami_dra_webhook.core.policy import Policy
 from hami_dra_webhook.core.quantity import QuantityError, parse_byte_size
 from hami_dra_webhook.core.types import JsonObject
@@ -158,6 +158,17 @@ class ClusterState:
     # GPU nodes by pool and the node moves under way (migrate node, migrate wave); None: the
     # Nodes could not be read (a chart older than the permission to list them).
     fleet: FleetSummary | None = None
+    # Moves followed across checks: ended moves' durations and stops since the metrics last
+    # took them (take_move_events).
+    move_watch: MoveWatch = field(default_factory=MoveWatch)
+    moves_ended: list[float] = field(default_factory=list)
+    move_stops: list[str] = field(default_factory=list)
+
+    def take_move_events(self) -> tuple[list[float], list[str]]:
+        """The ended moves' durations and the stops' steps seen since the last call."""
+        taken = self.moves_ended, self.move_stops
+        self.moves_ended, self.move_stops = [], []
+        return taken
 
     async def _read_fleet(self, api: KubeApi, timeout: float) -> None:
         try:
@@ -166,7 +177,11 @@ class ClusterState:
             log.warning("the Nodes could not be read (GPU pools and moves unknown): %s", error)
             self.fleet = None
             return
-        self.fleet = fleet_summary(nodes, time.time())
+        now = time.time()
+        self.fleet = fleet_summary(nodes, now)
+        ended, stops = self.move_watch.see(nodes, now)
+        self.moves_ended += ended
+        self.move_stops += stops
 
     async def refresh(self, api: KubeApi, policy: Policy, namespace: str, timeout: float) -> None:
         """Check everything once. `api_answered` (which readiness waits for) turns true only

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import datetime
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from hami_dra_webhook.core.pools import DRA, LEGACY
@@ -127,3 +127,44 @@ def _seconds(stamp: str) -> float | None:
     except ValueError:
         return None
     return parsed.replace(tzinfo=datetime.UTC).timestamp()
+
+
+@dataclass
+class MoveWatch:
+    """Node moves followed from one cluster check to the next (the webhook's metrics): a move
+    seen under way and then gone from a node labelled with a pool has ended (its duration:
+    from its startedAt to the check that saw it gone, so up to one check interval long); a
+    stop (a state with an error) is counted once per stop, by the step it stopped after."""
+
+    under_way: dict[str, float] = field(default_factory=dict)  # node -> startedAt (Unix)
+    stops: set[tuple[str, str]] = field(default_factory=set)  # (node, updatedAt) counted
+
+    def see(
+        self, nodes: list[dict[str, object]], now_seconds: float
+    ) -> tuple[list[float], list[str]]:
+        """The durations of the moves that ended since the last check, and the steps of the
+        stops not seen before."""
+        from hami_dra_webhook.core.pools import MOVE_ANNOTATION, POOL_LABEL, POOLS
+
+        ended: list[float] = []
+        stopped: list[str] = []
+        now_under_way: dict[str, float] = {}
+        for node in nodes:
+            metadata = node.get("metadata") if isinstance(node, dict) else None
+            if not isinstance(metadata, dict):
+                continue
+            name = str(metadata.get("name", ""))
+            text = (metadata.get("annotations") or {}).get(MOVE_ANNOTATION)
+            state = MoveState.decode(str(text)) if text else None
+            if state is not None and state.step != "done":
+                now_under_way[name] = _seconds(state.started_at) or now_seconds
+                if state.error and (name, state.updated_at) not in self.stops:
+                    self.stops.add((name, state.updated_at))
+                    stopped.append(state.step)
+                continue
+            label = str((metadata.get("labels") or {}).get(POOL_LABEL, ""))
+            if name in self.under_way and label in POOLS:
+                ended.append(max(0.0, now_seconds - self.under_way[name]))
+        self.under_way = now_under_way
+        self.stops = {stop for stop in self.stops if stop[0] in now_under_way}
+        return ended, stopped

@@ -206,6 +206,18 @@ class Metrics:
             "Node moves whose last run stopped with an error (the node stays cordoned)",
             registry=r,
         )
+        self.pool_move_seconds = Histogram(
+            "hami_dra_gpu_pool_move_duration_seconds",
+            "Node moves that ended, from their start to the cluster check that saw them end",
+            buckets=(30, 60, 120, 300, 600, 1200, 1800, 3600, 7200, 14400),
+            registry=r,
+        )
+        self.pool_move_failures = Counter(
+            "hami_dra_gpu_pool_move_failures_total",
+            "Node moves that stopped with an error, by the last step done before the stop",
+            ["step"],
+            registry=r,
+        )
 
     def observe_quota(self, report: Any) -> None:
         """One quota pass: released pods counted, held pods by the key they would exceed."""
@@ -271,6 +283,11 @@ class Metrics:
                 self.pool_moves.labels(step).set(count)
             self.pool_move_oldest.set(fleet.oldest_seconds)
             self.pool_moves_stopped.set(fleet.stopped)
+        ended, stops = state.take_move_events()
+        for seconds in ended:
+            self.pool_move_seconds.observe(seconds)
+        for step in stops:
+            self.pool_move_failures.labels(step).inc()
 
     def watch_readiness(self, ready: Callable[[], bool]) -> None:
         """What /readyz answers, as a gauge read at scrape time."""

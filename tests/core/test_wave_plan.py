@@ -124,3 +124,36 @@ def test_the_fleet_summary_counts_pools_moves_and_the_oldest() -> None:
     assert summary.steps["drained"] == 1 and summary.steps["cordoned"] == 1
     assert summary.oldest_seconds == 7200 and summary.stopped == 1
     assert fleet_summary([], now).oldest_seconds == 0
+
+
+def test_moves_followed_across_checks_give_durations_and_stops_once() -> None:
+    """hami_dra_gpu_pool_move_duration_seconds and _move_failures_total: a move seen under way
+    and then gone from a node in a pool ended; each stop is counted once, by its step."""
+    import calendar
+    import time
+
+    from hami_dra_webhook.core.move_state import MoveWatch
+
+    def at(stamp: str) -> float:
+        return float(calendar.timegm(time.strptime(stamp, "%Y-%m-%dT%H:%M:%S")))
+
+    def moving(step: str, updated: str, error: str = "", pool: str = "moving") -> dict[str, Any]:
+        found = node("m", pool=pool)
+        data = {"to": "dra", "from": "legacy", "step": step, "cordonedByMove": True}
+        data |= {"startedAt": "2026-12-05T10:00:00Z", "updatedAt": updated, "error": error}
+        found["metadata"]["annotations"] = {"hami.io/gpu-pool-move": json.dumps(data)}
+        return found
+
+    watch = MoveWatch()
+    assert watch.see([moving("drained", "2026-12-05T10:01:00Z")], at("2026-12-05T10:01:30")) == (
+        [],
+        [],
+    )
+    stop = moving("unserved", "2026-12-05T10:05:00Z", "timed out", pool="dra")
+    assert watch.see([stop], at("2026-12-05T10:05:30")) == ([], ["unserved"])
+    assert watch.see([stop], at("2026-12-05T10:06:00")) == ([], [])  # the same stop: once
+    again = moving("unserved", "2026-12-05T10:20:00Z", "timed out again", pool="dra")
+    assert watch.see([again], at("2026-12-05T10:20:30")) == ([], ["unserved"])
+    done = node("m", pool="dra")
+    assert watch.see([done], at("2026-12-05T10:30:00")) == ([1800.0], [])
+    assert watch.see([done], at("2026-12-05T10:31:00")) == ([], [])  # ended once
