@@ -83,6 +83,7 @@ class ControlPlane:
     # node of tests/node runs Node,RBAC and every controller.
     authorization_modes: str = "RBAC"
     controller_list: str = CONTROLLERS
+    controller_manager_args: tuple[str, ...] = ()  # e.g. --kube-api-qps (benchmarks/claims.py)
     processes: list[Process] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -279,6 +280,7 @@ class ControlPlane:
             f"--service-account-private-key-file={self.pki.service_account_key}",
             f"--root-ca-file={self.pki.ca}",
             f"--service-cluster-ip-range={SERVICE_CIDR}",
+            *self.controller_manager_args,
         )
 
     def _start_scheduler(self) -> None:

@@ -35,13 +35,13 @@ def test_only_pods_that_come_back_on_the_dra_side_count() -> None:
 
 
 def test_a_wave_is_flagged_once_its_pods_pass_the_threshold_at_the_default_qps() -> None:
-    over = math.ceil(PACING_WARN_SECONDS * 20 / 3)  # the first count at 3 writes a pod, 20/s
+    over = math.ceil(PACING_WARN_SECONDS * 20 / 2)  # the first count at 2 writes a pod, 20/s
     assert pacing_note([_step("converted onto DRA node n-2")] * (over - 1)) == ""
     note = pacing_note([_step("converted onto DRA node n-2")] * over)
     assert note.startswith(f"{over} evicted GPU pods come back converted"), note
     assert "--kube-api-qps" in note and "lower --batch" in note
     assert pacing_note([_step("legacy node n-3 (left unchanged by the webhook)")] * 1000) == ""
-    assert claim_seconds(1000) == 150.0 and claim_seconds(1000, qps=200) == 15.0
+    assert claim_seconds(1000) == 100.0 and claim_seconds(1000, qps=200) == 10.0
 
 
 def _pod(**parts: Any) -> dict[str, Any]:
