@@ -14,7 +14,7 @@ parallel creates over keep-alive TLS:
 - `--pods` GPU pods bound to them (`spec.nodeName`), owned by ReplicaSets, in 100 namespaces:
   on the legacy side `nvidia.com/gpu: 1, nvidia.com/gpumem: 2000`; on the DRA side the same
   pod as the webhook converts it, its ResourceClaimTemplate (one per namespace and shape, as
-  the webhook writes them), and a claim allocated to it on one of the node's cards with the
+  the webhook writes them: 1,000 with the defaults), and a claim allocated to it on one of the node's cards with the
   capacity it consumes, reserved for the pod (what kube-controller-manager, the scheduler and
   the driver would leave; allocation is a stand-in here: no scheduler runs).
 
@@ -71,7 +71,8 @@ CARDS = (
     ),
 )
 SPLIT = 10  # HAMi's deviceSplitCount: nvidia.com/gpu allocatable is cards x 10
-SHAPES = (1000, 2000, 3000, 4000, 5000)  # gpumem (MiB) of the pods, one template per shape
+# gpumem (MiB) of a ReplicaSet's pods: 20 shapes, so each namespace has up to 20 templates
+SHAPES = tuple(1000 + 200 * step for step in range(20))
 WAVE_LABEL = "bench.example.com/wave"
 MERGE = "application/merge-patch+json"
 
@@ -128,7 +129,8 @@ def _slice(node: str) -> dict[str, Any]:
 
 def _legacy_pod(index: int, node: str) -> dict[str, Any]:
     replica_set = f"rs-{index % 2000:04d}"
-    limits = {"cpu": "1", "nvidia.com/gpu": "1", "nvidia.com/gpumem": str(SHAPES[index % 5])}
+    shape = SHAPES[(index % 2000) // 100]  # one per ReplicaSet, rs-(index % 2000)
+    limits = {"cpu": "1", "nvidia.com/gpu": "1", "nvidia.com/gpumem": str(shape)}
     return {
         "apiVersion": "v1",
         "kind": "Pod",

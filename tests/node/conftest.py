@@ -38,6 +38,10 @@ VERSIONS = ("1.36", "1.37")
 # a second, legacy-pool node. KEP-5004 is GA in 1.37.
 STAGED_VERSIONS = ("1.37",)
 LEGACY_NODE = "node-legacy"
+# The pod addresses of the legacy node, and of a second legacy node that the two-node wave
+# test starts for itself (test_staged_migration.py); the first node has .2-.127.
+LEGACY_POD_IPS = ("10.244.0.128", "10.244.0.190")
+SECOND_LEGACY_POD_IPS = ("10.244.0.191", "10.244.0.254")
 # The chart's default device config plus the stand-in's card sizes (for gpumem-percentage).
 DEVICE_CONFIG = """nvidia:
   resourceCountName: nvidia.com/gpu
@@ -243,7 +247,7 @@ def confined_cluster(
                 name=LEGACY_NODE,
                 kubelet_port=10350,
                 healthz_port=10358,
-                pod_ips=("10.244.0.128", "10.244.0.254"),
+                pod_ips=LEGACY_POD_IPS,
                 kube_proxy=False,
                 labels=("gpu=on", "hami.io/gpu-pool=legacy"),
                 taints=("nvidia.com/gpu=present:NoSchedule",),

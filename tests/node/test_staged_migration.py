@@ -8,6 +8,9 @@ kubelet's device-plugin API, `hami-scheduler` as a second real kube-scheduler wi
 that leaves gpumem and gpucores to HAMi, its webhook). What they cannot show: HAMi's per-card
 fit and HAMi-core's limits on the legacy side.
 
+The two-node wave test starts a third real kubelet for itself (`node-legacy-2`, a second
+legacy node) and stops it after.
+
 The chart runs with `migration.scope=namespaces` for this module (and `all` again after).
 """
 
@@ -32,10 +35,13 @@ from tests.node.conftest import (
     LEGACY_NODE,
     NAMESPACE,
     RELEASE,
+    SECOND_LEGACY_POD_IPS,
     NodeCluster,
     _release,
+    binaries_or_skip,
 )
 from tests.node.creates import creating_pods
+from tests.node.images import LocalImages
 from tests.node.legacy import (
     CARDS,
     SPLIT,
@@ -47,6 +53,7 @@ from tests.node.legacy import (
     wait_legacy_served,
 )
 from tests.node.legacy import NAMESPACE as LEGACY_NAMESPACE
+from tests.node.node import RealNode
 from tests.node.workloads import gpu_env, limits_of, sleeping_pod
 from tests.support.chart_tools import CHART
 from tests.support.cluster import wait_for
@@ -292,16 +299,17 @@ class Timeline:
 
     samples: list[tuple[float, str, int, int, int]] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    node: str = LEGACY_NODE
 
     def sample(self, cluster: NodeCluster, namespace: str, stop: threading.Event) -> None:
         started = time.monotonic()
         while not stop.is_set() and time.monotonic() - started < 900:
             try:
-                _, node = cluster.plane.request("GET", f"/api/v1/nodes/{LEGACY_NODE}")
+                _, node = cluster.plane.request("GET", f"/api/v1/nodes/{self.node}")
                 _, slices = cluster.plane.request(
                     "GET",
                     "/apis/resource.k8s.io/v1/resourceslices"
-                    f"?fieldSelector=spec.nodeName%3D{LEGACY_NODE}",
+                    f"?fieldSelector=spec.nodeName%3D{self.node}",
                 )
                 _, workload = cluster.plane.request(
                     "GET", f"/apis/apps/v1/namespaces/{namespace}/deployments/train"
@@ -665,6 +673,137 @@ def test_a_move_to_legacy_evicts_every_holder_of_the_drivers_devices(mixed: Node
         )
         _release(mixed, namespace)
         set_scope(mixed, "namespaces", whole_gpus=False)
+
+
+SECOND_LEGACY = "node-legacy-2"
+
+
+@pytest.fixture
+def second_legacy(
+    mixed: NodeCluster, node_images: LocalImages, node_minor: str
+) -> Iterator[RealNode]:
+    """A second legacy-pool node (its own kubelet and containerd, as node-legacy) for the
+    two-node wave alone; stopped and its Node deleted after it (its pods go with it)."""
+    node = RealNode(
+        mixed.plane,
+        binaries_or_skip(node_minor),
+        mixed.folder / SECOND_LEGACY,
+        name=SECOND_LEGACY,
+        kubelet_port=10450,
+        healthz_port=10458,
+        pod_ips=SECOND_LEGACY_POD_IPS,
+        kube_proxy=False,
+        labels=("gpu=on", f"{POOL}=legacy"),
+        taints=("nvidia.com/gpu=present:NoSchedule",),
+    ).start(node_images)
+    try:
+        wait_legacy_served(mixed, SECOND_LEGACY)
+        yield node
+    finally:
+        node.stop()
+        mixed.kubectl("delete", "node", SECOND_LEGACY, "--wait=false")
+
+
+def _on_both(
+    cluster: NodeCluster, namespace: str, pods: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """The replicas on both legacy nodes, so that each wave moves some: when hami-scheduler put
+    them all on one, that node is cordoned while one of them is deleted (its ReplicaSet puts
+    the new one on the other node), then uncordoned."""
+    if len({p["spec"]["nodeName"] for p in pods}) > 1:
+        return pods
+    full = pods[0]["spec"]["nodeName"]
+    cluster.kubectl("cordon", full)
+    try:
+        cluster.kubectl("delete", "pod", pods[0]["metadata"]["name"], "-n", namespace)
+
+        def spread() -> list[dict[str, Any]] | None:
+            found = running_replicas(cluster, namespace)
+            return found if found and len({p["spec"]["nodeName"] for p in found}) > 1 else None
+
+        return wait_for(spread, "a replica on the other legacy node", 180)
+    finally:
+        cluster.kubectl("uncordon", full)
+
+
+def test_a_two_node_wave_under_load_moves_the_canary_first(
+    mixed: NodeCluster, extender: Extender, second_legacy: RealNode
+) -> None:
+    """Issue 48, on the real nodes: two legacy nodes, the replicas of a Deployment (PDB
+    maxUnavailable 1) on them, their namespace opted in, a client creating GPU pods all along:
+    `migrate wave --to dra --pool legacy --batch 1` moves the canary (the node with fewer GPU
+    pods) alone first, then the other; every replica comes back converted and Running, ready
+    replicas never below N-1, no create fails, neither node is ever served by both sides.
+    Then both go back to legacy in one wave (no pod left to move)."""
+    namespace = mixed.create_namespace("staged-wave")
+    timelines = {node: Timeline(node=node) for node in (LEGACY_NODE, SECOND_LEGACY)}
+    stop = threading.Event()
+    with hami_webhook(mixed, "zz-hami-vgpu"):
+        apply(mixed, namespace, *deployment("train"))
+        pods = wait_for(lambda: running_replicas(mixed, namespace), "the legacy replicas", 180)
+        pods = _on_both(mixed, namespace, pods)
+        on = {p["spec"]["nodeName"] for p in pods}
+        assert on <= {LEGACY_NODE, SECOND_LEGACY} and all(legacy_limits(p) for p in pods), on
+        mixed.kubectl("label", "namespace", namespace, f"{OPT_IN}=dra")
+        samplers = [
+            threading.Thread(target=t.sample, args=(mixed, namespace, stop), daemon=True)
+            for t in timelines.values()
+        ]
+        for sampler in samplers:
+            sampler.start()
+        started = time.monotonic()
+        with creating_pods(mixed, namespace, max_seconds=600) as creates:
+            moved = cli(
+                mixed, "migrate", "wave", "--to", "dra", "--pool", "legacy", "--batch", "1",
+                "--timeout", "8m",
+            )  # fmt: skip
+            move_seconds = time.monotonic() - started
+            converted = wait_for(
+                lambda: running_replicas(mixed, namespace), "converted replicas", 180
+            )
+        stop.set()
+        for sampler in samplers:
+            sampler.join(timeout=30)
+    (mixed.folder / "staged-wave.txt").write_text(moved.stdout + moved.stderr)
+    assert moved.returncode == 0, moved.stdout + moved.stderr
+    by_node = {n: sum(1 for p in pods if p["spec"]["nodeName"] == n) for n in timelines}
+    canary = min(by_node, key=lambda n: (by_node[n], n))
+    other = next(n for n in by_node if n != canary)
+    assert f"wave 1 (canary): {canary}" in moved.stdout, moved.stdout
+    assert f"wave 2: {other}" in moved.stdout, moved.stdout
+    assert "moved 2 node(s) in 2 wave(s)" in moved.stdout, moved.stdout
+    assert moved.stdout.count("canaryPassed") == 2, moved.stdout
+    assert "2 of 2 node(s) moved so far" in moved.stdout, moved.stdout
+    for pod in converted:
+        assert pod["spec"]["resourceClaims"] and not legacy_limits(pod), pod["spec"]
+        env = container_env(mixed, namespace, pod["metadata"]["name"])
+        assert limits_of(env) == [("3000m", "30")], env
+    numbers = creates.numbers()
+    ready = [s[4] for s in timelines[LEGACY_NODE].samples if s[0] <= move_seconds]
+    summary = {
+        "pods_moved": len(pods),
+        "pods_by_node": by_node,
+        "min_ready": min(ready),
+        "creates": numbers,
+        "move_seconds": round(move_seconds, 1),
+        "timelines": {n: t.changes() for n, t in timelines.items()},
+    }
+    (mixed.folder / "staged-wave-summary.json").write_text(json.dumps(summary, indent=1))
+    print("two-node wave:", json.dumps(summary))
+    for timeline in timelines.values():
+        assert not timeline.both(), timeline.both()
+        assert not timeline.errors[:5], timeline.errors
+    assert min(ready) >= REPLICAS - 1, summary
+    assert numbers["failed"] == 0, numbers
+
+    _release(mixed, namespace)
+    back = cli(
+        mixed, "migrate", "wave", "--to", "legacy", LEGACY_NODE, SECOND_LEGACY, "--batch", "2",
+        "--no-canary", "--timeout", "4m",
+    )  # fmt: skip
+    assert back.returncode == 0, back.stdout + back.stderr
+    assert "moved 2 node(s) in 1 wave(s)" in back.stdout, back.stdout
+    assert node_state(mixed) == ("legacy", False, "")
 
 
 NO_DRIVER_TAINT = "hami.io/test-no-driver"
