@@ -38,6 +38,7 @@ from typing import Literal, TypeVar
 
 from hami_dra_webhook.cluster.events import About, event_body, post_event
 from hami_dra_webhook.cluster.move_canary import Canary, driver_pod, driver_words
+from hami_dra_webhook.cluster.move_drain import Drain
 from hami_dra_webhook.core.holdings import (
     ClaimIndex,
     claim_on_node,
@@ -296,51 +297,8 @@ class NodeMove:
         return said
 
     async def _drain(self, origin: str) -> None:
-        evicted: set[str] = set()
-        blocked_said: set[str] = set()
-        while True:
-            pods = await self._leaving_pods()
-            if not pods:
-                await self._tell("drained", f"no {origin} GPU pod left on {self.node}")
-                return
-            for pod in pods:
-                metadata = pod["metadata"]
-                key = f"{metadata['namespace']}/{metadata['name']}"
-                if metadata.get("deletionTimestamp") or key in evicted:
-                    continue
-                try:
-                    await self.api.evict(
-                        metadata["namespace"], metadata["name"], timeout=CALL_TIMEOUT
-                    )
-                except ApiError as error:
-                    if error.status == 404:
-                        continue
-                    if error.status == 429:
-                        if key not in blocked_said:
-                            blocked_said.add(key)
-                            await self._tell(
-                                "waiting", f"eviction of {key} refused for now: {error.message}"
-                            )
-                        continue
-                    raise MoveError(f"evicting {key}: {error}") from error
-                evicted.add(key)
-                await self._tell("evicted", key)
-                about = About(
-                    "Pod", metadata["name"], metadata.get("uid", ""), metadata["namespace"]
-                )
-                message = (
-                    f"evicted by migrate: its node {self.node} moves to the {self.to} GPU pool;"
-                    " its controller re-creates it elsewhere"
-                )
-                body = event_body(about, "GpuPoolMoveEvicted", message, "Normal", EVENT_COMPONENT)
-                await post_event(self.api, body, CALL_TIMEOUT)
-            self._check_deadline(
-                f"{len(pods)} GPU pod(s) still on {self.node}: "
-                + ", ".join(
-                    f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in pods[:5]
-                )
-            )
-            await asyncio.sleep(self.poll)
+        drain = Drain(self.api, self.node, self.to, self._leaving_pods, self._tell, self.poll)
+        await drain.run(origin, self._check_deadline)
 
     # -- serving --------------------------------------------------------------------------
 

@@ -23,7 +23,7 @@ from kubernetes.aio.client.exceptions import ApiException
 
 from hami_dra_webhook.core.types import JsonObject
 from hami_dra_webhook.kube.port import AnswerTooLarge, ApiError, paths
-from hami_dra_webhook.kube.streams import Oversized, json_or_empty, lines, read_capped
+from hami_dra_webhook.kube.streams import Oversized, json_or_empty, lean_items, lines, read_capped
 
 log = logging.getLogger(__name__)
 # Items a list asks for at a time (kubectl asks for 500 too).
@@ -40,6 +40,7 @@ AS_METADATA = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,appl
 AS_METADATA_LIST = (
     "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
 )
+JSON = "application/json"
 JSON_PATCH = "application/json-patch+json"
 MERGE_PATCH = "application/merge-patch+json"
 FIELD_MANAGER = "hami-dra-webhook"
@@ -286,11 +287,7 @@ class KubernetesApi:
         )
 
     async def delete_path(self, path: str, *, timeout: float) -> None:
-        body: JsonObject = {
-            "apiVersion": "v1",
-            "kind": "DeleteOptions",
-            "propagationPolicy": "Background",
-        }
+        body = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": "Background"}
         await self._call("DELETE", path, [], body, timeout)
 
     async def evict(
@@ -310,11 +307,7 @@ class KubernetesApi:
         return [item async for page in self._pages(path, query, timeout) for item in page]
 
     async def _pages(
-        self,
-        path: str,
-        query: list[tuple[str, str]],
-        timeout: float,
-        accept: str = "application/json",
+        self, path: str, query: list[tuple[str, str]], timeout: float, accept: str = JSON
     ) -> AsyncIterator[list[Any]]:
         """A collection `page_size` items at a time, following `continue`; when a token
         expires mid-way (410), on with the token the server gives for that (the rest is read
@@ -348,14 +341,7 @@ class KubernetesApi:
                 log.warning("listing %s: the continue token expired; going on inconsistently", path)
                 token = error.continue_token
                 continue
-            items = answer.get("items")
-            if not isinstance(items, list):
-                items = []
-            for item in items:  # read by nobody here; a third of a pod as served
-                metadata = item.get("metadata") if isinstance(item, dict) else None
-                if isinstance(metadata, dict):
-                    metadata.pop("managedFields", None)
-            yield items
+            yield lean_items(answer.get("items"))
             token = (answer.get("metadata") or {}).get("continue") or ""
             if not token:
                 return

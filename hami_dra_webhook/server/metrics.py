@@ -22,6 +22,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from hami_dra_webhook import __version__
 from hami_dra_webhook.cluster.state import ClusterState
+from hami_dra_webhook.server.fleet_metrics import FleetMetrics
 
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
 CAPACITY_VALUES = {"unknown": -1, "dropped": 0, "effective": 1}
@@ -180,44 +181,7 @@ class Metrics:
             "Namespaces whose ResourceQuotas name a GPU memory, cores or count key (last pass)",
             registry=r,
         )
-        self._fleet_metrics(r)
-
-    def _fleet_metrics(self, r: CollectorRegistry) -> None:
-        self.pool_nodes = Gauge(
-            "hami_dra_gpu_pool_nodes",
-            'GPU nodes by their hami.io/gpu-pool label at the last cluster check (pool "":'
-            " unlabelled; moving: between pools)",
-            ["pool"],
-            registry=r,
-        )
-        self.pool_moves = Gauge(
-            "hami_dra_gpu_pool_moves",
-            "Node moves under way (migrate node, migrate wave) by the last step done",
-            ["step"],
-            registry=r,
-        )
-        self.pool_move_oldest = Gauge(
-            "hami_dra_gpu_pool_move_oldest_seconds",
-            "Seconds since the oldest node move under way started (0: none)",
-            registry=r,
-        )
-        self.pool_moves_stopped = Gauge(
-            "hami_dra_gpu_pool_moves_stopped",
-            "Node moves whose last run stopped with an error (the node stays cordoned)",
-            registry=r,
-        )
-        self.pool_move_seconds = Histogram(
-            "hami_dra_gpu_pool_move_duration_seconds",
-            "Node moves that ended, from their start to the cluster check that saw them end",
-            buckets=(30, 60, 120, 300, 600, 1200, 1800, 3600, 7200, 14400),
-            registry=r,
-        )
-        self.pool_move_failures = Counter(
-            "hami_dra_gpu_pool_move_failures_total",
-            "Node moves that stopped with an error, by the last step done before the stop",
-            ["step"],
-            registry=r,
-        )
+        self.fleet = FleetMetrics(r)
 
     def observe_quota(self, report: Any) -> None:
         """One quota pass: released pods counted, held pods by the key they would exceed."""
@@ -275,19 +239,7 @@ class Metrics:
         self.capacity.set(CAPACITY_VALUES[state.capacity])
         self.driver_gpus.set(state.published_gpus)
         self.driver_nodes.set(state.publishing_nodes)
-        fleet = state.fleet
-        if fleet is not None:
-            for pool, count in fleet.pools.items():
-                self.pool_nodes.labels(pool).set(count)
-            for step, count in fleet.steps.items():
-                self.pool_moves.labels(step).set(count)
-            self.pool_move_oldest.set(fleet.oldest_seconds)
-            self.pool_moves_stopped.set(fleet.stopped)
-        ended, stops = state.take_move_events()
-        for seconds in ended:
-            self.pool_move_seconds.observe(seconds)
-        for step in stops:
-            self.pool_move_failures.labels(step).inc()
+        self.fleet.observe(state)
 
     def watch_readiness(self, ready: Callable[[], bool]) -> None:
         """What /readyz answers, as a gauge read at scrape time."""
