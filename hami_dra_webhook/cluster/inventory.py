@@ -5,6 +5,9 @@ and the webhook's scope."""
 
 from __future__ import annotations
 
+import asyncio
+from typing import cast
+
 from hami_dra_webhook.core.holdings import ClaimIndex
 from hami_dra_webhook.core.policy import Policy
 from hami_dra_webhook.core.pool_plan import GpuPod, Inventory, gpu_pod
@@ -30,17 +33,32 @@ async def read_inventory(
     api: KubeApi, policy: Policy, scope: Scope, timeout: float = 20.0
 ) -> Inventory:
     driver = policy.webhook.driver_name
-    slices = await api.list_resource_slices(driver, timeout=timeout)
+    # Asked for together: kube-apiserver answers one while this process decodes another.
+    answers = await asyncio.gather(
+        api.list_resource_slices(driver, timeout=timeout),
+        api.list_path(paths.NODES, [], timeout=timeout),
+        api.list_path(paths.ALL_CLAIMS, [], timeout=timeout),
+        api.list_path(paths.NAMESPACES, [], timeout=timeout),
+        api.list_path(paths.ALL_DISRUPTION_BUDGETS, [], timeout=timeout),
+        return_exceptions=True,
+    )
+    for answer in answers:
+        if isinstance(answer, BaseException):
+            raise answer
+    slices, node_list, claim_list, namespace_list, budgets = cast(
+        "tuple[list[JsonObject], ...]", tuple(answers)
+    )
     devices: dict[str, list[Device]] = {}
     for resource_slice in slices:
         for device in slice_devices(resource_slice):
             devices.setdefault(device.node, []).append(device)
     count_name = policy.legacy_resource_names.gpus
     nodes: dict[str, NodeGpus] = {}
-    for node in await api.list_path(paths.NODES, [], timeout=timeout):
+    for node in node_list:
         gpus = node_gpus(node, count_name, devices.get(str(node["metadata"]["name"]), []))
         nodes[gpus.name] = gpus
-    claims = ClaimIndex.of(await api.list_path(paths.ALL_CLAIMS, [], timeout=timeout), driver)
+    claims = ClaimIndex.of(claim_list, driver)
+    del claim_list
     pods: list[GpuPod] = []
     async for page in api.workload_pages("Pod", None, timeout=timeout):
         for pod in page:
@@ -56,12 +74,8 @@ async def read_inventory(
             if found.holds_legacy:
                 bound.legacy_used += found.legacy_count
     namespaces = {
-        str(n["metadata"]["name"]): dict(n["metadata"].get("labels") or {})
-        for n in await api.list_path(paths.NAMESPACES, [], timeout=timeout)
+        str(n["metadata"]["name"]): dict(n["metadata"].get("labels") or {}) for n in namespace_list
     }
-    budgets: list[JsonObject] = await api.list_path(
-        paths.ALL_DISRUPTION_BUDGETS, [], timeout=timeout
-    )
     return Inventory(
         nodes=nodes,
         used=allocated(claims.by_name.values(), driver),

@@ -33,7 +33,7 @@ from hami_dra_webhook.core.pools import (
     template_needs,
 )
 from hami_dra_webhook.core.quantity import QuantityError, parse_byte_size, parse_quantity
-from hami_dra_webhook.core.translate import translate_pod
+from hami_dra_webhook.core.translation_cache import TranslationCache
 from hami_dra_webhook.core.types import JsonObject
 from hami_dra_webhook.core.vendors.families import converted_names
 
@@ -96,7 +96,9 @@ def gpu_pod(pod: JsonObject, policy: Policy, claims: ClaimIndex) -> GpuPod | Non
     if held:
         needs = [need for claim in held for need in _allocated_needs(claim, claims.driver)]
         names = [str((c.get("metadata") or {}).get("name", "")) for c in held]
-        return GpuPod(kept(pod), "converted", len(needs), needs, True, legacy, claims=names)
+        # never translated again (its replacement keeps its claims' shape): no spec kept
+        mine = kept(pod, spec=legacy)
+        return GpuPod(mine, "converted", len(needs), needs, True, legacy, claims=names)
     if legacy:
         return GpuPod(kept(pod), "legacy", _legacy_count(spec, policy), holds_legacy=True)
     if _names_webhook_templates(pod, policy):
@@ -107,12 +109,13 @@ def gpu_pod(pod: JsonObject, policy: Policy, claims: ClaimIndex) -> GpuPod | Non
 KEPT_METADATA = ("name", "namespace", "uid", "labels", "ownerReferences", "deletionTimestamp")
 
 
-def kept(pod: JsonObject) -> JsonObject:
+def kept(pod: JsonObject, spec: bool = True) -> JsonObject:
     """What a GpuPod keeps of its pod, once judged: what the translation reads (pod_view: a
-    replacement is planned from it), its identity, all its labels (scope, disruption budgets;
-    extra labels change no translation) and owner, and its node. Its status, volumes and
-    probes are dropped: twenty thousand whole pods would hold about 400 MiB in a plan."""
-    view: JsonObject = pod_view(pod)
+    replacement is planned from it; not with `spec=False`), its identity, all its labels
+    (scope, disruption budgets; extra labels change no translation) and owner, and its node.
+    Its status, volumes and probes are dropped: twenty thousand whole pods would hold about
+    400 MiB in a plan."""
+    view: JsonObject = pod_view(pod) if spec else {"metadata": {}}
     metadata = pod.get("metadata") or {}
     view_metadata = view.setdefault("metadata", {})
     view_metadata.update({key: metadata[key] for key in KEPT_METADATA if key in metadata})
@@ -185,6 +188,10 @@ class Inventory:
     budgets: list[JsonObject]
     scope: Scope
     _by_node: dict[str, list[GpuPod]] | None = field(default=None, repr=False, compare=False)
+    # A ReplicaSet's pods translate alike: one translation each (a plan of 10,000 legacy pods)
+    translations: TranslationCache = field(
+        default_factory=TranslationCache, repr=False, compare=False
+    )
 
     def free(self) -> Free:
         return Free.of(self.nodes.values(), self.used)
@@ -273,7 +280,7 @@ def destination(
         if node is None:
             return "nowhere: no DRA node has free capacity for its claims", False
         return f"DRA node {node} (its claims as allocated now)", True
-    decision = translate_pod(_recreated(pod.pod), policy, pod.namespace)
+    decision = inventory.translations.decide(_recreated(pod.pod), policy, pod.namespace)
     if isinstance(decision, Refusal):
         return f"refused when re-created: {decision.message}", False
     if not isinstance(decision, Converted):

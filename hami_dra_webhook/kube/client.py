@@ -22,8 +22,9 @@ import kubernetes.aio.config
 from kubernetes.aio.client.exceptions import ApiException
 
 from hami_dra_webhook.core.types import JsonObject
-from hami_dra_webhook.kube.port import AnswerTooLarge, ApiError, paths
-from hami_dra_webhook.kube.streams import Oversized, json_or_empty, lean_items, lines, read_capped
+from hami_dra_webhook.kube.paging import MAX_PAGE_BYTES, ListPages
+from hami_dra_webhook.kube.port import ApiError, paths
+from hami_dra_webhook.kube.streams import Oversized, json_or_empty, lines, read_capped
 
 log = logging.getLogger(__name__)
 # Items a list asks for at a time (kubectl asks for 500 too).
@@ -32,8 +33,8 @@ PAGE_SIZE = 500
 # MAX_PAGE_BYTES (a larger one is asked again with half as many items, down to one); one watch
 # event, at most MAX_EVENT_BYTES (a larger one is skipped and reported as OVERSIZED). A
 # namespace editor's object can be ~1.5 MB as written and ~9 MB as served (`&` in an annotation
-# is served as `\u0026`); the webhook's own template metadata is under 2 KiB.
-MAX_PAGE_BYTES = 4 << 20
+# is served as `\u0026`); the webhook's own template metadata is under 2 KiB. MAX_PAGE_BYTES
+# lives with the paging (kube/paging.py).
 MAX_EVENT_BYTES = 1 << 20
 # Metadata only (PartialObjectMetadata): labels, annotations, finalizers, owners, deletion.
 AS_METADATA = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
@@ -47,7 +48,7 @@ FIELD_MANAGER = "hami-dra-webhook"
 Configuration = kubernetes.aio.client.Configuration
 
 
-class KubernetesApi:
+class KubernetesApi(ListPages):
     """`KubeApi` over HTTP with the `kubernetes` client's configuration, auth and TLS."""
 
     def __init__(self, configuration: Configuration, page_size: int = PAGE_SIZE) -> None:
@@ -305,47 +306,6 @@ class KubernetesApi:
 
     async def _list(self, path: str, query: list[tuple[str, str]], timeout: float) -> list[Any]:
         return [item async for page in self._pages(path, query, timeout) for item in page]
-
-    async def _pages(
-        self, path: str, query: list[tuple[str, str]], timeout: float, accept: str = JSON
-    ) -> AsyncIterator[list[Any]]:
-        """A collection `page_size` items at a time, following `continue`; when a token
-        expires mid-way (410), on with the token the server gives for that (the rest is read
-        from a newer snapshot: objects created or deleted meanwhile may be missed or doubled,
-        which a report can live with), else the 410 is raised.
-
-        Each answer is read within MAX_PAGE_BYTES: a larger one is asked again with half as
-        many items. A single item that is larger still is skipped (the list goes on with the
-        page's continue token) and counted in `skipped_items`; a caller that must see every
-        item checks it (the garbage collector keeps what it cannot see)."""
-        token, limit = "", self.page_size
-        while True:
-            page = query + [("limit", str(limit))] + ([("continue", token)] if token else [])
-            try:
-                answer = await self._call(
-                    "GET", path, page, None, timeout, accept=accept, max_bytes=MAX_PAGE_BYTES
-                )
-            except AnswerTooLarge as error:
-                if limit > 1:
-                    limit = max(1, limit // 2)
-                    continue
-                self.skipped_items += 1
-                log.warning("listing %s: skipped an item larger than %d bytes", path, error.size)
-                if not error.continue_token:
-                    return
-                token = error.continue_token
-                continue
-            except ApiError as error:
-                if error.status != 410 or not token or not error.continue_token:
-                    raise
-                log.warning("listing %s: the continue token expired; going on inconsistently", path)
-                token = error.continue_token
-                continue
-            yield lean_items(answer.get("items"))
-            token = (answer.get("metadata") or {}).get("continue") or ""
-            if not token:
-                return
-            limit = min(self.page_size, limit * 2)
 
     async def _call(
         self,

@@ -1,0 +1,101 @@
+"""Reading a collection a page at a time (kube/client.py's lists): the pages follow the
+`continue` token, each answer read within MAX_PAGE_BYTES, and the next page is asked for while
+the caller works on the current one."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+from hami_dra_webhook.core.types import JsonObject
+from hami_dra_webhook.kube.port import AnswerTooLarge, ApiError
+from hami_dra_webhook.kube.streams import lean_items
+
+log = logging.getLogger("hami_dra_webhook.kube.client")
+JSON = "application/json"
+MAX_PAGE_BYTES = 4 << 20  # any one answer to a list (kube/client.py says why)
+
+
+class ListPages:
+    page_size: int
+    skipped_items: int  # items of lists larger than MAX_PAGE_BYTES alone, skipped
+
+    async def _call(
+        self,
+        method: str,
+        path: str,
+        query: list[tuple[str, str]],
+        body: Any,
+        timeout: float,
+        content_type: str = JSON,
+        accept: str = JSON,
+        max_bytes: int | None = None,
+    ) -> JsonObject:
+        raise NotImplementedError
+
+    async def _pages(
+        self, path: str, query: list[tuple[str, str]], timeout: float, accept: str = JSON
+    ) -> AsyncIterator[list[Any]]:
+        """A collection `page_size` items at a time, following `continue`; when a token
+        expires mid-way (410), on with the token the server gives for that (the rest is read
+        from a newer snapshot: objects created or deleted meanwhile may be missed or doubled,
+        which a report can live with), else the 410 is raised.
+
+        Each answer is read within MAX_PAGE_BYTES: a larger one is asked again with half as
+        many items. A single item that is larger still is skipped (the list goes on with the
+        page's continue token) and counted in `skipped_items`; a caller that must see every
+        item checks it (the garbage collector keeps what it cannot see).
+
+        The next page is asked for while the caller works on this one."""
+        fetch = asyncio.ensure_future(self._page(path, query, "", self.page_size, timeout, accept))
+        try:
+            while True:
+                items, token, limit = await fetch
+                if token:
+                    fetch = asyncio.ensure_future(
+                        self._page(path, query, token, limit, timeout, accept)
+                    )
+                if items is not None:
+                    yield items
+                if not token:
+                    return
+        finally:
+            if not fetch.done():
+                fetch.cancel()
+            elif not fetch.cancelled():
+                fetch.exception()  # retrieved: the caller stopped before it was needed
+
+    async def _page(
+        self,
+        path: str,
+        query: list[tuple[str, str]],
+        token: str,
+        limit: int,
+        timeout: float,
+        accept: str,
+    ) -> tuple[list[Any] | None, str, int]:
+        """One page from `token`: its items (None: its one item was too large, skipped), the
+        next page's token ("" at the end) and size."""
+        while True:
+            page = query + [("limit", str(limit))] + ([("continue", token)] if token else [])
+            try:
+                answer = await self._call(
+                    "GET", path, page, None, timeout, accept=accept, max_bytes=MAX_PAGE_BYTES
+                )
+            except AnswerTooLarge as error:
+                if limit > 1:
+                    limit = max(1, limit // 2)
+                    continue
+                self.skipped_items += 1
+                log.warning("listing %s: skipped an item larger than %d bytes", path, error.size)
+                return None, error.continue_token or "", limit
+            except ApiError as error:
+                if error.status != 410 or not token or not error.continue_token:
+                    raise
+                log.warning("listing %s: the continue token expired; going on inconsistently", path)
+                token = error.continue_token
+                continue
+            following = (answer.get("metadata") or {}).get("continue") or ""
+            return lean_items(answer.get("items")), following, min(self.page_size, limit * 2)
