@@ -156,3 +156,14 @@ def add_dry_run(parser: argparse.ArgumentParser, client: str, server: str) -> No
 def dry_run(args: argparse.Namespace) -> str | None:
     value: str | None = args.dry_run
     return None if value == "none" else value
+
+
+def add_canary_pod(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--canary-pod",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="to dra: before a node is uncordoned, run a converted pod (1000 MiB, 10 %% of a"
+        " GPU) there with the driver pod's image and check the environment its container sees"
+        " (default: on)",
+    )

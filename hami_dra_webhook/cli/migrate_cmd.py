@@ -25,7 +25,14 @@ from hami_dra_webhook.cli.cluster_access import (
     on_cluster,
     say_unavailable,
 )
-from hami_dra_webhook.cli.inputs import add_dry_run, add_output, dry_run, duration, write_data
+from hami_dra_webhook.cli.inputs import (
+    add_canary_pod,
+    add_dry_run,
+    add_output,
+    dry_run,
+    duration,
+    write_data,
+)
 
 MIB = 1 << 20  # core.quantity.MIB (the CLI imports the core lazily)
 
@@ -82,17 +89,6 @@ def add_parser(commands: Any) -> None:
     from hami_dra_webhook.cli.migrate_wave import add_wave_parser
 
     add_wave_parser(actions, _common)
-
-
-def add_canary_pod(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--canary-pod",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="to dra: before a node is uncordoned, run a converted pod (1000 MiB, 10 %% of a"
-        " GPU) there with the driver pod's image and check the environment its container sees"
-        " (default: on)",
-    )
 
 
 def _common(parser: argparse.ArgumentParser) -> None:

@@ -14,7 +14,13 @@ from typing import Any, TextIO
 
 from hami_dra_webhook.cli import exit_codes
 from hami_dra_webhook.cli.cluster_access import ClusterUnavailable, on_cluster, say_unavailable
-from hami_dra_webhook.cli.inputs import add_dry_run, dry_run, duration, write_data
+from hami_dra_webhook.cli.inputs import (
+    add_canary_pod,
+    add_dry_run,
+    dry_run,
+    duration,
+    write_data,
+)
 
 EXAMPLES = """\
 Examples:
@@ -82,8 +88,6 @@ def add_wave_parser(actions: Any, common: Any) -> None:
         help="between waves, the most to wait for kube-controller-manager to write the claims"
         " of the pods the last wave evicted (300, 90s, 5m; 5m); then on, saying how many wait",
     )
-    from hami_dra_webhook.cli.migrate_cmd import add_canary_pod
-
     add_canary_pod(wave)
     common(wave)
     wave.set_defaults(run=run_wave)
