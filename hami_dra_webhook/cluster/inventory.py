@@ -30,14 +30,20 @@ async def read_scope(api: KubeApi, webhook_configuration: str, timeout: float) -
 
 
 async def read_inventory(
-    api: KubeApi, policy: Policy, scope: Scope, timeout: float = 20.0
+    api: KubeApi,
+    policy: Policy,
+    scope: Scope,
+    timeout: float = 20.0,
+    read: tuple[list[JsonObject], list[JsonObject]] | None = None,
 ) -> Inventory:
+    """`read`: the driver's ResourceSlices and the Nodes, when the caller has listed them
+    already (`check`: one copy of each, not two)."""
     driver = policy.webhook.driver_name
     # Asked for together: kube-apiserver answers one while this process decodes another.
     answers = await asyncio.gather(
-        api.list_resource_slices(driver, timeout=timeout),
-        api.list_path(paths.NODES, [], timeout=timeout),
-        api.list_path(paths.ALL_CLAIMS, [], timeout=timeout),
+        _given(read[0]) if read else api.list_resource_slices(driver, timeout=timeout),
+        _given(read[1]) if read else api.list_path(paths.NODES, [], timeout=timeout),
+        _claim_index(api, driver, timeout),
         api.list_path(paths.NAMESPACES, [], timeout=timeout),
         api.list_path(paths.ALL_DISRUPTION_BUDGETS, [], timeout=timeout),
         return_exceptions=True,
@@ -45,9 +51,10 @@ async def read_inventory(
     for answer in answers:
         if isinstance(answer, BaseException):
             raise answer
-    slices, node_list, claim_list, namespace_list, budgets = cast(
+    slices, node_list, _, namespace_list, budgets = cast(
         "tuple[list[JsonObject], ...]", tuple(answers)
     )
+    claims = cast(ClaimIndex, answers[2])
     devices: dict[str, list[Device]] = {}
     for resource_slice in slices:
         for device in slice_devices(resource_slice):
@@ -57,8 +64,6 @@ async def read_inventory(
     for node in node_list:
         gpus = node_gpus(node, count_name, devices.get(str(node["metadata"]["name"]), []))
         nodes[gpus.name] = gpus
-    claims = ClaimIndex.of(claim_list, driver)
-    del claim_list
     pods: list[GpuPod] = []
     async for page in api.workload_pages("Pod", None, timeout=timeout):
         for pod in page:
@@ -84,3 +89,15 @@ async def read_inventory(
         budgets=budgets,
         scope=scope,
     )
+
+
+async def _given(items: list[JsonObject]) -> list[JsonObject]:
+    return items
+
+
+async def _claim_index(api: KubeApi, driver: str, timeout: float) -> ClaimIndex:
+    """The driver's allocated claims, a page at a time (the whole list is never held)."""
+    index = ClaimIndex(driver)
+    async for page in api.path_pages(paths.ALL_CLAIMS, [], timeout=timeout):
+        index.add(page)
+    return index

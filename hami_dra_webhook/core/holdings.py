@@ -71,15 +71,19 @@ class ClaimIndex:
     @classmethod
     def of(cls, claims: Iterable[JsonObject], driver: str) -> ClaimIndex:
         index = cls(driver)
+        index.add(claims)
+        return index
+
+    def add(self, claims: Iterable[JsonObject]) -> None:
+        """More claims (a list's page at a time: the whole list is never held)."""
         for whole in claims:
-            if not driver_results(whole, driver):
+            if not driver_results(whole, self.driver):
                 continue
             claim = _kept(whole)
-            index.by_name[claim_key(claim)] = claim
+            self.by_name[claim_key(claim)] = claim
             for reserved in (claim.get("status") or {}).get("reservedFor") or []:
                 if isinstance(reserved, dict) and reserved.get("resource") == "pods":
-                    index.by_pod_uid.setdefault(str(reserved.get("uid")), []).append(claim)
-        return index
+                    self.by_pod_uid.setdefault(str(reserved.get("uid")), []).append(claim)
 
     def held_by(self, pod: JsonObject) -> list[JsonObject]:
         """The driver's allocated claims the pod uses, each once."""

@@ -133,7 +133,9 @@ async def gather(api: KubeApi, policy: Policy, target: Installation, timeout: fl
     snapshot.gpu_quotas = await _read(read_gpu_quotas(api, policy, timeout))
     await _webhook(api, snapshot, target, timeout)
     await _vendors(api, snapshot, policy, timeout)
-    snapshot.inventory = await _read(read_inventory(api, policy, snapshot.scope, timeout))
+    slices, nodes = snapshot.driver_slices, snapshot.nodes
+    read = (slices, nodes) if isinstance(slices, list) and isinstance(nodes, list) else None
+    snapshot.inventory = await _read(read_inventory(api, policy, snapshot.scope, timeout, read))
     return snapshot
 
 
