@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from hami_dra_webhook.core.types import JsonObject
@@ -19,21 +19,12 @@ MAX_PAGE_BYTES = 4 << 20  # any one answer to a list (kube/client.py says why)
 
 
 class ListPages:
+    """Mixed into kube/client.KubernetesApi, which gives the one call every page goes through
+    (`_call(method, path, query, body, timeout, accept=..., max_bytes=...)`)."""
+
     page_size: int
     skipped_items: int  # items of lists larger than MAX_PAGE_BYTES alone, skipped
-
-    async def _call(
-        self,
-        method: str,
-        path: str,
-        query: list[tuple[str, str]],
-        body: Any,
-        timeout: float,
-        content_type: str = JSON,
-        accept: str = JSON,
-        max_bytes: int | None = None,
-    ) -> JsonObject:
-        raise NotImplementedError
+    _call: Callable[..., Awaitable[JsonObject]]
 
     async def _pages(
         self, path: str, query: list[tuple[str, str]], timeout: float, accept: str = JSON
