@@ -31,16 +31,14 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import subprocess
-import sys
-import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
 from benchmarks.apiserver import Creator
 from benchmarks.plane import bare_control_plane
-from benchmarks.scan import _fill, _rss_kib
+from benchmarks.scan import _fill, _rss_kib, measured_output
 from hami_dra_webhook.core.decision import Converted
 from hami_dra_webhook.core.policy import DEFAULT_POLICY
 from hami_dra_webhook.core.translate import translate_pod
@@ -305,103 +303,71 @@ def fill(plane: ControlPlane, nodes: int, pods: int, clients: int) -> dict[str, 
     return pools
 
 
-def _run_calls(creator: Creator, calls: list[tuple[str, str, Any, str]], clients: int) -> None:
-    import threading
+Call = tuple[str, str, Any, str]  # method, path, body, content type
 
+
+def _in_parallel(creator: Creator, shares: list[Any], work: Any, clients: int) -> None:
+    """`work(connection, item)` for every item, `clients` threads each over its own
+    keep-alive TLS connection; the first failure raised once all have ended."""
     failures: list[str] = []
 
-    def worker(share: list[tuple[str, str, Any, str]]) -> None:
+    def worker(share: list[Any]) -> None:
         connection = creator.connection()
         try:
-            for method, path, body, kind in share:
-                connection.request(
-                    method, path, body=json.dumps(body).encode(), headers={"Content-Type": kind}
-                )
-                answer = connection.getresponse()
-                raw = answer.read()
-                if answer.status >= 300:
-                    failures.append(f"{method} {path}: {answer.status} {raw[:300]!r}")
-                    return
+            for item in share:
+                work(connection, item)
+        except Exception as error:  # reported below
+            failures.append(str(error))
         finally:
             connection.close()
 
-    threads = [threading.Thread(target=worker, args=(calls[i::clients],)) for i in range(clients)]
+    threads = [threading.Thread(target=worker, args=(shares[i::clients],)) for i in range(clients)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
     if failures:
         raise RuntimeError(failures[0])
+
+
+def _send(connection: Any, call: Call) -> Any:
+    method, path, body, kind = call
+    connection.request(method, path, body=json.dumps(body).encode(), headers={"Content-Type": kind})
+    answer = connection.getresponse()
+    raw = answer.read()
+    if answer.status >= 300:
+        raise RuntimeError(f"{method} {path}: {answer.status} {raw[:300]!r}")
+    return json.loads(raw)
+
+
+def _run_calls(creator: Creator, calls: list[Call], clients: int) -> None:
+    _in_parallel(creator, calls, _send, clients)
 
 
 def _place_converted(
     creator: Creator, jobs: list[tuple[str, dict[str, Any], dict[str, Any], str, int]], clients: int
 ) -> None:
     """Each converted pod: the pod, its claim, and the claim's allocation and reservation."""
-    import threading
+    kind = "application/json"
 
-    failures: list[str] = []
+    def place(connection: Any, job: tuple[str, dict[str, Any], dict[str, Any], str, int]) -> None:
+        namespace, pod, template, node, card = job
+        stored = _send(connection, ("POST", f"/api/v1/namespaces/{namespace}/pods", pod, kind))
+        claims = f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims"
+        claim = _send(connection, ("POST", claims, _claim(stored, template, node, card), kind))
+        status = f"{claims}/{claim['metadata']['name']}/status"
+        _send(connection, ("PUT", status, _allocation(claim, stored, node, card), kind))
 
-    def call(connection: Any, method: str, path: str, body: Any) -> Any:
-        connection.request(
-            method,
-            path,
-            body=json.dumps(body).encode(),
-            headers={"Content-Type": "application/json"},
-        )
-        answer = connection.getresponse()
-        raw = answer.read()
-        if answer.status >= 300:
-            raise RuntimeError(f"{method} {path}: {answer.status} {raw[:300]!r}")
-        return json.loads(raw)
-
-    def worker(share: list[tuple[str, dict[str, Any], dict[str, Any], str, int]]) -> None:
-        connection = creator.connection()
-        try:
-            for namespace, pod, template, node, card in share:
-                stored = call(connection, "POST", f"/api/v1/namespaces/{namespace}/pods", pod)
-                claims = f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims"
-                claim = call(connection, "POST", claims, _claim(stored, template, node, card))
-                name = claim["metadata"]["name"]
-                call(
-                    connection,
-                    "PUT",
-                    f"{claims}/{name}/status",
-                    _allocation(claim, stored, node, card),
-                )
-        except Exception as error:  # reported below
-            failures.append(str(error))
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=worker, args=(jobs[i::clients],)) for i in range(clients)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    if failures:
-        raise RuntimeError(failures[0])
+    _in_parallel(creator, jobs, place, clients)
 
 
 def _command(label: str, *args: str) -> tuple[str, float, float, int, str]:
-    """Run the CLI as a new process (benchmarks.scan._measured's way, stdout kept): the label,
-    wall seconds, peak RSS in MiB, exit code, stdout."""
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        started = time.perf_counter()
-        process = subprocess.Popen(
-            [sys.executable, "-m", "hami_dra_webhook", *args], stdout=out, stderr=err
-        )
-        peak = 0
-        while process.poll() is None:
-            peak = max(peak, _rss_kib(process.pid))
-            time.sleep(0.02)
-        wall = time.perf_counter() - started
-        out.seek(0)
-        err.seek(0)
-        text, tail = out.read().decode(errors="replace"), err.read().decode(errors="replace")
-    if process.returncode not in (0, 1, 2):
-        raise RuntimeError(f"{label}: exit {process.returncode}: {tail[-500:]}")
-    return label, wall, peak / 1024, process.returncode, text
+    """Run the CLI as a new process (benchmarks.scan.measured_output): the label, wall seconds,
+    peak RSS in MiB, exit code, stdout."""
+    wall, peak, code, text, said = measured_output(*args)
+    if code not in (0, 1, 2):
+        raise RuntimeError(f"{label}: exit {code}: {said[-500:]}")
+    return label, wall, peak, code, text
 
 
 def _saw(label: str, text: str) -> str:

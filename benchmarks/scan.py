@@ -121,9 +121,16 @@ def _fill(creator: Creator, jobs: list[tuple[str, dict[str, Any]]], clients: int
 
 
 def _measured(*args: str) -> tuple[float, float, int, str]:
+    """Run the CLI as a new process: wall seconds, its peak RSS in MiB, exit code, stderr's end
+    (`measured_output` says how)."""
+    wall, peak, code, _, err = measured_output(*args)
+    return wall, peak, code, err[-300:]
+
+
+def measured_output(*args: str) -> tuple[float, float, int, str, str]:
     """Run the CLI as a new process: wall seconds, its peak RSS in MiB (VmRSS read every 20 ms:
     `wait4`'s ru_maxrss would count the pages the child shared with this process between fork
-    and exec), exit code, stderr's end."""
+    and exec), exit code, stdout, stderr."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         started = time.perf_counter()
         process = subprocess.Popen(
@@ -134,9 +141,10 @@ def _measured(*args: str) -> tuple[float, float, int, str]:
             peak = max(peak, _rss_kib(process.pid))
             time.sleep(0.02)
         wall = time.perf_counter() - started
+        out.seek(0)
         err.seek(0)
-        tail = err.read().decode(errors="replace")[-300:]
-    return wall, peak / 1024, process.returncode, tail
+        text, said = out.read().decode(errors="replace"), err.read().decode(errors="replace")
+    return wall, peak / 1024, process.returncode, text, said
 
 
 def _rss_kib(pid: int) -> int:
