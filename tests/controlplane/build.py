@@ -66,31 +66,33 @@ def go() -> str:
     return found
 
 
-def _go_env() -> dict[str, str]:
+def _go_env(toolchain: str = "local") -> dict[str, str]:
+    """The go command's environment. The pinned go.sum is the source of truth; the toolchain is
+    the machine's own (`local`) unless a release names one, which the go command then takes
+    from the Go module proxy like any module (Kubernetes 1.38 needs Go 1.27)."""
     environment = dict(os.environ)
-    # The pinned go.sum is the source of truth; never switch toolchains behind the caller's back.
-    environment.update({"GOTOOLCHAIN": "local", "GOFLAGS": "-mod=readonly -buildvcs=false"})
+    environment.update({"GOTOOLCHAIN": toolchain, "GOFLAGS": "-mod=readonly -buildvcs=false"})
     return environment
 
 
-def _go_version() -> str:
+def _go_version(toolchain: str = "local") -> str:
     return subprocess.run(
-        [go(), "version"], check=True, capture_output=True, text=True, env=_go_env()
+        [go(), "version"], check=True, capture_output=True, text=True, env=_go_env(toolchain)
     ).stdout.strip()
 
 
-def _key(module: Path, ldflags: str) -> str:
+def _key(module: Path, ldflags: str, toolchain: str = "local") -> str:
     digest = hashlib.sha256()
     for name in ("go.mod", "go.sum"):
         if (module / name).is_file():  # a module that needs nothing has no go.sum
             digest.update((module / name).read_bytes())
-    digest.update(_go_version().encode())
+    digest.update(_go_version(toolchain).encode())
     digest.update(ldflags.encode())
     return digest.hexdigest()[:16]
 
 
 def version_ldflags(release: Release) -> str:
-    major, minor, _ = release.version.split(".")
+    major, minor, _ = release.version.split(".", 2)  # "1.38.0-beta.0" too
     package = "k8s.io/component-base/version"
     return " ".join(
         [
@@ -115,10 +117,17 @@ def _locked(path: Path) -> Iterator[None]:
 
 
 def _build(
-    module: Path, packages: list[str], ldflags: str, target: Path, *flags: str, cgo: bool = True
+    module: Path,
+    packages: list[str],
+    ldflags: str,
+    target: Path,
+    *flags: str,
+    cgo: bool = True,
+    toolchain: str = "local",
 ) -> float:
     """`go build` the packages into `target` (written whole, then renamed); returns seconds.
-    `flags` go to `go build` (e.g. `-tags`); `cgo=False` builds static binaries."""
+    `flags` go to `go build` (e.g. `-tags`); `cgo=False` builds static binaries; `toolchain` is
+    GOTOOLCHAIN (see `_go_env`)."""
     if target.is_dir():
         return 0.0
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -130,7 +139,9 @@ def _build(
             *(go(), "build", "-trimpath", *flags, "-ldflags", ldflags),
             *("-o", f"{output}/", *packages),
         ]
-        environment = _go_env() if cgo else {**_go_env(), "CGO_ENABLED": "0"}
+        environment = _go_env(toolchain)
+        if not cgo:
+            environment["CGO_ENABLED"] = "0"
         result = subprocess.run(
             command, cwd=module, env=environment, capture_output=True, text=True, check=False
         )
@@ -154,10 +165,11 @@ def _build_kubernetes(release: Release, name: str, commands: tuple[str, ...]) ->
     """`commands` of k8s.io/kubernetes at `release`, cached as `<name>-v<version>-<key>`."""
     module = HERE / release.module
     ldflags = version_ldflags(release)
-    folder = cache_root() / f"{name}-v{release.version}-{_key(module, ldflags)}"
+    key = _key(module, ldflags, release.go_toolchain)
+    folder = cache_root() / f"{name}-v{release.version}-{key}"
     packages = [f"k8s.io/kubernetes/cmd/{command}" for command in commands]
     with _locked(cache_root() / f"{name}-v{release.version}.lock"):
-        seconds = _build(module, packages, ldflags, folder)
+        seconds = _build(module, packages, ldflags, folder, toolchain=release.go_toolchain)
     return folder, seconds
 
 

@@ -32,7 +32,8 @@ def staging_modules(version: str) -> list[str]:
 
 
 def write_gomod(version: str) -> Path:
-    major, minor, _ = version.split(".")
+    """`version` is a release ("1.37.2") or a pre-release ("1.38.0-beta.0", "1.38.0-rc.1")."""
+    major, minor, patch = version.split(".", 2)
     staging = staging_modules(version)
     folder = HERE / f"v{major}.{minor}"
     folder.mkdir(exist_ok=True)
@@ -46,7 +47,7 @@ def write_gomod(version: str) -> Path:
         f"require k8s.io/kubernetes v{version}",
         "",
         "replace (",
-        *(f"\t{module} => {module} v0.{minor}.{version.split('.')[2]}" for module in staging),
+        *(f"\t{module} => {module} v0.{minor}.{patch}" for module in staging),
         ")",
         "",
     ]

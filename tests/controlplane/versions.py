@@ -12,9 +12,12 @@ ETCD_VERSION = "3.6.16"
 class Release:
     """One pinned Kubernetes release (its Go module lives in tests/controlplane/v<minor>/)."""
 
-    version: str  # "1.36.3"
+    version: str  # "1.36.3", or a pre-release: "1.38.0-beta.0"
     # DRAConsumableCapacity: alpha and off by default in 1.34/1.35, beta and on from 1.36.
     consumable_capacity_by_default: bool
+    # GOTOOLCHAIN for its build: "local" (this machine's Go 1.26), or the version its module
+    # needs, which the go command takes from the Go module proxy (about 10 s, once a machine).
+    go_toolchain: str = "local"
 
     @property
     def minor(self) -> str:
@@ -32,6 +35,9 @@ RELEASES = {
         Release("1.35.4", consumable_capacity_by_default=False),
         Release("1.36.3", consumable_capacity_by_default=True),
         Release("1.37.2", consumable_capacity_by_default=True),
+        # Due 2026-12-16; beta.0 is the newest its Go module proxy serves. k8s.io/kubernetes
+        # v1.38 says `go 1.27.0`.
+        Release("1.38.0-beta.0", consumable_capacity_by_default=True, go_toolchain="go1.27.3"),
     )
 }
 
@@ -72,6 +78,7 @@ ALL_FLAVORS = (
     Flavor("1.35", True),
     Flavor("1.36", None),
     Flavor("1.37", None),
+    Flavor("1.38", None),
 )
 
 
