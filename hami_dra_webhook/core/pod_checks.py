@@ -15,7 +15,7 @@ from hami_dra_webhook.core.gpu_container import GpuContainer
 from hami_dra_webhook.core.pod_view import OPT_OUT_LABEL
 from hami_dra_webhook.core.policy import Policy
 from hami_dra_webhook.core.types import ContainerRef, JsonObject, NotConvertible
-from hami_dra_webhook.core.vendors.families import names_a_family
+from hami_dra_webhook.core.vendors.families import Families, container_families, names_a_family
 
 # What one admission may write: a pod with more distinct GPU requests than this is not a
 # legacy manifest, and each template is created before the answer.
@@ -126,6 +126,23 @@ def check_pod(
             f"the pod sets spec.nodeName {node!s} and requests GPUs, which must be allocated by"
             " the scheduler; remove nodeName (use a nodeSelector instead)",
             code=422,
+        )
+
+
+def check_pod_level_resources(spec: JsonObject, known: Families) -> None:
+    """Pod-level `spec.resources` takes only cpu, memory and hugepages (kube-apiserver says
+    "Unsupported value" after admission), and no claims (1.38: "claims may not be set for
+    Resources at pod-level"): a GPU resource there is refused here, with what to write."""
+    resources = spec.get("resources")
+    named = container_families({"resources": resources}, known) if resources else {}
+    if named:
+        keys = ", ".join(key for family_keys in named.values() for key in family_keys)
+        raise NotConvertible(
+            f"pod-level resources (spec.resources) name {keys}: Kubernetes takes only cpu,"
+            " memory and hugepages there, and DRA claims only per container; move them to the"
+            " resources of the container that uses the GPU",
+            code=422,
+            reason="pod-level-gpu-resources",
         )
 
 

@@ -30,7 +30,7 @@ def reads_annotation(key: str) -> bool:
     return key in _READ_ANNOTATIONS or is_ascend_uuid_key(key)
 
 
-SPEC_FIELDS = ("nodeName", "schedulerName", "runtimeClassName", "resourceClaims")
+SPEC_FIELDS = ("nodeName", "schedulerName", "runtimeClassName", "resourceClaims", "resources")
 CONTAINER_FIELDS = ("name", "resources", "env", "securityContext")
 
 

@@ -47,6 +47,7 @@ class _Spec(Struct, rename="camel"):
     scheduler_name: Text = UNSET
     runtime_class_name: Text = UNSET
     resource_claims: Text = UNSET
+    resources: Text = UNSET  # pod-level
     init_containers: list[_Container] | UnsetType = UNSET
     containers: list[_Container] | UnsetType = UNSET
 

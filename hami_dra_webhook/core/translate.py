@@ -24,6 +24,7 @@ from hami_dra_webhook.core.gpu_container import GpuContainer
 from hami_dra_webhook.core.pod_checks import (
     MAX_CONTAINERS_PER_POD,
     check_pod,
+    check_pod_level_resources,
     existing_claim_names,
     init_and_app_claims,
     left_alone,
@@ -91,6 +92,7 @@ class _Translation:
         if len(every) > MAX_CONTAINERS_PER_POD:
             return too_many_containers(len(every), (c for _, c in every), policy)
         known = families(policy)
+        check_pod_level_resources(spec, known)
         found = [(ref, c, f) for ref, c in every if (f := container_families(c, known))]
         if not found and not policy.nvidia.overwrite_env:
             return Unchanged(warnings=[])
@@ -161,7 +163,7 @@ class _Translation:
                 ops.append(container_claim_op(gpu, claim, gpu.ref == claimed))
                 claimed = gpu.ref
                 warnings.append(f"{gpu.ref.label}: {ask.summary} -> {template_name}")
-                records.append((gpu.ref.name, record))
+                records.append((gpu.ref.shown, record))
                 planned = _with_claim(planned, template_name, claim, ask)
             plan.append(planned)
             if planned.family == NVIDIA:

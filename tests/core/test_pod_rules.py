@@ -159,3 +159,29 @@ def test_a_key_that_is_not_a_string_is_no_resource_name() -> None:
     limits: dict[Any, str] = {5: "1", "nvidia.com/gpu": "1"}
     pod = {"spec": {"containers": [{"name": "c", "resources": {"limits": limits}}]}}
     assert translate_pod(pod, DEFAULT_POLICY, "ns").outcome == "converted"
+
+
+@pytest.mark.parametrize(
+    "resources",
+    [
+        {"limits": {"nvidia.com/gpu": 1, "cpu": "1"}},
+        {"requests": {"nvidia.com/gpumem": 1000}},
+        {"limits": {"hygon.com/dcunum": 1}},
+    ],
+)
+def test_gpu_resources_at_pod_level_are_refused_with_where_to_put_them(
+    resources: dict[str, Any],
+) -> None:
+    """kube-apiserver takes only cpu, memory and hugepages in pod-level resources, and 1.38 no
+    claims there: a legacy resource there would otherwise pass the webhook without a word."""
+    from hami_dra_webhook.core.translate import translate_pod
+
+    pod = {"spec": {"resources": resources, "containers": [{"name": "c", "image": "x"}]}}
+    decision = translate_pod(pod, DEFAULT_POLICY)
+    assert isinstance(decision, Refusal)
+    assert decision.code == 422 and decision.reason == "pod-level-gpu-resources"
+    key = next(iter(next(iter(resources.values()))))
+    assert f"pod-level resources (spec.resources) name {key}" in decision.message
+    assert "move them to the resources of the container" in decision.message
+    plain = {"spec": {"resources": {"limits": {"cpu": "1"}}, "containers": [{"name": "c"}]}}
+    assert translate_pod(plain, DEFAULT_POLICY) == Unchanged(warnings=[])

@@ -10,7 +10,7 @@ import pytest
 from hami_dra_webhook.core.decision import Converted, Refusal
 from hami_dra_webhook.core.policy import policy_from_yaml
 from hami_dra_webhook.core.translate import translate_pod
-from hami_dra_webhook.core.vendors.ask import DeviceAsk
+from hami_dra_webhook.core.vendors.ask import MAX_CAPACITY_ENTRIES, Alternative, DeviceAsk
 
 CONVERTING = policy_from_yaml(
     """
@@ -234,3 +234,13 @@ def test_nvidias_plan_carries_the_notes_it_warned() -> None:
     assert f'container "main": {EXCLUSIVE_CORES_NOTE}' in decision.warnings
     plain = translate_pod(_pod({"nvidia.com/gpu": "1"}), CONVERTING, "team-a")
     assert isinstance(plain, Converted) and plain.plan[0].notes == ()
+
+
+def test_an_ask_keeps_to_the_capacity_rules_of_kubernetes_1_38() -> None:
+    """1.38 validates a request's `capacity.requests`: at most 32 entries, none negative."""
+    most = tuple((f"c{i}", "1") for i in range(MAX_CAPACITY_ENTRIES))
+    assert len(Alternative(("true",), most).capacity) == 32
+    with pytest.raises(ValueError, match="33 capacity requests: at most 32"):
+        Alternative(("true",), (*most, ("c32", "1")))
+    with pytest.raises(ValueError, match="negative capacity request"):
+        Alternative(("true",), (("memory", "-1Mi"),))

@@ -13,6 +13,7 @@ DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]
 QUANTITY = re.compile(r"^[0-9]+(Ki|Mi|Gi|Ti|Pi|Ei)?$")
 MAX_REQUESTS = MAX_CONSTRAINTS = MAX_SELECTORS = MAX_DEVICES = 32
 MAX_SUBREQUESTS = 8
+MAX_CAPACITY_ENTRIES = 32  # per request's capacity.requests, from 1.38 (maxProperties=32)
 MAX_CEL_BYTES = 10 * 1024
 
 
@@ -77,7 +78,10 @@ def _exact_problems(request: dict[str, Any], where: str) -> list[str]:
     for selector in selectors:
         if len(selector["cel"]["expression"].encode()) > MAX_CEL_BYTES:
             problems.append(f"{where}: a CEL expression over 10 KiB")
-    for key, value in request.get("capacity", {}).get("requests", {}).items():
+    capacity = request.get("capacity", {}).get("requests", {})
+    if len(capacity) > MAX_CAPACITY_ENTRIES:
+        problems.append(f"{where}: {len(capacity)} capacity requests (1.38 takes at most 32)")
+    for key, value in capacity.items():
         if not isinstance(value, str) or not QUANTITY.match(value):
             problems.append(f"{where}: capacity {key}={value!r} is not a whole quantity string")
     return problems
@@ -90,6 +94,8 @@ def pod_problems(pod: dict[str, Any]) -> list[str]:
     claims = [c["name"] for c in spec.get("resourceClaims", [])]
     if len(set(claims)) != len(claims):
         problems.append(f"duplicate pod claim names {claims}")
+    if "claims" in spec.get("resources", {}):
+        problems.append("claims in pod-level resources (1.38 refuses them)")
     for claim in claims:
         if not DNS_LABEL.match(claim):
             problems.append(f"pod claim name {claim!r} is not a DNS label")

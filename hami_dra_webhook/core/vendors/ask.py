@@ -7,6 +7,11 @@ from dataclasses import dataclass, field
 
 from hami_dra_webhook.core.types import JsonObject
 
+# kube-apiserver 1.38 (declarative validation of CapacityRequirements.requests:
+# `+k8s:maxProperties=32`, `+k8s:eachVal=+k8s:minimum=0`): a request's capacity map holds at most
+# 32 entries, none negative. Earlier versions checked neither; every profile keeps to both.
+MAX_CAPACITY_ENTRIES = 32
+
 
 @dataclass(frozen=True, slots=True)
 class Alternative:
@@ -16,6 +21,15 @@ class Alternative:
     selectors: tuple[str, ...]
     capacity: tuple[tuple[str, str], ...] = ()  # (capacity key, quantity), in order
     name: str = ""  # the subrequest's name when there are several
+
+    def __post_init__(self) -> None:
+        if len(self.capacity) > MAX_CAPACITY_ENTRIES:
+            raise ValueError(
+                f"{len(self.capacity)} capacity requests: at most 32 (Kubernetes 1.38)"
+            )
+        negative = [key for key, amount in self.capacity if amount.lstrip().startswith("-")]
+        if negative:
+            raise ValueError(f"negative capacity request {negative} (Kubernetes 1.38 refuses it)")
 
 
 @dataclass(frozen=True, slots=True)
