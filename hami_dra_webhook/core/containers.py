@@ -13,7 +13,7 @@ CONTAINER_LISTS: tuple[ContainerList, ...] = ("initContainers", "containers")
 
 def containers(spec: Any) -> list[tuple[ContainerRef, Any]]:
     """Every entry of the spec's container lists with its place; an entry that is not a map is
-    kept (with the name "None") for the caller to refuse or skip, a list that is not a list is
+    kept (with the name "") for the caller to refuse or skip, a list that is not a list is
     none."""
     found: list[tuple[ContainerRef, Any]] = []
     if not isinstance(spec, dict):
@@ -24,5 +24,6 @@ def containers(spec: Any) -> list[tuple[ContainerRef, Any]]:
             continue
         for index, container in enumerate(items):
             name = container.get("name") if isinstance(container, dict) else None
-            found.append((ContainerRef(list_name, index, str(name)), container))
+            shown = name if isinstance(name, str) else ""
+            found.append((ContainerRef(list_name, index, shown), container))
     return found

@@ -18,6 +18,7 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
+from functools import lru_cache
 from typing import Any, Literal
 
 from hami_dra_webhook.core.decision import Converted
@@ -38,6 +39,7 @@ from hami_dra_webhook.core.quota_groups import (
 )
 from hami_dra_webhook.core.translate import translate_pod
 from hami_dra_webhook.core.types import JsonObject
+from hami_dra_webhook.core.vendors.families import converted_names
 
 # The scheduling gate that holds a GPU pod of a namespace with such a quota until it is counted.
 GATE = "hami.io/gpu-quota"
@@ -52,6 +54,34 @@ NAMESPACE_LABEL_VALUE = "enforced"
 
 Dimension = Literal["count", "memory", "cores"]
 Form = Literal["hami", "native"]
+
+
+QUOTA_PREFIXES = ("requests.", "limits.")
+
+
+def bare_quota_key(key: str) -> str:
+    """`requests.nvidia.com/gpu` -> `nvidia.com/gpu` (a queue's names have no prefix)."""
+    for prefix in QUOTA_PREFIXES:
+        if key.startswith(prefix):
+            return key[len(prefix) :]
+    return key
+
+
+def counts_converted(key: object, policy: Policy) -> bool:
+    """Whether a quota's or a queue's entry `key` counts a resource this policy converts: the
+    one rule for every quota judgement (`scan`, `check`, `convert`, `dry-run`). Only the names
+    the policy converts count, and the totals Kueue derives from them (`nvidia.com/total-gpumem`
+    of Kueue's HAMi example: a resourceTransformation of gpumem times gpu). Under a renamed count
+    resource (`nvidia.com/gpualloc`), `nvidia.com/gpu` belongs to NVIDIA's own device plugin,
+    whose pods are never converted: a quota on it keeps limiting what it limited."""
+    return isinstance(key, str) and bare_quota_key(key) in _counted_names(policy)
+
+
+@lru_cache(maxsize=16)
+def _counted_names(policy: Policy) -> frozenset[str]:
+    names = converted_names(policy)
+    totals = {f"{domain}/total-{name}" for domain, _, name in (n.partition("/") for n in names)}
+    return frozenset((*names, *totals))
 
 
 @dataclass(frozen=True, slots=True)

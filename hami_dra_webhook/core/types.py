@@ -14,12 +14,20 @@ class ContainerRef(NamedTuple):
 
     list_name: ContainerList
     position: int
-    name: str
+    name: str  # as written; "" when the manifest gives none (or not a string)
+
+    @property
+    def shown(self) -> str:
+        """The container's name wherever one is written (messages, rows, the converted-from
+        annotation): its name, or its place when it has none. An operator that names the
+        container itself (KServe's kserve-container) has its name filled in before this
+        (files/embedded.py); a pod without one is refused by kube-apiserver after admission."""
+        return self.name or f"#{self.position + 1} (no name)"
 
     @property
     def label(self) -> str:
         kind = "init container" if self.list_name == "initContainers" else "container"
-        return f'{kind} "{self.name}"'
+        return f'{kind} "{self.name}"' if self.name else f"{kind} {self.shown}"
 
 
 class NotConvertible(Exception):

@@ -203,7 +203,8 @@ def _kserve(holder: tuple[str, ...], component: JsonObject, key: str) -> Embedde
     if key:
         own = component.get("containers")
         spec["containers"] = [
-            {"name": KSERVE_CONTAINER, **component[key]},
+            # KServe names it so whatever the map says (`name: ""` is common).
+            {**component[key], "name": KSERVE_CONTAINER},
             *(own if isinstance(own, list) else []),
         ]
     metadata = {k: component[k] for k in ("labels", "annotations") if k in component}

@@ -24,13 +24,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hami_dra_webhook.core import patch
-from hami_dra_webhook.core.gpu_quota import quota_keys
+from hami_dra_webhook.core.gpu_quota import bare_quota_key, counts_converted, quota_keys
 from hami_dra_webhook.core.policy import Policy
 from hami_dra_webhook.core.types import JsonObject
-from hami_dra_webhook.core.vendors.families import converted_names
 from hami_dra_webhook.files.manifests import api_group
 
-QUOTA_PREFIXES = ("requests.", "limits.")
 DEVICES_SUFFIX = ".deviceclass.resource.k8s.io/devices"
 KUEUE_GROUP = "kueue.x-k8s.io"
 KUEUE_CONFIG_GROUP = "config.kueue.x-k8s.io"
@@ -72,15 +70,7 @@ class QuotaReport:
 
 
 def _legacy(name: Any, policy: Policy) -> bool:
-    return (
-        isinstance(name, str)
-        and "/" in name
-        and (
-            name in policy.legacy_resource_names
-            or name.split("/")[0] in policy.legacy_domains
-            or name in converted_names(policy)  # another converted family's (hygon.com/dcumem)
-        )
-    )
+    return counts_converted(name, policy)
 
 
 def devices_key(policy: Policy) -> str:
@@ -259,12 +249,7 @@ def _resource_quota(
 
 
 def _bare(key: Any) -> Any:
-    if not isinstance(key, str):
-        return key
-    for prefix in QUOTA_PREFIXES:
-        if key.startswith(prefix):
-            return key[len(prefix) :]
-    return key
+    return bare_quota_key(key) if isinstance(key, str) else key
 
 
 def _strings(node: Any, depth: int = 0) -> list[str]:

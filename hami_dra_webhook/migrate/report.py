@@ -77,9 +77,13 @@ def uses_legacy(pod: Any, policy: Policy) -> bool:
 
 
 EMBEDDED_NOTE = (
-    "a pod template inside a {kind}: its pods are converted when they are created (the"
+    "a pod template inside {kind}: its pods are converted when they are created (the"
     " webhook does it at admission); convert leaves it as it is unless given --embedded"
 )
+
+
+def _article(word: str) -> str:
+    return "an" if word[:1].lower() in "aeiou" else "a"
 
 
 def assess(
@@ -115,7 +119,7 @@ def assess(
         embedded_at=embedded_at,
     )
     if embedded_at and not (isinstance(decision, Unchanged) and decision.left_alone):
-        report.notes.append(EMBEDDED_NOTE.format(kind=kind))
+        report.notes.append(EMBEDDED_NOTE.format(kind=f"{_article(kind)} {kind}"))
     for container in report.containers:
         report.attention += [f"{container.name}: {note}" for note in container.notes]
     report.attention += [
@@ -154,7 +158,7 @@ def _containers(
         ]
         keys += unknown
         legacy = {k: str(limits.get(k, requests.get(k))) for k in keys}
-        label = ref.name if ref.list_name == "containers" else f"{ref.name} (init)"
+        label = ref.shown if ref.list_name == "containers" else f"{ref.shown} (init)"
         parts = [_container(label, legacy, p, decision) for p in plan.get(ref, [])]
         if len(parts) == 1:
             reports.append(parts[0])

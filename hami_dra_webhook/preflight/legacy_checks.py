@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from hami_dra_webhook.core.gpu_quota import quota_keys
+from hami_dra_webhook.core.gpu_quota import counts_converted, quota_keys
 from hami_dra_webhook.core.policy import Policy
 from hami_dra_webhook.core.pool_plan import Inventory
 from hami_dra_webhook.core.pools import LEGACY, POOL_LABEL
@@ -14,16 +14,6 @@ from hami_dra_webhook.core.vendors.families import converted_names
 from hami_dra_webhook.preflight.pools import judge_pools, plugin_unrestricted
 from hami_dra_webhook.preflight.report import Installation, Report
 from hami_dra_webhook.preflight.snapshot import Snapshot, failed
-
-LEGACY_QUOTA_KEYS = (
-    "requests.{gpu}",
-    "limits.{gpu}",
-    "{gpu}",
-    "limits.{mem}",
-    "limits.{cores}",
-    "requests.{mem}",
-    "requests.{cores}",
-)
 
 
 def _legacy_hami(snapshot: Snapshot, policy: Policy, target: Installation, report: Report) -> None:
@@ -148,18 +138,12 @@ def _quotas(snapshot: Snapshot, policy: Policy, target: Installation, report: Re
     quotas = snapshot.quotas
     if failed(quotas, "quotas", report):
         return
-    n = policy.nvidia
-    keys = {
-        k.format(gpu=n.resource_count_name, mem=n.resource_memory_name, cores=n.resource_core_name)
-        for k in LEGACY_QUOTA_KEYS
-    }
-    # Every converted family's resources, kept (quota_keys) or not (neuroncore): docs/quotas.md.
-    keys |= {f"{p}{name}" for name in converted_names(policy) for p in ("requests.", "limits.")}
     kept = quota_keys(policy)
     held = _quota_gate(snapshot)
     lost, kept_by, named_kept = [], [], False
     for quota in quotas if isinstance(quotas, list) else []:
-        counted = sorted(k for k in ((quota.get("spec") or {}).get("hard") or {}) if k in keys)
+        hard = (quota.get("spec") or {}).get("hard") or {}
+        counted = sorted(k for k in hard if counts_converted(k, policy))
         gone = [k for k in counted if k not in kept or not held]
         if gone:
             lost.append(f"{_where(quota)} ({', '.join(gone)})")
