@@ -40,6 +40,12 @@ def add_parser(commands: Any) -> None:
         help="where the chart is installed (hami-system, the documented one, not the context's)",
     )
     parser.add_argument("--release", default="hami-dra-webhook", help="the chart's full name")
+    parser.add_argument(
+        "--before-install",
+        action="store_true",
+        help="only what must hold before the chart is installed (Kubernetes, DRA, consumable"
+        " capacity, GPU nodes, runtimes, legacy HAMi, quotas); not the chart's own parts",
+    )
     add_output(parser, "one line a check")
     parser.set_defaults(run=run)
 
@@ -48,7 +54,7 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
     from hami_dra_webhook.cli.inputs import load_policy
     from hami_dra_webhook.core.policy import PolicyError
     from hami_dra_webhook.preflight.report import Installation
-    from hami_dra_webhook.preflight.run import run_checks
+    from hami_dra_webhook.preflight.run import run_before_install, run_checks
 
     try:
         policy = load_policy(args.config, stderr)
@@ -64,6 +70,8 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
 
     async def checks(api: Any) -> Any:
         await api.version(timeout=10)  # unreachable: no point in a line per check
+        if args.before_install:
+            return await run_before_install(api, policy, target)
         return await run_checks(api, policy, target)
 
     try:

@@ -34,6 +34,12 @@ def add_parser(commands: Any) -> None:
     target = parser.add_mutually_exclusive_group()
     target.add_argument("--out", type=Path, metavar="DIR", help="write converted copies here")
     target.add_argument("--in-place", action="store_true", help="rewrite the files themselves")
+    target.add_argument(
+        "--diff",
+        action="store_true",
+        help="write nothing: print the change to each file as a unified diff (coloured on a"
+        " terminal, unless NO_COLOR is set)",
+    )
     parser.add_argument(
         "-n", "--namespace", help="namespace for the templates of objects without one"
     )
@@ -70,7 +76,12 @@ def _convert_stdin(
     if result is None:
         return exit_codes.UNREADABLE
     _report(result, "<stdin>", stderr)
-    stdout.write(result.text)
+    if args.diff:
+        from hami_dra_webhook.cli.diff_view import colour_wanted, unified
+
+        stdout.write(unified(text, result.text, "<stdin>", colour_wanted(stdout)))
+    else:
+        stdout.write(result.text)
     return exit_codes.REFUSED if result.refused else exit_codes.OK
 
 
@@ -167,21 +178,50 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
             return _convert_stdin(args, policy, stdin, stdout, stderr)
         if not named or "-" in named:
             raise OutputError("give manifest files or folders, or - alone for stdin")
-        if not (args.out or args.in_place):
-            raise OutputError("say where the results go: --out DIR or --in-place")
+        if not (args.out or args.in_place or args.diff):
+            raise OutputError(
+                "say where the results go: --out DIR or --in-place (or --diff to see them)"
+            )
         files = _files(named)
-        targets = {} if args.in_place else _targets(files, args.out)
+        targets = _targets(files, args.out) if args.out else {path: path for path, _ in files}
     except OutputError as error:
         stderr.write(f"error: {error}\n")
         return exit_codes.USAGE
     except (PolicyError, FileNotFoundError) as error:
         stderr.write(f"error: {error}\n")
         return exit_codes.UNREADABLE
+    totals = Totals()
     codes = [
-        _convert_file(path, path if args.in_place else targets[path], args, policy, stdout, stderr)
+        _convert_file(path, targets[path], args, policy, stdout, stderr, totals)
         for path, _ in files
     ]
+    stderr.write(totals.line(args.diff) + "\n")
     return exit_codes.worst(*codes)
+
+
+@dataclass
+class Totals:
+    """What a `convert` run did, said once at its end."""
+
+    files: int = 0
+    changed: int = 0
+    workloads: int = 0
+    templates: int = 0
+    refused: int = 0
+
+    def add(self, result: Any) -> None:
+        self.files += 1
+        self.changed += 1 if result.changed else 0
+        self.workloads += len(result.converted)
+        self.templates += len(result.templates)
+        self.refused += len(result.refused)
+
+    def line(self, diff: bool) -> str:
+        verb = "would change" if diff else "changed"
+        return (
+            f"total: {self.files} file(s) read, {self.changed} {verb}; {self.workloads}"
+            f" workload(s) converted, {self.templates} template(s) added, {self.refused} refused"
+        )
 
 
 def _converted(
@@ -219,9 +259,11 @@ def _convert_file(
     policy: Any,
     stdout: TextIO,
     stderr: TextIO,
+    totals: Totals,
 ) -> int:
-    """One file converted into `target`; its exit code. A file that cannot be read is reported
-    and left as it is (a Helm template in the tree, say); the rest goes on."""
+    """One file converted into `target` (or shown as a diff); its exit code. A file that
+    cannot be read is reported and left as it is (a Helm template in the tree, say); the rest
+    goes on."""
 
     try:
         text, form = _read_text(path)
@@ -238,7 +280,13 @@ def _convert_file(
     if result is None:
         return exit_codes.UNREADABLE
     _report(result, path, stderr)
+    totals.add(result)
     code = exit_codes.REFUSED if result.refused else exit_codes.OK
+    if args.diff:
+        from hami_dra_webhook.cli.diff_view import colour_wanted, unified
+
+        stdout.write(unified(text, result.text, str(path), colour_wanted(stdout)))
+        return code
     if args.in_place and not result.changed:
         return code
     target.parent.mkdir(parents=True, exist_ok=True)

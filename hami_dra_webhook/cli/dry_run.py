@@ -134,9 +134,17 @@ def add_parser(commands: Any) -> None:
     parser.add_argument(
         "-o",
         "--output",
-        choices=("yaml", "json", "patch"),
+        choices=("yaml", "json", "patch", "diff"),
         default="yaml",
-        help="yaml: converted objects then templates; json: a report; patch: one JSON patch a line",
+        help="yaml: converted objects then templates; json: a report; patch: one JSON patch a"
+        " line; diff: each object's change as a unified diff, then the templates (as --diff)",
+    )
+    parser.add_argument(
+        "--diff",
+        dest="output",
+        action="store_const",
+        const="diff",
+        help="the same as -o diff: what `kubectl diff` shows a reviewer (coloured on a terminal)",
     )
     parser.set_defaults(run=run)
 
@@ -185,7 +193,12 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
                     f"refused: {result.title} {inside.path}: its pods will be refused at"
                     f" admission: {inside.message}\n"
                 )
-    stdout.write(render(results, args.output))
+    if args.output == "diff":
+        from hami_dra_webhook.cli.diff_view import colour_wanted
+
+        stdout.write(render_diff(objects, results, colour_wanted(stdout)))
+    else:
+        stdout.write(render(results, args.output))
     return exit_codes.worst(
         exit_codes.REFUSED if any(r.refused for r in results) else exit_codes.OK,
         exit_codes.UNREADABLE if read.unreadable else exit_codes.OK,
@@ -338,6 +351,26 @@ def _embedded(
             )
         )
     return found
+
+
+def render_diff(manifests: list[Any], results: list[DryRunResult], colour: bool) -> str:
+    """Each object's change, then each template it needs (new: all added)."""
+    from hami_dra_webhook.cli.diff_view import unified
+
+    parts = [
+        unified(dump_yaml([m.document]), dump_yaml([r.object]), r.title, colour)
+        for m, r in zip(manifests, results, strict=True)
+        if r.object is not None
+    ]
+    seen: set[tuple[str, str]] = set()
+    for result in results:
+        for template in result.templates:
+            key = (template["metadata"].get("namespace", ""), template["metadata"]["name"])
+            if key not in seen:
+                seen.add(key)
+                name = f"ResourceClaimTemplate {'/'.join(k for k in key if k)}"
+                parts.append(unified("", dump_yaml([template]), name, colour))
+    return "".join(parts)
 
 
 def render(results: list[DryRunResult], output: str) -> str:

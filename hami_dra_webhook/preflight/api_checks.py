@@ -160,10 +160,7 @@ def _readable(memory: object) -> str:
         return str(memory)
 
 
-CHECKS: tuple[Callable[[Snapshot, Policy, Installation, Report], None], ...] = (
-    _version,
-    _api_served,
-    _capacity,
-    _device_class,
-    _slices,
-)
+Check = Callable[[Snapshot, Policy, Installation, Report], None]
+# What the cluster itself must offer, with or without the chart.
+CHECKS_OF_THE_CLUSTER: tuple[Check, ...] = (_version, _api_served, _capacity)
+CHECKS: tuple[Check, ...] = (*CHECKS_OF_THE_CLUSTER, _device_class, _slices)

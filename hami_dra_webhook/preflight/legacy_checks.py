@@ -77,6 +77,35 @@ def _legacy_hami(snapshot: Snapshot, policy: Policy, target: Installation, repor
         report.add("PASS", check, "not running")
 
 
+def legacy_before_install(snapshot: Snapshot, policy: Policy, report: Report) -> None:
+    """Before the chart: legacy HAMi running is no fault, but it decides how to install."""
+    check = "legacy HAMi"
+    reads = (snapshot.daemonsets, snapshot.deployments)
+    if any(failed(read, check, report) for read in reads):
+        return
+    daemonsets, deployments = (r if isinstance(r, list) else [] for r in reads)
+    found = [
+        f"device plugin DaemonSet {_where(item)}"
+        for item in daemonsets
+        if _looks_legacy(item, ("hami-device-plugin", "vgpu-device-plugin"))
+    ] + [
+        f"scheduler Deployment {_where(item)}"
+        for item in deployments
+        if _looks_legacy(item, ("hami-scheduler", "vgpu-scheduler"))
+    ]
+    if found:
+        report.add(
+            "WARN",
+            check,
+            "this cluster runs legacy HAMi (" + "; ".join(found) + "): a plain install would"
+            " serve its GPUs twice",
+            "move in stages (docs/migration.md): pools first, then the chart with"
+            " migration.scope, then nodes in waves",
+        )
+    else:
+        report.add("PASS", check, "not running: install the chart as it is")
+
+
 def _gpu_pools(snapshot: Snapshot, policy: Policy, target: Installation, report: Report) -> None:
     if failed(snapshot.inventory, "GPU pools", report):
         return
@@ -186,9 +215,7 @@ def _quota_gate(snapshot: Snapshot) -> bool:
     return any(str(w.get("name", "")).startswith("gpu-quota.") for w in webhooks)
 
 
-CHECKS: tuple[Callable[[Snapshot, Policy, Installation, Report], None], ...] = (
-    _legacy_hami,
-    _gpu_pools,
-    _extended_resources,
-    _quotas,
-)
+Check = Callable[[Snapshot, Policy, Installation, Report], None]
+# Those that mean the same before the chart is installed (check --before-install).
+CHECKS_OF_THE_CLUSTER: tuple[Check, ...] = (_extended_resources, _quotas)
+CHECKS: tuple[Check, ...] = (_legacy_hami, _gpu_pools, *CHECKS_OF_THE_CLUSTER)

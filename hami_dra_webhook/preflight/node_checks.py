@@ -65,6 +65,30 @@ def _node_side(snapshot: Snapshot, policy: Policy, target: Installation, report:
     _pod_security(snapshot, report)
 
 
+def gpu_nodes_before_install(snapshot: Snapshot, report: Report) -> None:
+    """Before the chart: labelled GPU nodes for its driver, and runtimes that read CDI."""
+    nodes = snapshot.nodes
+    if failed(nodes, "GPU nodes", report):
+        return
+    gpu_nodes = {
+        str(node["metadata"]["name"]): node
+        for node in (nodes if isinstance(nodes, list) else [])
+        if any(
+            (node["metadata"].get("labels") or {}).get(label) == "true" for label in GPU_NODE_LABELS
+        )
+    }
+    if not gpu_nodes:
+        report.add(
+            "WARN",
+            "GPU nodes",
+            f"no node is labelled {' or '.join(f'{x}=true' for x in GPU_NODE_LABELS)}",
+            "run GPU feature discovery or Node Feature Discovery, or set driver.nodeAffinity",
+        )
+        return
+    report.add("PASS", "GPU nodes", f"{len(gpu_nodes)} labelled for the driver")
+    _container_runtimes(gpu_nodes, report)
+
+
 def _dra_side(node: JsonObject, snapshot: Snapshot) -> bool:
     """Whether the driver should run on the node: not in the legacy pool (nor moving), and,
     when the migration scope is not `all`, in the DRA pool."""

@@ -24,6 +24,7 @@ from hami_dra_webhook.certs.pki import issue, service_names
 from hami_dra_webhook.cli.main import main
 from tests.controlplane.cluster import free_port
 from tests.controlplane.for_pytest import start_plane
+from tests.controlplane.gpu_node import GpuNode
 from tests.support.cluster import Cluster
 
 DRIVER = "hami-core-gpu.project-hami.io"
@@ -461,3 +462,58 @@ def test_cluster_access_is_found_as_kubectl_finds_it(
     err = io.StringIO()
     assert main(["check"], stdout=io.StringIO(), stderr=err) == 3
     assert "no --kubeconfig, $KUBECONFIG or ~/.kube/config" in err.getvalue()
+
+
+def test_before_install_checks_only_what_must_hold_before_the_chart(tmp_path: Path) -> None:
+    """A bare 1.37 control plane: nothing installed, no GPU node. The plain check FAILs on the
+    chart's own parts (DeviceClass, driver, webhook); --before-install leaves them out, probes
+    consumable capacity in `default` (the chart's namespace does not exist yet) and says how to
+    go on. With a legacy HAMi device plugin it says to move in stages."""
+    plane = start_plane("1.37", tmp_path, capacity=True, controllers=False)
+    try:
+        kubeconfig = str(plane.admin_kubeconfig)
+
+        def run(*extra: str) -> tuple[int, str]:
+            out = io.StringIO()
+            code = main(["check", "--kubeconfig", kubeconfig, *extra], stdout=out)
+            return code, out.getvalue()
+
+        code, plain = run()
+        assert code == 2 and "FAIL  DeviceClass" in plain
+        code, before = run("--before-install")
+        checks = [line.split(":")[0] for line in before.splitlines() if line[:4].strip()]
+        assert checks == [
+            "PASS  Kubernetes",
+            "PASS  resource.k8s.io/v1",
+            "PASS  consumable capacity",
+            "PASS  extended resources",
+            "PASS  quotas",
+            "WARN  GPU nodes",
+            "PASS  legacy HAMi",
+        ], before
+        assert code == 1 and "legacy HAMi: not running: install the chart as it is" in before
+        kube = Cluster(plane, GpuNode.default(), {}, tmp_path)  # no node registered
+        kube.kubectl("create", "namespace", "hami")
+        kube.apply(
+            {
+                "apiVersion": "apps/v1",
+                "kind": "DaemonSet",
+                "metadata": {"name": "hami-device-plugin", "namespace": "hami"},
+                "spec": {
+                    "selector": {"matchLabels": {"app": "p"}},
+                    "template": {
+                        "metadata": {"labels": {"app": "p"}},
+                        "spec": {
+                            "containers": [{"name": "p", "image": "projecthami/hami:v2.10.0"}]
+                        },
+                    },
+                },
+            },
+            namespace="hami",
+        )
+        code, before = run("--before-install")
+        assert code == 1
+        assert "WARN  legacy HAMi: this cluster runs legacy HAMi (device plugin DaemonSet" in before
+        assert "move in stages (docs/migration.md)" in before
+    finally:
+        plane.stop()
