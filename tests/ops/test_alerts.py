@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.support.chart_tools import CHART, find, render
+from tests.support.chart_tools import CHART, find, render, run_helm
 
 HERE = Path(__file__).parent
 DOCS = Path(__file__).parents[2] / "docs"
@@ -33,7 +33,7 @@ def promtool() -> str:
 
 def rules() -> dict[str, Any]:
     """The rule groups of the chart's PrometheusRule, as a Prometheus rule file holds them."""
-    documents = render("prometheusRule.enabled=true")
+    documents = render("prometheusRule.enabled=true", "serviceMonitor.enabled=true")
     return {"groups": find(documents, "PrometheusRule")["spec"]["groups"]}
 
 
@@ -74,7 +74,7 @@ def test_promtool_unit_tests_of_each_alert(tmp_path: Path) -> None:
 
 def test_every_alert_links_its_runbook_and_every_runbook_an_alert() -> None:
     names = {a["alert"] for a in alerts()}
-    assert len(names) == 12
+    assert len(names) == 13
     for alert in alerts():
         annotations = alert["annotations"]
         assert annotations["summary"] and annotations["description"], alert["alert"]
@@ -133,3 +133,17 @@ def test_the_dashboard_is_what_the_sidecar_loads() -> None:
         assert grid["x"] + grid["w"] <= 24
     for query in dashboard_queries():
         assert 'job=~"$job", namespace=~"$namespace"' in query, query
+
+
+def test_the_rules_refuse_to_render_without_what_they_select() -> None:
+    """The rules select `job="<fullname>"`, which only the chart's ServiceMonitor gives the
+    series: without it (and without a selector of one's own) HamiDraWebhookDown would fire
+    forever, so the chart refuses to render and says what to set."""
+    args = ["template", "hami-dra-webhook", str(CHART), "--set", "prometheusRule.enabled=true"]
+    refused = run_helm(*args)
+    message = refused.stderr
+    assert refused.returncode == 1, refused.stdout
+    assert "HamiDraWebhookDown would fire forever" in message
+    assert "Set serviceMonitor.enabled=true, or prometheusRule.selector" in message
+    own = render("prometheusRule.enabled=true", 'prometheusRule.selector=job="gpu-webhook"')
+    assert find(own, "PrometheusRule") and not [d for d in own if d["kind"] == "ServiceMonitor"]
