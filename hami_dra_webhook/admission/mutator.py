@@ -72,7 +72,7 @@ class MutationRecord:
 
 def internal_error(request: review.Request) -> MutationRecord:
     """The answer when the use case itself failed (the shell logs the traceback)."""
-    refusal = Refusal(code=500, message=INTERNAL_ERROR, warnings=[])
+    refusal = Refusal(code=500, message=INTERNAL_ERROR, warnings=[], reason="internal-error")
     return MutationRecord(
         answer=review.encode(request.uid, refusal),
         operation=request.operation,
@@ -310,12 +310,12 @@ def _names(decision: Decision) -> list[str]:
 
 
 def audit_annotations(request: review.Request, decision: Decision) -> dict[str, str] | None:
-    """The audit annotations of an answer, from the final decision: every refusal (with its
-    reason when it has one), and an object created converted with its templates."""
+    """The audit annotations of an answer, from the final decision: every refusal with its
+    reason tag, and an object created converted with its templates."""
     templates = _names(decision)
     if isinstance(decision, Refusal):
         audit = {"outcome": "refused", "message": decision.message[:MAX_AUDIT_MESSAGE]}
-        return audit | ({"reason": decision.reason} if decision.reason else {})
+        return audit | {"reason": decision.reason}
     if isinstance(decision, Converted) and request.operation == "CREATE":
         return {"outcome": "converted", "templates": ",".join(templates) or "none"}
     return None

@@ -54,6 +54,7 @@ class DryRunResult:
     name: str
     outcome: Outcome
     message: str | None = None
+    reason: str | None = None  # a refusal's tag (docs/translation.md), beside its message
     warnings: list[str] = field(default_factory=list)
     info: list[str] = field(default_factory=list)  # what each GPU container gets
     patch: list[patch.PatchOp] = field(default_factory=list)
@@ -72,6 +73,7 @@ class DryRunResult:
             "name": self.name,
             "source": self.source,
             "outcome": self.outcome,
+            "reason": self.reason,
             "message": self.message,
             "info": self.info,
             "warnings": self.warnings,
@@ -97,6 +99,7 @@ class EmbeddedResult:
 
     path: str
     outcome: Outcome
+    reason: str | None
     message: str | None
     warnings: list[str]
     templates: list[JsonObject]
@@ -107,6 +110,7 @@ class EmbeddedResult:
         return {
             "path": self.path,
             "outcome": self.outcome,
+            "reason": self.reason,
             "message": self.message,
             "info": self.info,
             "warnings": self.warnings,
@@ -257,7 +261,7 @@ def convert(
     result.info, result.warnings = split_summaries(translation)
     result.warnings += pod_notes(pod, policy)
     if isinstance(translation, Refusal):
-        result.message = translation.message
+        result.message, result.reason = translation.message, translation.reason
     if isinstance(translation, Converted):
         result.patch = (
             patch.rebase(translation.patch, patch.pointer(*path)) if path else translation.patch
@@ -343,6 +347,7 @@ def _embedded(
             EmbeddedResult(
                 path=inside.where,
                 outcome=decision.outcome,
+                reason=decision.reason if isinstance(decision, Refusal) else None,
                 message=decision.message if isinstance(decision, Refusal) else None,
                 warnings=warnings,
                 templates=decision.templates if isinstance(decision, Converted) else [],

@@ -131,12 +131,13 @@ def excluded_namespace(namespace: str | None, excluded: frozenset[str]) -> Uncha
 @dataclass(frozen=True, slots=True)
 class Refusal:
     """The pod cannot be converted exactly. `code` is a 4xx HTTP status, `reason` a stable tag
-    for tooling; `plan` holds the containers understood before the refusal (for reports)."""
+    for tooling (every refusal has one: docs/translation.md lists them), `message` the words
+    beside it; `plan` holds the containers understood before the refusal (for reports)."""
 
     code: int
     message: str
     warnings: list[str]
-    reason: str = ""
+    reason: str
     plan: tuple[ContainerPlan, ...] = ()
     outcome: ClassVar[Literal["refused"]] = "refused"
 

@@ -100,6 +100,7 @@ def read_vendor_request(
                 f"{ref.label}: {' and '.join(present)} name the same thing in two spellings;"
                 " keep one",
                 code=422,
+                reason="duplicate-resource-spellings",
             )
         return _one_value(present[0], limits, requests, ref, memory=memory) if present else None
 
@@ -144,13 +145,16 @@ def _one_value(
                 else "; write a non-negative whole number"
             )
             raise NotConvertible(
-                f"{ref.label}: {where} {name}={raw!s} {error.reason}{hint}", code=422
+                f"{ref.label}: {where} {name}={raw!s} {error.reason}{hint}",
+                code=422,
+                reason="bad-quantity",
             ) from error
     if len(parsed) == 2 and parsed["limits"] != parsed["requests"]:
         raise NotConvertible(
             f"{ref.label}: {name} request {requests[name]!s} differs from its limit"
             f" {limits[name]!s}; set both to the same value or only the limit",
             code=422,
+            reason="request-differs-from-limit",
         )
     return parsed.get("limits", parsed.get("requests"))
 
@@ -168,6 +172,7 @@ def resolve_share(
             f"{ref.label}: {nvidia.resource_memory_percentage_name}={percentage} is above 100;"
             " give a percentage from 1 to 100",
             code=422,
+            reason="memory-percentage-above-100",
         )
     count = request.count
     if count is None:
@@ -195,6 +200,7 @@ def resolve_share(
             f" {MAX_CLAIM_DEVICES} devices a DRA claim can hold;"
             f" request at most {MAX_CLAIM_DEVICES}",
             code=422,
+            reason="too-many-devices",
         )
     cores = _cores(request, percentage, ref, policy, warnings)
     memory_mib, share_percentage = _memory(request, percentage, ref, policy, warnings)
@@ -230,6 +236,7 @@ def _memory(
             f" memoryFactor {nvidia.memory_factor}, or defaultMemory) is more than a Kubernetes"
             f" quantity holds ({MAX_MEMORY_MIB} MiB); no device could ever be allocated",
             code=422,
+            reason="memory-too-large",
         )
     return memory_mib, share_percentage
 

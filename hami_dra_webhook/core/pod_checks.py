@@ -44,6 +44,7 @@ def too_many_containers(count: int, every: Iterable[Any], policy: Policy) -> Dec
             message=f"the pod has {count} containers; at most {MAX_CONTAINERS_PER_POD} are"
             " converted in one pod",
             warnings=[],
+            reason="too-many-containers",
         )
     return Unchanged(warnings=[])
 
@@ -119,6 +120,7 @@ def check_pod(
                     " container sees every GPU; drop privileged or set"
                     " hamiDraWebhook.refusePrivileged: false",
                     code=403,
+                    reason="privileged-container",
                 )
     node = spec.get("nodeName")
     if node and any(gpu.is_gpu for gpu in gpus):
@@ -126,6 +128,7 @@ def check_pod(
             f"the pod sets spec.nodeName {node!s} and requests GPUs, which must be allocated by"
             " the scheduler; remove nodeName (use a nodeSelector instead)",
             code=422,
+            reason="node-name-set",
         )
 
 
@@ -159,6 +162,7 @@ def _check_unique_names(every: list[tuple[ContainerRef, Any]]) -> None:
                 f'more than one container is named "{name}"; kube-apiserver refuses such a'
                 " pod: give every container (init containers included) a name of its own",
                 code=422,
+                reason="duplicate-container-names",
             )
         seen.add(name)
 
@@ -168,7 +172,7 @@ def existing_claim_names(spec: JsonObject) -> Taken:
     if claims is None:
         return Taken()
     if not isinstance(claims, list):
-        raise NotConvertible("spec.resourceClaims is not a list", code=400)
+        raise NotConvertible("spec.resourceClaims is not a list", code=400, reason="malformed-pod")
     return Taken(
         {c["name"] for c in claims if isinstance(c, dict) and isinstance(c.get("name"), str)}
     )

@@ -82,7 +82,9 @@ def container_claim_op(gpu: GpuContainer, claim: str, appended: bool) -> patch.P
     if existing is None:
         return patch.add(patch.pointer(*path), [{"name": claim}])
     if not isinstance(existing, list):
-        raise NotConvertible(f"{gpu.ref.label}: resources.claims is not a list", code=400)
+        raise NotConvertible(
+            f"{gpu.ref.label}: resources.claims is not a list", code=400, reason="malformed-pod"
+        )
     return patch.add(patch.pointer(*path, "-"), {"name": claim})
 
 
@@ -108,14 +110,18 @@ def env_ops(
         return []
     env = container.get("env")
     if env is not None and not isinstance(env, list):
-        raise NotConvertible(f"{ref.label}: env is not a list", code=400)
+        raise NotConvertible(f"{ref.label}: env is not a list", code=400, reason="malformed-pod")
     present: dict[str, Any] = {}
     for index, entry in enumerate(env or []):
         if not isinstance(entry, dict):
-            raise NotConvertible(f"{ref.label}: env[{index}] is not a map", code=400)
+            raise NotConvertible(
+                f"{ref.label}: env[{index}] is not a map", code=400, reason="malformed-pod"
+            )
         name = entry.get("name")
         if not isinstance(name, str):
-            raise NotConvertible(f"{ref.label}: env[{index}].name is not a string", code=400)
+            raise NotConvertible(
+                f"{ref.label}: env[{index}].name is not a string", code=400, reason="malformed-pod"
+            )
         present[name] = entry.get("value")
     entries = []
     for name, value in wanted.items():
@@ -137,7 +143,7 @@ def annotation_ops(metadata: JsonObject | None, key: str, value: str) -> list[pa
     if annotations is None:
         return [patch.add("/metadata/annotations", {key: value})]
     if not isinstance(annotations, dict):
-        raise NotConvertible("metadata.annotations is not a map", code=400)
+        raise NotConvertible("metadata.annotations is not a map", code=400, reason="malformed-pod")
     return [patch.add(patch.pointer("metadata", "annotations", key), value)]
 
 
@@ -162,7 +168,7 @@ def pod_ops(
     elif labels is None:
         ops.append(patch.add("/metadata/labels", {DRA_LABEL: "true"}))
     elif not isinstance(labels, dict):
-        raise NotConvertible("metadata.labels is not a map", code=400)
+        raise NotConvertible("metadata.labels is not a map", code=400, reason="malformed-pod")
     elif labels.get(DRA_LABEL) != "true":
         ops.append(patch.add(patch.pointer("metadata", "labels", DRA_LABEL), "true"))
     if is_gpu_pod and spec.get("schedulerName") == policy.webhook.legacy_scheduler_name:

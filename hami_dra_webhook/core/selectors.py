@@ -130,13 +130,16 @@ def _build_filter(annotations: dict[str, Any], policy: Policy) -> DeviceFilter:
                 cel.negate(cel.legacy_type_matches(driver, names.product_name, fragments))
             )
     except cel.CelLiteralError as error:
-        raise NotConvertible(f"a GPU annotation cannot be used: {error}", code=422) from error
+        raise NotConvertible(
+            f"a GPU annotation cannot be used: {error}", code=422, reason="bad-annotation"
+        ) from error
     for selector in selectors:
         if len(selector.encode()) > MAX_SELECTOR_LENGTH:
             raise NotConvertible(
                 "GPU annotations make a CEL selector longer than the 10 KiB DRA allows;"
                 " list fewer UUIDs or types",
                 code=422,
+                reason="selector-too-long",
             )
     warnings += _unsupported(annotations, policy)
     return DeviceFilter(selectors=tuple(selectors), warnings=tuple(warnings))

@@ -98,7 +98,7 @@ class _Translation:
             return Unchanged(warnings=[])
         metadata = pod.get("metadata")
         if metadata is not None and not isinstance(metadata, dict):
-            raise NotConvertible("pod metadata is not a map", code=400)
+            raise NotConvertible("pod metadata is not a map", code=400, reason="malformed-pod")
         skip = left_alone(metadata or {}, spec, policy)
         if skip:
             return Unchanged(warnings=[skip], left_alone=skip) if found else Unchanged(warnings=[])

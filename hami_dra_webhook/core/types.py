@@ -34,7 +34,7 @@ class NotConvertible(Exception):
     """Raised inside the translation: the pod cannot be converted exactly; `code` is a 4xx HTTP
     status, `message` says why. `translate_pod` turns it into a `Refusal` decision."""
 
-    def __init__(self, message: str, code: int = 422, reason: str = "") -> None:
+    def __init__(self, message: str, code: int = 422, *, reason: str) -> None:
         super().__init__(message)
         self.message = message
         self.code = code

@@ -143,7 +143,7 @@ def _workloads(reports: list[WorkloadReport], out: TextIO) -> None:
         lines = [f"pod template at {report.embedded_at}"] if report.embedded_at else []
         lines += [f"from {report.source}"] if report.source not in ("", "cluster") else []
         lines += [f"selectors: {report.selectors}"] if report.selectors else []
-        lines += [report.reason] if report.reason else []
+        lines += [f"{report.message} [{report.reason}]"] if report.reason else []
         lines += report.attention + report.notes
         if lines:
             details[len(rows) - 1] = lines

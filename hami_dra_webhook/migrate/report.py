@@ -51,7 +51,8 @@ class WorkloadReport:
     kind: str
     name: str
     outcome: Outcome
-    reason: str = ""
+    reason: str = ""  # a refusal's tag (docs/translation.md)
+    message: str = ""  # a refusal's words
     selectors: str = ""
     containers: list[ContainerReport] = field(default_factory=list)
     attention: list[str] = field(default_factory=list)
@@ -128,9 +129,9 @@ def assess(
     report.attention += pod_notes(pod, policy)
     if isinstance(decision, Refusal):
         report.outcome = "refused"
-        report.reason = decision.message
+        report.reason, report.message = decision.reason, decision.message
         if decision.reason == "no-memory-sizes":
-            report.reason += " (scan --cluster reads them from the driver's ResourceSlices)"
+            report.message += " (scan --cluster reads them from the driver's ResourceSlices)"
         return report
     if isinstance(decision, Unchanged) and decision.left_alone:
         report.attention.append(decision.left_alone)

@@ -23,9 +23,9 @@ def actual(name: str) -> dict[str, Any]:
     assert pod == original, "translation modified its input"
     report: dict[str, Any] = {"outcome": result.outcome}
     if result.outcome == "refused":
-        report |= {"code": result.code, "message": result.message}
-        if result.reason:  # what the metrics and the admission log name it by
-            report["reason"] = result.reason
+        # reason: the tag the log, the audit annotations, scan and dry-run name it by
+        assert result.reason, "every refusal has a reason tag"
+        report |= {"code": result.code, "message": result.message, "reason": result.reason}
     report["warnings"] = [str(w) for w in result.warnings]  # Attention is a str subclass
     if result.outcome == "converted":
         patched = jsonpatch.apply_patch(pod, result.patch)

@@ -112,7 +112,7 @@ def test_the_three_shapes_have_their_outcome_tags() -> None:
         "unchanged",
         "refused",
     )
-    refusal = Refusal(code=422, message="m", warnings=[])
+    refusal = Refusal(code=422, message="m", warnings=[], reason="r")
     assert not hasattr(refusal, "patch") and not hasattr(Unchanged(warnings=[]), "code")
 
 

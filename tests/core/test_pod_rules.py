@@ -36,6 +36,7 @@ def test_too_many_containers_refused_only_with_a_legacy_key() -> None:
         message=f"the pod has {count} containers; at most {MAX_CONTAINERS_PER_POD} are"
         " converted in one pod",
         warnings=[],
+        reason="too-many-containers",
     )
 
 

@@ -51,7 +51,7 @@ def test_unchanged_allows_as_it_is() -> None:
     ],
 )
 def test_a_refusal_denies_with_its_code_and_a_status_reason(code: int, reason: str) -> None:
-    response = encode("u", Refusal(code=code, message="why", warnings=[]))["response"]
+    response = encode("u", Refusal(code=code, message="why", warnings=[], reason="r"))["response"]
     assert response == {
         "uid": "u",
         "allowed": False,
@@ -65,7 +65,7 @@ def test_warnings_follow_the_decisions_own_and_are_cut_once() -> None:
     response = encode("u", decision, warnings=["from the cluster"])["response"]
     assert response["warnings"] == ["first", "w" * 117 + "...", "from the cluster"]
     assert decision.warnings == ["first", long], "the decision itself is not changed"
-    refused = encode("u", Refusal(422, "m", ["a"]), warnings=["b"])["response"]
+    refused = encode("u", Refusal(422, "m", ["a"], "r"), warnings=["b"])["response"]
     assert refused["warnings"] == ["a", "b"]
 
 

@@ -44,8 +44,8 @@ def test_manifest_tree_outcomes_and_exit_code() -> None:
         "nvidia.com/gpucores": "50",
     }
     assert triton["dra"] == "1 GPU, 16384 MiB, 50% of SMs"
-    assert "gpumem is in MiB" in workloads["big-memory"]["reason"]
-    assert "needs the cluster's GPU memory sizes" in workloads["notebooks"]["reason"]
+    assert "gpumem is in MiB" in workloads["big-memory"]["message"]
+    assert "needs the cluster's GPU memory sizes" in workloads["notebooks"]["message"]
     nightly = workloads["nightly"]
     assert nightly["selectors"] == "type contains A100"
     assert any("mutex" in a for a in nightly["attention"]) and any(

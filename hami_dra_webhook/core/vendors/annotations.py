@@ -54,4 +54,6 @@ def literal_list(key: str, items: list[str]) -> str:
     try:
         return cel.string_list(items)
     except cel.CelLiteralError as error:
-        raise NotConvertible(f"annotation {key} cannot be used: {error}", code=422) from error
+        raise NotConvertible(
+            f"annotation {key} cannot be used: {error}", code=422, reason="bad-annotation"
+        ) from error

@@ -116,12 +116,14 @@ def _device_count(chip: VnpuChip, count: int, ref: ContainerRef, warnings: list[
                 f"{ref.label}: {chip.resource_name}={count}: {chip.common_word} device request"
                 " must be 1 or 2*n (as legacy HAMi); ask for an even number",
                 code=422,
+                reason="odd-npu-count",
             )
     if count > MAX_CLAIM_DEVICES:
         raise NotConvertible(
             f"{ref.label}: {count} NPUs are more than the {MAX_CLAIM_DEVICES} devices a DRA claim"
             f" can hold; request at most {MAX_CLAIM_DEVICES}",
             code=422,
+            reason="too-many-devices",
         )
     return count
 
@@ -158,6 +160,7 @@ def _check_hami_core(
             f"{ref.label}: {chip.resource_core_name}={cores} is above 100 (a percentage of"
             " the NPU); give 0 to 100",
             code=422,
+            reason="cores-above-100",
         )
 
 
@@ -187,6 +190,7 @@ def _template_memory(
             f" (soft split) mode (as legacy HAMi): add the pod annotation {VNPU_MODE}:"
             f" {HAMI_CORE}, or remove it",
             code=422,
+            reason="ascend-cores-need-hami-core",
         )
     if memory_mib is None or memory_mib >= chip.memory_allocatable:
         if memory_mib is not None and memory_mib > chip.memory_capacity:
@@ -194,6 +198,7 @@ def _template_memory(
                 f"{ref.label}: {chip.resource_memory_name} {memory_mib} is invalid: more than a"
                 f" {chip.chip_name} has ({chip.memory_capacity} MiB), as legacy HAMi says",
                 code=422,
+                reason="memory-too-large",
             )
         return None
     template = next((t for t in chip.templates if t.memory >= memory_mib), None)
@@ -203,6 +208,7 @@ def _template_memory(
                 f"{ref.label}: {chip.resource_memory_name} {memory_mib} is invalid: more than a"
                 f" {chip.chip_name} has ({chip.memory_capacity} MiB), as legacy HAMi says",
                 code=422,
+                reason="memory-too-large",
             )
         return None  # above the largest template: the whole card, as legacy gives it
     if count > 1:
@@ -211,6 +217,7 @@ def _template_memory(
             f" HAMi): ask for 1 NPU, or for whole NPUs ({chip.memory_allocatable} MiB or no"
             " memory)",
             code=422,
+            reason="vnpu-multiple-devices",
         )
     if template.memory != memory_mib:
         warnings.append(
@@ -304,6 +311,7 @@ def _chip(container: Any, ref: ContainerRef, chips: tuple[VnpuChip, ...]) -> Vnp
             f" ({', '.join(c.common_word for c in named)}); legacy HAMi gives a container one"
             " chip: keep one",
             code=422,
+            reason="several-npu-chips",
         )
     return named[0]
 

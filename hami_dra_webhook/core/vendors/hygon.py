@@ -77,6 +77,7 @@ def device_ask(
             f"{ref.label}: {count} Hygon cards are more than the {MAX_CLAIM_DEVICES} devices a"
             f" DRA claim can hold; request at most {MAX_CLAIM_DEVICES}",
             code=422,
+            reason="too-many-devices",
         )
     driver = settings.driver_name
     memory_mib = request.memory * sections.hygon.memory_factor if request.memory else None
@@ -85,6 +86,7 @@ def device_ask(
             f"{ref.label}: {memory_mib} MiB of Hygon memory is more than a Kubernetes quantity"
             " holds; no card could ever be allocated",
             code=422,
+            reason="memory-too-large",
         )
     cores = 100 if request.cores is None else request.cores
     if cores > 100:

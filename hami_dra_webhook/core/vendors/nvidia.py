@@ -93,6 +93,7 @@ def _check_sizes(percentage: int, ref: ContainerRef, policy: Policy) -> None:
             f"{ref.label}: {name} over {len(sizes)} GPU memory sizes needs more than"
             f" {MAX_SUBREQUESTS} DRA alternatives; use gpumem (MiB)",
             code=422,
+            reason="too-many-memory-sizes",
         )
 
 

@@ -72,6 +72,7 @@ def device_ask(
             f"{ref.label}: {count} devices are more than the {MAX_CLAIM_DEVICES} a DRA claim"
             f" can hold; request at most {MAX_CLAIM_DEVICES}",
             code=422,
+            reason="too-many-devices",
         )
     selectors = [
         cel.driver_device_of_type(driver, "type", family.device_type)
