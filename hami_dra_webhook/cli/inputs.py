@@ -108,14 +108,19 @@ def dra_schedulers(args: argparse.Namespace) -> frozenset[str]:
     return VOLCANO_SCHEDULERS if args.volcano_jobs == "convert" else frozenset()
 
 
-def add_output(parser: argparse.ArgumentParser, text_help: str = "lines for people") -> None:
-    """`-o text|json|yaml`; json and yaml hold the same data."""
+def add_output(
+    parser: argparse.ArgumentParser,
+    text_help: str = "lines for people",
+    more: tuple[str, ...] = (),
+    more_help: str = "",
+) -> None:
+    """`-o text|json|yaml` (and `more`); json and yaml hold the same data."""
     parser.add_argument(
         "-o",
         "--output",
-        choices=OUTPUTS,
+        choices=(*OUTPUTS, *more),
         default="text",
-        help=f"text ({text_help}; `table` is the same), json or yaml (the same data)",
+        help=f"text ({text_help}; `table` is the same), json or yaml (the same data){more_help}",
         type=lambda value: "text" if value in ("table", "wide") else value,
     )
 

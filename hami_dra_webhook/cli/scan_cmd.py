@@ -49,7 +49,12 @@ def add_parser(commands: Any) -> None:
     parser.add_argument("--config", metavar="FILE", help="HAMi device-config.yaml (policy)")
     add_excluded(parser)
     add_volcano(parser)
-    add_output(parser, "a table")
+    add_output(
+        parser,
+        "a table",
+        more=("markdown", "csv"),
+        more_help="; markdown (a report for a change ticket) or csv (one row per container)",
+    )
     parser.set_defaults(run=run)
 
 
@@ -81,6 +86,8 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
         if isinstance(from_files, int):
             return from_files
         workloads, unreadable, quotas = from_files
+        for problem in unreadable:
+            stderr.write(f"unreadable: {problem}\n")
     reports = [
         assess(
             w.kind,
@@ -96,7 +103,14 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
         if worth_reporting(w.pod, policy)
     ]
     reports.sort(key=lambda r: (r.namespace, r.kind, r.name, r.embedded_at, r.source))
-    if args.output != "text":
+    if args.output in ("markdown", "csv"):
+        from hami_dra_webhook.migrate import ticket
+
+        if args.output == "csv":
+            stdout.write(ticket.as_csv(reports))
+        else:
+            stdout.write(ticket.as_markdown(reports, quotas, unreadable))
+    elif args.output != "text":
         data = render.as_data(reports, notes, unreadable, quotas, gpu_quotas)
         write_data(data, args.output, stdout)
     else:

@@ -25,6 +25,15 @@ def summary(reports: list[WorkloadReport]) -> dict[str, dict[str, int]]:
     }
 
 
+def totals(reports: list[WorkloadReport]) -> dict[str, int]:
+    """The grand total: workloads, and how many of each outcome."""
+    counts = Counter(report.outcome for report in reports)
+    return {
+        "workloads": len(reports),
+        **{outcome: counts[outcome] for outcome in ("converted", "attention", "refused")},
+    }
+
+
 def as_json(
     reports: list[WorkloadReport],
     notes: list[str],
@@ -46,6 +55,7 @@ def as_data(
     data = {
         "workloads": [r.as_json() for r in reports],
         "summary": summary(reports),
+        "total": totals(reports),
         "quotas": [q.as_json() for q in quotas or []],
         "unreadable": unreadable or [],
         "notes": notes,
@@ -82,6 +92,10 @@ def as_table(
             (namespace, str(c["converted"]), str(c["attention"]), str(c["refused"]))
             for namespace, c in summary(reports).items()
         ]
+        total = totals(reports)
+        rows.append(
+            ("TOTAL", str(total["converted"]), str(total["attention"]), str(total["refused"]))
+        )
         out.writelines(line + "\n" for line in columns(rows))
     if quotas:
         out.write("\nQuotas and queues that count legacy GPU resources\n")
@@ -110,9 +124,7 @@ def as_table(
             for q in gpu_quotas
         ]
         out.writelines(line + "\n" for line in columns(rows))
-    for problem in unreadable or []:
-        out.write(f"unreadable: {problem}\n")
-    if unreadable:
+    if unreadable:  # each is said on stderr as it is found (`unreadable:` lines)
         out.write(f"{len(unreadable)} file(s) could not be read; the report covers the rest.\n")
     for note in notes:
         out.write(f"note: {note}\n")

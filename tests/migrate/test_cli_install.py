@@ -120,7 +120,7 @@ def test_bash_completes_commands_options_choices_and_files(installed: Path, tmp_
     assert tab("mig") == ["migrate"]
     assert tab("migrate", "") == ["node", "status", "wave"]
     assert tab("scan", "--all") == ["--all-namespaces"]
-    assert tab("scan", "-o", "") == ["text", "json", "yaml"]
+    assert tab("scan", "-o", "") == ["text", "json", "yaml", "markdown", "csv"]
     assert tab("completion", "") == ["bash", "zsh", "fish"]
     for name in ("apps.yaml", "apps-gpu.yaml", "other.yaml"):
         (tmp_path / name).write_text("")

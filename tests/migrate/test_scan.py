@@ -310,8 +310,8 @@ def test_an_unparsable_file_is_reported_and_the_rest_scanned(tmp_path: Path) -> 
     assert [w["name"] for w in report["workloads"]] == ["ok"]
     [problem] = report["unreadable"]
     assert problem.startswith(f"{broken}: not valid YAML or JSON")
-    code, out, _ = scan(str(tree))
-    assert code == 3 and "1 file(s) could not be read" in out and str(broken) in out
+    code, out, err = scan(str(tree))
+    assert code == 3 and "1 file(s) could not be read" in out and f"unreadable: {broken}" in err
     dry_out, dry_err = io.StringIO(), io.StringIO()
     code = main(["dry-run", str(tree)], stdin=io.StringIO(), stdout=dry_out, stderr=dry_err)
     assert code == 3 and f"unreadable: {broken}" in dry_err.getvalue()

@@ -1,0 +1,113 @@
+"""`scan -o markdown` and `scan -o csv`: the scan as a change ticket takes it. Markdown: the
+totals, each namespace, each workload's containers with what they become and the reason of a
+refusal, the quotas affected; CSV: one row per container (a workload without one: one row),
+for a spreadsheet."""
+
+from __future__ import annotations
+
+import csv
+import io
+from typing import Any
+
+from hami_dra_webhook import __version__
+from hami_dra_webhook.migrate.quotas import QuotaReport
+from hami_dra_webhook.migrate.render import summary, totals
+from hami_dra_webhook.migrate.report import WorkloadReport
+
+CSV_HEADERS = (
+    "namespace",
+    "kind",
+    "name",
+    "embedded_at",
+    "container",
+    "legacy",
+    "dra",
+    "outcome",
+    "reason",
+    "message",
+    "source",
+)
+
+
+def _cell(text: object) -> str:
+    """A Markdown table cell: pipes escaped, lines joined."""
+    return str(text).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+
+
+def _legacy(legacy: dict[str, str]) -> str:
+    return ", ".join(f"{key.rpartition('/')[2]}={value}" for key, value in legacy.items())
+
+
+def as_markdown(
+    reports: list[WorkloadReport], quotas: list[QuotaReport], unreadable: list[str]
+) -> str:
+    total = totals(reports)
+    lines = [
+        "# GPU workloads moving to DRA",
+        "",
+        f"Scanned by hami-dra-webhook {__version__}: {total['workloads']} workload(s) ask for"
+        f" legacy GPU resources; {total['converted']} convert, {total['attention']} need"
+        f" attention, {total['refused']} would be refused.",
+        "",
+        "| namespace | converted | needs attention | refused |",
+        "|---|---|---|---|",
+    ]
+    lines += [
+        f"| {_cell(ns)} | {c['converted']} | {c['attention']} | {c['refused']} |"
+        for ns, c in summary(reports).items()
+    ]
+    lines += [
+        f"| **total** | **{total['converted']}** | **{total['attention']}** |"
+        f" **{total['refused']}** |",
+        "",
+        "## Workloads",
+        "",
+        "| namespace | workload | container | legacy request | under DRA | outcome |",
+        "|---|---|---|---|---|---|",
+    ]
+    notes: list[str] = []
+    for report in reports:
+        workload = f"{report.kind}/{report.name}"
+        if report.embedded_at:
+            workload += f" ({report.embedded_at})"
+        for container in report.containers or [None]:
+            name, legacy, dra = (
+                (container.name, _legacy(container.legacy), container.dra)
+                if container
+                else ("", "", "")
+            )
+            cells = (report.namespace, workload, name, legacy, dra, report.outcome)
+            lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
+        if report.reason:
+            notes.append(f"- **{workload}** refused (`{report.reason}`): {report.message}")
+        notes += [f"- {workload}: {note}" for note in report.attention]
+    if notes:
+        lines += ["", "## Refusals and what needs attention", "", *notes]
+    if quotas:
+        lines += ["", "## Quotas and queues that count legacy GPU resources", ""]
+        lines += [
+            f"- {q.kind}/{q.name}"
+            + (f" in {q.namespace}" if q.namespace else "")
+            + f" counts {', '.join(q.counted)}: {q.stops}"
+            for q in quotas
+        ]
+    if unreadable:
+        lines += ["", "## Files that could not be read", ""]
+        lines += [f"- {_cell(problem)}" for problem in unreadable]
+    return "\n".join(lines) + "\n"
+
+
+def as_csv(reports: list[WorkloadReport]) -> str:
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(CSV_HEADERS)
+    for report in reports:
+        for container in report.containers or [None]:
+            row: list[Any] = [report.namespace, report.kind, report.name, report.embedded_at]
+            if container is None:
+                row += ["", "", ""]
+            else:
+                row += [container.name, _legacy(container.legacy), container.dra]
+            row += [report.outcome, report.reason, report.message, report.source]
+            writer.writerow(row)
+    return out.getvalue()

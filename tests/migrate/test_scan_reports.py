@@ -1,0 +1,57 @@
+"""`scan` as a change ticket takes it (issue 49): a grand total in every form, `-o markdown`
+(a table that renders as one) and `-o csv` (one row per container, read back by the csv
+module), and `unreadable:` lines on stderr, where the other messages go."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+import markdown
+
+from tests.migrate.test_scan import TREE, scan
+
+
+def test_the_text_table_and_the_data_have_a_grand_total() -> None:
+    code, out, _ = scan(str(TREE))
+    assert code == 2
+    per_namespace = out.split("Per namespace\n", 1)[1].splitlines()
+    assert per_namespace[-1].split() == ["TOTAL", "2", "2", "2"]
+    _, data, _ = scan(str(TREE), "-o", "json")
+    assert json.loads(data)["total"] == {
+        "workloads": 6,
+        "converted": 2,
+        "attention": 2,
+        "refused": 2,
+    }
+
+
+def test_markdown_is_a_ticket_that_renders() -> None:
+    code, out, _ = scan(str(TREE), "-o", "markdown")
+    assert code == 2 and out.startswith("# GPU workloads moving to DRA\n")
+    assert "6 workload(s) ask for legacy GPU resources; 2 convert" in out
+    assert "| **total** | **2** | **2** | **2** |" in out
+    assert "**Pod/big-memory** refused (`bad-quantity`): container \"trainer\"" in out
+    html = markdown.markdown(out, extensions=["tables"])
+    assert html.count("<table>") == 2 and "<td>Deployment/triton</td>" in html
+
+
+def test_csv_has_one_row_per_container() -> None:
+    code, out, _ = scan(str(TREE), "-o", "csv")
+    rows = list(csv.DictReader(io.StringIO(out)))
+    assert code == 2 and len(rows) == 6
+    refused = {r["name"]: r for r in rows if r["outcome"] == "refused"}
+    assert refused["big-memory"]["reason"] == "bad-quantity"
+    assert refused["big-memory"]["legacy"] == "gpu=1, gpumem=16Gi"
+    assert refused["notebooks"]["message"].startswith('container "jupyter": nvidia.com/gpumem')
+
+
+def test_unreadable_files_are_said_on_stderr(tmp_path: Path) -> None:
+    (tmp_path / "bad.yaml").write_text("kind: [unclosed\n")
+    (tmp_path / "ok.yaml").write_text((TREE / "team-a" / "apps.yaml").read_text())
+    code, out, err = scan(str(tmp_path))
+    assert code == 3
+    assert "unreadable:" not in out and "1 file(s) could not be read" in out
+    assert err.startswith(f"unreadable: {tmp_path / 'bad.yaml'}")
