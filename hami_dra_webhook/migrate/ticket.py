@@ -12,7 +12,7 @@ from typing import Any
 from hami_dra_webhook import __version__
 from hami_dra_webhook.migrate.quotas import QuotaReport
 from hami_dra_webhook.migrate.render import summary, totals
-from hami_dra_webhook.migrate.report import WorkloadReport
+from hami_dra_webhook.migrate.report import ContainerReport, WorkloadReport
 
 CSV_HEADERS = (
     "namespace",
@@ -70,7 +70,8 @@ def as_markdown(
         workload = f"{report.kind}/{report.name}"
         if report.embedded_at:
             workload += f" ({report.embedded_at})"
-        for container in report.containers or [None]:
+        every: list[ContainerReport | None] = [*report.containers] or [None]
+        for container in every:
             name, legacy, dra = (
                 (container.name, _legacy(container.legacy), container.dra)
                 if container
@@ -102,7 +103,8 @@ def as_csv(reports: list[WorkloadReport]) -> str:
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(CSV_HEADERS)
     for report in reports:
-        for container in report.containers or [None]:
+        every: list[ContainerReport | None] = [*report.containers] or [None]
+        for container in every:
             row: list[Any] = [report.namespace, report.kind, report.name, report.embedded_at]
             if container is None:
                 row += ["", "", ""]
