@@ -40,8 +40,12 @@ def on_cluster(args: argparse.Namespace, work: Callable[[Any], Awaitable[T]]) ->
     except ClusterAccessError as error:
         raise ClusterUnavailable(str(error)) from error
     except ApiError as error:
-        what = "the cluster did not answer" if error.status == 0 else "the Kubernetes API failed"
-        raise ClusterUnavailable(f"{what}: {error}") from error
+        if error.status == 0:
+            raise ClusterUnavailable(
+                f"the cluster did not answer: {error.message}; is it up, and is this the"
+                " context you meant? (kubectl cluster-info says the same)"
+            ) from error
+        raise ClusterUnavailable(f"the Kubernetes API failed: {error}") from error
 
 
 def context_namespace(args: argparse.Namespace) -> str:

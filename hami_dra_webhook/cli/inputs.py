@@ -39,14 +39,14 @@ EMPTY = "empty, no Kubernetes objects in it"
 
 
 def nothing_read(read: Any, named: list[str], stderr: TextIO) -> bool:
-    """Say which inputs were empty; True (said as an error) when nothing was read at all and
-    nothing was unreadable either: the command has nothing to work on."""
+    """Say which inputs were empty; True (said as one error, no warning beside it) when nothing
+    was read at all and nothing was unreadable either: the command has nothing to work on."""
+    if not (read.manifests or read.unreadable):
+        stderr.write(f"error: no Kubernetes objects in {', '.join(named)}: the input is empty\n")
+        return True
     for source in read.empty:
         stderr.write(f"warning: {source}: {EMPTY}\n")
-    if read.manifests or read.unreadable:
-        return False
-    stderr.write(f"error: no Kubernetes objects in {', '.join(named)}: the input is empty\n")
-    return True
+    return False
 
 
 def load_policy(path: str | None, stderr: TextIO) -> Policy:

@@ -16,6 +16,7 @@ from hami_dra_webhook.cli import (
     dry_run,
     exit_codes,
     gc_cmd,
+    help_text,
     migrate_cmd,
     scan_cmd,
     serve,
@@ -54,6 +55,7 @@ def build_parser(prog: str = PROGRAM) -> argparse.ArgumentParser:
     migrate_cmd.add_parser(commands)
     version_cmd.add_parser(commands)
     completion.add_parser(commands)
+    help_text.finish(parser)
     return parser
 
 
@@ -70,7 +72,9 @@ def main(
     stdout, stderr = stdout or sys.stdout, stderr or sys.stderr
     try:  # usage errors, --help and --version go where the caller's streams go
         with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
-            args = build_parser(prog).parse_args(argv)
+            args, unknown = build_parser(prog).parse_known_args(argv)
+            if unknown:  # said with the usage of the command they were given to
+                args.command_parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     except SystemExit as done:
         return done.code if isinstance(done.code, int) else exit_codes.USAGE
     try:

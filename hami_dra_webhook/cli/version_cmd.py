@@ -1,4 +1,5 @@
-"""`hami-dra-webhook version`: the package's version, and what it runs on."""
+"""`hami-dra-webhook version`: the package's version, and what it runs on; with `--cluster`,
+also the webhook installed in the cluster (as `kubectl version` shows client and server)."""
 
 from __future__ import annotations
 
@@ -7,15 +8,34 @@ import platform
 from typing import Any, TextIO
 
 from hami_dra_webhook import __version__
+from hami_dra_webhook.cli import exit_codes
+from hami_dra_webhook.cli.cluster_access import (
+    ClusterUnavailable,
+    add_cluster_flags,
+    on_cluster,
+    say_unavailable,
+)
 from hami_dra_webhook.cli.inputs import add_output, write_data
+
+# The chart's webhook Deployment, in whatever namespace and release it was installed.
+WEBHOOK_DEPLOYMENTS = (
+    "app.kubernetes.io/part-of=hami-dra-webhook,app.kubernetes.io/component=webhook"
+)
+DEPLOYMENTS = "/apis/apps/v1/deployments"
 
 
 def add_parser(commands: Any) -> None:
     parser = commands.add_parser(
         "version",
-        help="print the version",
-        description="Print hami-dra-webhook's version (the chart and image carry the same one).",
+        help="print the version (--cluster: and the installed webhook's)",
+        description="Print hami-dra-webhook's version (the chart and image carry the same one)."
+        " With --cluster, also each webhook the chart installed in the cluster: its version,"
+        " image and ready replicas.",
     )
+    parser.add_argument(
+        "--cluster", action="store_true", help="also read the installed webhook from the cluster"
+    )
+    add_cluster_flags(parser)
     add_output(parser)
     parser.set_defaults(run=run)
 
@@ -28,9 +48,55 @@ def facts() -> dict[str, str]:
     }
 
 
+def installed(deployments: list[Any]) -> list[dict[str, Any]]:
+    """Each installed webhook: where, its version label, image, replicas ready of wanted."""
+    found = []
+    for item in deployments:
+        metadata, spec = item.get("metadata") or {}, item.get("spec") or {}
+        containers = ((spec.get("template") or {}).get("spec") or {}).get("containers") or []
+        status = item.get("status") or {}
+        found.append(
+            {
+                "namespace": str(metadata.get("namespace", "")),
+                "name": str(metadata.get("name", "")),
+                "version": str((metadata.get("labels") or {}).get("app.kubernetes.io/version", "")),
+                "image": str(containers[0].get("image", "")) if containers else "",
+                "ready": int(status.get("readyReplicas") or 0),
+                "replicas": int(spec.get("replicas") or 0),
+            }
+        )
+    return found
+
+
 def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
-    if args.output == "text":
+    webhooks: list[dict[str, Any]] | None = None
+    if args.cluster:
+
+        async def read(api: Any) -> list[Any]:
+            query = [("labelSelector", WEBHOOK_DEPLOYMENTS)]
+            found: list[Any] = await api.list_path(DEPLOYMENTS, query, timeout=10)
+            return found
+
+        try:
+            webhooks = installed(on_cluster(args, read))
+        except ClusterUnavailable as error:
+            say_unavailable(error, stderr)
+            return exit_codes.UNREADABLE
+    if args.output != "text":
+        data: dict[str, Any] = facts()
+        if webhooks is not None:
+            data["webhooks"] = webhooks
+        write_data(data, args.output, stdout)
+        return 0
+    if webhooks is None:
         stdout.write(f"{args.prog_name} {__version__}\n")
-    else:
-        write_data(facts(), args.output, stdout)
+        return 0
+    stdout.write(f"client: {args.prog_name} {__version__}\n")
+    for hook in webhooks:
+        stdout.write(
+            f"webhook: {hook['version'] or 'unknown version'} in {hook['namespace']}/"
+            f"{hook['name']} ({hook['image']}, {hook['ready']}/{hook['replicas']} ready)\n"
+        )
+    if not webhooks:
+        stdout.write("webhook: not installed (no Deployment of the chart in any namespace)\n")
     return 0

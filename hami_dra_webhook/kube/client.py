@@ -22,6 +22,7 @@ import kubernetes.aio.config
 from kubernetes.aio.client.exceptions import ApiException
 
 from hami_dra_webhook.core.types import JsonObject
+from hami_dra_webhook.kube.no_answer import no_answer
 from hami_dra_webhook.kube.paging import MAX_PAGE_BYTES, ListPages
 from hami_dra_webhook.kube.port import ApiError, paths
 from hami_dra_webhook.kube.streams import Oversized, json_or_empty, lines, read_capped
@@ -146,7 +147,7 @@ class KubernetesApi(ListPages):
         except asyncio.CancelledError:
             raise
         except Exception as error:  # aiohttp's errors, bad JSON, anything the stream holds
-            raise ApiError(0, type(error).__name__, str(error)[:300]) from error
+            raise no_answer(error) from error
         finally:
             stream.close()  # not released to the pool: the rest of the stream is not wanted
 
@@ -173,7 +174,7 @@ class KubernetesApi(ListPages):
         except ApiException as error:
             raise ApiError(error.status or 0, "Unreachable", str(error.reason)) from error
         except Exception as error:  # aiohttp: refused and reset connections, TLS, DNS
-            raise ApiError(0, type(error).__name__, str(error)[:300]) from error
+            raise no_answer(error) from error
         return response
 
     def pod_pages(
@@ -351,7 +352,7 @@ class KubernetesApi(ListPages):
         except TimeoutError as error:
             raise ApiError(0, "Timeout", f"no answer within {timeout:g}s") from error
         except Exception as error:  # aiohttp: refused and reset connections, TLS, DNS
-            raise ApiError(0, type(error).__name__, str(error)[:300]) from error
+            raise no_answer(error) from error
         document = json_or_empty(data)
         if response.status >= 300:
             raise ApiError.from_status(response.status, document)

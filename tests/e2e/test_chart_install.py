@@ -5,12 +5,16 @@ kube-apiserver, and RBAC as the webhook's own ServiceAccount."""
 from __future__ import annotations
 
 import copy
+import io
+import json
 import re
 from pathlib import Path
 
 import yaml
 
+from hami_dra_webhook import __version__
 from hami_dra_webhook.certs.pki import issue, write
+from hami_dra_webhook.cli.main import main
 from tests.support.cluster import RELEASE_NAMESPACE, Cluster, Release, granted, wait_for
 from tests.support.pods import gpu_pod
 
@@ -51,7 +55,7 @@ def _documented_permissions() -> dict[str, set[str]]:
     """resource -> verbs, from the RBAC table of docs/security.md."""
     text = SECURITY.read_text()
     table = text[text.index("**What it can touch**") : text.index("It cannot read other Secrets")]
-    rows = re.findall(r"^  \| ([a-z0-9.]+) \| [^|]+ \| ([a-z ]+) \|", table, re.M)
+    rows = re.findall(r"^ +\| ([a-z0-9.]+) \| [^|]+ \| ([a-z ]+) \|", table, re.M)
     return {resource: set(verbs.split()) for resource, verbs in rows if resource != "resource"}
 
 
@@ -110,3 +114,20 @@ def test_custom_certificate_mode_installs_and_admits(
     finally:
         custom.uninstall()
         cluster.kubectl("delete", "namespace", "hami-custom", "--wait=false")
+
+
+def test_version_reads_the_installed_webhook(cluster: Cluster, hami: Release) -> None:
+    """`version --cluster`, as kubectl version shows client and server: the chart's Deployment
+    with its version label, image and ready replicas (nothing runs its pods here: 0 ready)."""
+    out, err = io.StringIO(), io.StringIO()
+    kubeconfig = str(cluster.plane.admin_kubeconfig)
+    code = main(["version", "--cluster", "--kubeconfig", kubeconfig], stdout=out, stderr=err)
+    assert code == 0, err.getvalue()
+    client, *webhooks = out.getvalue().splitlines()
+    assert client == f"client: hami-dra-webhook {__version__}"
+    expected = f"webhook: {__version__} in {hami.namespace}/{hami.fullname} ("
+    assert any(line.startswith(expected) and line.endswith(" ready)") for line in webhooks)
+    data = io.StringIO()
+    main(["version", "--cluster", "--kubeconfig", kubeconfig, "-o", "json"], stdout=data)
+    found = json.loads(data.getvalue())["webhooks"]
+    assert {(w["namespace"], w["name"]) for w in found} >= {(hami.namespace, hami.fullname)}

@@ -22,6 +22,7 @@ from hami_dra_webhook.cli.main import main
 from tests.support.cluster import Cluster
 
 REPO = Path(__file__).parents[2]
+EXAMPLE = REPO / "examples" / "pod.yaml"
 HAMI_DEFAULT_CONFIG = (
     REPO.parent / "shared" / "realworld" / "configs" / "hami-v2.10-chart-default.device-config.yaml"
 )
@@ -133,10 +134,10 @@ def test_empty_and_non_utf8_inputs_are_named_plainly(tmp_path: Path) -> None:
     binary.write_bytes(b"\x89PNG\r\n\x1a\n")
     code, _, err = run("dry-run", str(empty))
     assert code == 3
-    assert err == (
-        f"warning: {empty}: empty, no Kubernetes objects in it\n"
-        f"error: no Kubernetes objects in {empty}: the input is empty\n"
-    )
+    # one line: an error, not a warning and an error
+    assert err == f"error: no Kubernetes objects in {empty}: the input is empty\n"
+    code, _, err = run("dry-run", str(empty), str(EXAMPLE))
+    assert code == 0 and err.startswith(f"warning: {empty}: empty, no Kubernetes objects in it\n")
     assert run("dry-run", "-", stdin="")[0] == 3
     assert (
         run("convert", "-", stdin="\n")[2] == "error: <stdin>: empty, no Kubernetes objects in it\n"

@@ -33,7 +33,7 @@ def test_markdown_is_a_ticket_that_renders() -> None:
     assert code == 2 and out.startswith("# GPU workloads moving to DRA\n")
     assert "6 workload(s) ask for legacy GPU resources; 2 convert" in out
     assert "| **total** | **2** | **2** | **2** |" in out
-    assert "**Pod/big-memory** refused (`bad-quantity`): container \"trainer\"" in out
+    assert '**Pod/big-memory** refused (`bad-quantity`): container "trainer"' in out
     html = markdown.markdown(out, extensions=["tables"])
     assert html.count("<table>") == 2 and "<td>Deployment/triton</td>" in html
 

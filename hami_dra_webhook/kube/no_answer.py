@@ -1,0 +1,58 @@
+"""A failed connection to kube-apiserver in plain words: what happened and where, never an
+HTTP library's exception text (`ClientConnectorError: Cannot connect to host ...`)."""
+
+from __future__ import annotations
+
+import os
+import ssl
+
+import aiohttp
+
+from hami_dra_webhook.kube.port import ApiError
+
+
+def no_answer(error: BaseException) -> ApiError:
+    """The ApiError (status 0) for an error of the transport; its message says what happened."""
+    try:
+        words = _words(error)
+    except Exception:  # an error of a shape not foreseen: its own text, never a new failure
+        words = str(error)[:300] or type(error).__name__
+    return ApiError(0, type(error).__name__, words)
+
+
+def _words(error: BaseException) -> str:
+    if isinstance(error, aiohttp.ClientConnectorCertificateError):
+        problem = error.certificate_error
+        why = getattr(problem, "verify_message", "") or problem
+        return (
+            f"{_where(error)}: its certificate was not accepted ({why}); check the kubeconfig's"
+            " certificate-authority-data"
+        )
+    if isinstance(error, aiohttp.ClientConnectorSSLError):
+        return f"{_where(error)}: the TLS handshake failed ({_reason(error.os_error)})"
+    if isinstance(error, ssl.SSLError):
+        return f"the TLS handshake failed ({_reason(error)})"
+    if isinstance(error, aiohttp.ClientConnectorError):
+        number = error.os_error.errno
+        cause = os.strerror(number) if number else str(error.os_error)
+        return f"nothing answers at {_where(error)} ({cause.lower()})"
+    if isinstance(error, aiohttp.ServerDisconnectedError):
+        return "the server closed the connection before it answered"
+    if isinstance(error, aiohttp.ClientPayloadError):
+        return "the answer was cut off"
+    if isinstance(error, aiohttp.ClientOSError):
+        return f"the connection failed ({(error.strerror or str(error)).lower()})"
+    if isinstance(error, TimeoutError):
+        return "no answer in time"
+    return str(error)[:300] or type(error).__name__
+
+
+def _where(error: aiohttp.ClientConnectorError) -> str:
+    scheme = "http" if error.ssl is False else "https"
+    return f"{scheme}://{error.host}:{error.port}"
+
+
+def _reason(error: BaseException) -> str:
+    """An SSL error's reason (`WRONG_VERSION_NUMBER`, `CERTIFICATE_VERIFY_FAILED`), else its
+    text."""
+    return str(getattr(error, "reason", "") or error)[:200]
