@@ -33,3 +33,16 @@ def test_the_licence_is_apache_2() -> None:
     assert "END OF TERMS AND CONDITIONS" in licence
     pyproject = (ROOT / "pyproject.toml").read_text()
     assert 'license = "Apache-2.0"' in pyproject
+
+
+def test_what_users_read_cites_only_what_they_have() -> None:
+    """REFERENCE.md, VENDORS.md and NODE.md are this project's notes beside the repository, not
+    in it: the package, the docs, the chart and the examples cite the docs instead."""
+    cited = []
+    for folder in ("hami_dra_webhook", "docs", "charts", "examples"):
+        for path in (ROOT / folder).rglob("*"):
+            if path.is_file() and path.suffix in (".py", ".md", ".yaml", ".tpl", ".txt", ".json"):
+                text = path.read_text(errors="replace")
+                cited += [f"{path.relative_to(ROOT)}: {name}" for name in
+                          ("REFERENCE.md", "VENDORS.md", "NODE.md") if name in text]  # fmt: skip
+    assert cited == []

@@ -8,7 +8,7 @@ affinity on `metadata.name`), tolerating every taint (the node is still cordoned
 driver's own namespace, with the driver pod's own image (already on the node: no registry is
 asked; it has a shell and `sleep`, which the canary needs). Its container checks that it sees
 the environment its request means (`CUDA_DEVICE_MEMORY_LIMIT_0=1000m`,
-`CUDA_DEVICE_SM_LIMIT_0=10`: ../shared/NODE.md, the driver's CDI spec), and then stays up,
+`CUDA_DEVICE_SM_LIMIT_0=10`: docs/kubernetes-facts.md, the driver's CDI spec), and then stays up,
 Ready; it fails at once, saying what it saw, otherwise. It passes when it is Ready and, read
 while it runs (an ended pod's claim is deallocated), its claim is allocated by the driver on
 this node and reserved for it. Either way the pod and the claim are deleted.

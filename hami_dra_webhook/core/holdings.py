@@ -28,7 +28,7 @@ from hami_dra_webhook.core.types import JsonObject
 from hami_dra_webhook.core.vendors.families import converted_names
 
 # Written by hami-scheduler on the pods it placed (the node's name): HAMi's own quota counts
-# exactly these pods (REFERENCE.md §1a).
+# exactly these pods (docs/quotas.md).
 HAMI_NODE_ANNOTATION = "hami.io/vgpu-node"
 ClaimKey = tuple[str, str]  # (namespace, name)
 

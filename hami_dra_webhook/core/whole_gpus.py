@@ -3,7 +3,7 @@
 `extendedResourceName: nvidia.com/gpu`, and kube-scheduler itself turns a pod's
 `nvidia.com/gpu: N` into a claim for N whole devices of that class on nodes without a device
 plugin for it. For a pod that asks for nothing else this is exactly what legacy HAMi meant
-(count only: N exclusive cards, all their memory and all their cores; REFERENCE.md) and what
+(count only: N exclusive cards, all their memory and all their cores; docs/translation.md) and what
 this webhook would write, so the webhook leaves such pods alone (and the chart's
 matchConditions never send them).
 

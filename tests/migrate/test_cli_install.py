@@ -6,6 +6,7 @@ shells (Debian's; `./scripts/test` installs zsh and fish)."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -66,6 +67,24 @@ def _run(command: list[str], bin_dir: Path, **options: object) -> subprocess.Com
         cwd="/",
         **options,
     )  # type: ignore[call-overload, no-any-return]
+
+
+def test_the_wheel_says_where_it_comes_from(installed: Path) -> None:
+    """Project-URLs, classifiers, the licence and the typing marker, in the wheel's METADATA as
+    the installed package reads it."""
+    program = (
+        "import json, importlib.metadata as m, importlib.resources as r;"
+        " d = m.metadata('hami-dra-webhook');"
+        " print(json.dumps({'urls': d.get_all('Project-URL'), 'classifiers': d.get_all('Classifier'),"
+        " 'license': d['License-Expression'],"
+        " 'typed': r.files('hami_dra_webhook').joinpath('py.typed').is_file()}))"
+    )
+    done = _run([str(installed / "python"), "-c", program], installed)
+    found = json.loads(done.stdout)
+    assert "Source, https://github.com/Project-HAMi/hami-dra-webhook" in found["urls"]
+    assert "Issues, https://github.com/Project-HAMi/hami-dra-webhook/issues" in found["urls"]
+    assert "Programming Language :: Python :: 3.11" in found["classifiers"]
+    assert (found["license"], found["typed"]) == ("Apache-2.0", True)
 
 
 def test_the_wheel_installs_a_working_command(installed: Path) -> None:
