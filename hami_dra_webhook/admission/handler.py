@@ -46,7 +46,7 @@ class AdmissionEvents(Protocol):
     def answered(self, result: MutationRecord, seconds: float) -> None:
         """An admission was answered with `result`, `seconds` after its body was read."""
 
-    def previewed(self, outcome: str) -> None:
+    def previewed(self, outcome: str, line: dict[str, Any]) -> None:
         """A workload preview was answered with `outcome`."""
 
 
@@ -139,21 +139,27 @@ class WorkloadAdmission:
         self.preview = WorkloadPreview(mutator, opted_in_only=opted_in_only)
 
     async def __call__(self, body: bytes) -> tuple[int, bytes]:
+        started = time.perf_counter()
         off_loop = self.mutator.off_loop
         if off_loop is not None and len(body) > self.off_loop_bytes:  # a large custom resource
-            status, answer, outcome = await asyncio.get_running_loop().run_in_executor(
+            status, answer, judged = await asyncio.get_running_loop().run_in_executor(
                 off_loop, functools.partial(self.judge, body, cached=False)
             )
         else:
-            status, answer, outcome = self.judge(body, cached=True)
-        if outcome is None:
+            status, answer, judged = self.judge(body, cached=True)
+        if judged is None:
             self.events.malformed()
         else:
-            self.events.previewed(outcome)
+            outcome, line = judged
+            line["duration_ms"] = round((time.perf_counter() - started) * 1000, 3)
+            self.events.previewed(outcome, line)
         return status, answer
 
-    def judge(self, body: bytes, cached: bool) -> tuple[int, bytes, str | None]:
-        """Decode and judge; (status, answer, outcome), outcome None for a malformed body."""
+    def judge(
+        self, body: bytes, cached: bool
+    ) -> tuple[int, bytes, tuple[str, dict[str, Any]] | None]:
+        """Decode and judge; (status, answer, (outcome, its log line)), None for a malformed
+        body."""
         try:
             request = review.parse_review(body).request
         except review.MalformedReview as error:
@@ -162,8 +168,25 @@ class WorkloadAdmission:
             answered = self.preview.answer(request, cached=cached)
         except Exception:
             log.exception("workload preview %s failed unexpectedly", request.uid)
-            return 200, orjson.dumps(allowed(request.uid)), "none"
-        return 200, orjson.dumps(answered.answer), answered.outcome
+            return 200, orjson.dumps(allowed(request.uid)), ("none", _preview_line(request, "none"))
+        line = _preview_line(request, answered.outcome)
+        return 200, orjson.dumps(answered.answer), (answered.outcome, line)
+
+
+def _preview_line(request: review.Request, outcome: str) -> dict[str, Any]:
+    """The admission log's line of a workload preview: which workload, what its pods become."""
+    kind = request.object.get("kind") if isinstance(request.object, dict) else None
+    return {
+        "uid": request.uid,
+        "user": request.user,
+        "resource": request.resource_name,
+        "kind": str(kind or ""),
+        "namespace": request.namespace or "",
+        "workload": request.name or "",
+        "operation": request.operation,
+        "dryRun": request.dry_run,
+        "preview": outcome,
+    }
 
 
 async def admitted(

@@ -3,6 +3,8 @@ and written to the admission log."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from hami_dra_webhook.admission.mutator import MutationRecord
 from hami_dra_webhook.server.logs import AdmissionLog
 from hami_dra_webhook.server.metrics import Metrics
@@ -21,8 +23,12 @@ class ServerEvents:
     def ended(self) -> None:
         self.metrics.in_flight.dec()
 
-    def previewed(self, outcome: str) -> None:
+    def previewed(self, outcome: str, line: dict[str, Any]) -> None:
+        """A workload preview: counted, and logged when it says something (a workload with
+        GPU pods), so that what `kubectl apply` printed can be found again."""
         self.metrics.workload_previews.labels(outcome).inc()
+        if outcome != "none":
+            self.admission_log.write(line)
 
     def answered(self, result: MutationRecord, seconds: float) -> None:
         self.metrics.admitted(result.operation, result.outcome, seconds, result.resources)

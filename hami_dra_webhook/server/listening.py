@@ -102,11 +102,14 @@ class WebhookServer(uvicorn.Server):
         await super().startup(sockets)
         if self.started:  # uvicorn logs why when it could not listen
             self.lifecycle.listening = True
+            # The routes as the app has them (server/app.py's Dispatch), not a list kept here.
+            posts = ", ".join(getattr(self.config.app, "posts", ()))
             log.info(
-                "listening on https://%s:%d: /mutate, /healthz, /livez, /readyz, /metrics"
+                "listening on https://%s:%d: POST %s; GET /healthz, /livez, /readyz, /metrics"
                 " (process %d)",
                 self.config.host,
                 self.config.port,
+                posts,
                 os.getpid(),
             )
 

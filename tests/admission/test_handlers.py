@@ -31,6 +31,7 @@ class Recorded:
     def __init__(self) -> None:
         self.seen: list[str] = []
         self.results: list[MutationRecord] = []
+        self.lines: list[dict[str, Any]] = []
 
     def malformed(self) -> None:
         self.seen.append("malformed")
@@ -46,8 +47,9 @@ class Recorded:
         self.seen.append(f"answered {result.outcome}")
         self.results.append(result)
 
-    def previewed(self, outcome: str) -> None:
+    def previewed(self, outcome: str, line: dict[str, Any]) -> None:
         self.seen.append(f"previewed {outcome}")
+        self.lines.append(line)
 
 
 def _bytes(document: dict[str, Any]) -> bytes:
@@ -204,3 +206,12 @@ def test_a_workload_preview_warns_and_never_denies() -> None:
     assert any("hami-gpu-" in warning for warning in answer["warnings"]), answer["warnings"]
     assert events.seen == [f"previewed {events.seen[0].split()[-1]}"]
     assert events.seen[0] != "previewed none"
+    [line] = events.lines  # what the admission log writes: which workload, what it becomes
+    assert {k: line[k] for k in ("kind", "namespace", "workload", "operation", "preview")} == {
+        "kind": "Deployment",
+        "namespace": "team-a",
+        "workload": "trainer",
+        "operation": "CREATE",
+        "preview": events.seen[0].split()[-1],
+    }
+    assert line["duration_ms"] >= 0
