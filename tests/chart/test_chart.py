@@ -681,3 +681,16 @@ def test_shutdown_exclusions_and_callers() -> None:
     assert ops == {"ports": [{"port": 8080, "protocol": "TCP"}]}  # probes: from anywhere
     refused = run_helm("template", "x", str(CHART), "--set", "networkPolicy.enabled=true")
     assert refused.returncode != 0 and "controlPlaneCIDRs" in refused.stderr
+
+
+@pytest.mark.parametrize("preview", ["true", "false"])
+def test_the_documented_uninstall_selects_every_webhook_configuration(preview: str) -> None:
+    """docs/install.md deletes the webhook configurations by the release's label before
+    `helm uninstall`: whatever the release is called and whether the workloads' preview is on,
+    the label selects exactly the chart's configurations."""
+    for release in ("hami-dra-webhook", "gpu"):
+        documents = render(f"workloadPreview.enabled={preview}", release=release)
+        configurations = [d for d in documents if d["kind"].endswith("WebhookConfiguration")]
+        assert len(configurations) == (2 if preview == "true" else 1)
+        for item in configurations:
+            assert item["metadata"]["labels"]["app.kubernetes.io/instance"] == release

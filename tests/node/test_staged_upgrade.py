@@ -92,7 +92,14 @@ def test_uninstall_then_upgrade_from_the_previous_chart(chart: NodeCluster) -> N
         with creating_pods(chart, namespace, max_seconds=300, converted_only=False) as creates:
             time.sleep(AFTER_SECONDS)
             creates.phase = "uninstall"
-            chart.kubectl("delete", "mutatingwebhookconfiguration", RELEASE)
+            # docs/install.md's command: by the release's label, whatever the names and
+            # whether the workloads' preview is on
+            chart.kubectl(
+                "delete",
+                "mutatingwebhookconfiguration,validatingwebhookconfiguration",
+                "-l",
+                f"app.kubernetes.io/instance={RELEASE}",
+            )
             chart.helm("uninstall", RELEASE, "-n", NAMESPACE, "--wait", "--timeout", "180s")
             time.sleep(AFTER_SECONDS)
         numbers["uninstall"] = creates.numbers()
