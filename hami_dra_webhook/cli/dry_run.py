@@ -281,7 +281,8 @@ def _quota(result: DryRunResult, document: Any, quota: QuotaReport) -> None:
     if result.patch:
         result.outcome = "converted"
         result.object = patch.apply(document, result.patch)
-    result.warnings.append(f"counts {', '.join(quota.counted)}: {quota.stops}")
+    note = f"; {quota.note}" if quota.note else ""
+    result.warnings.append(f"counts {', '.join(quota.counted)}: {quota.stops}{note}")
 
 
 def _judge_embedded(

@@ -54,6 +54,8 @@ class QuotaReport:
     sections: dict[tuple[str, ...], dict[str, str]] = field(default_factory=dict)
     # A Kueue Configuration's missing deviceClassMappings entry.
     kueue_mapping: dict[str, Any] | None = None
+    # What objects of its kind share (Kueue's way of counting claims): said once under a table.
+    note: str = ""
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -66,6 +68,7 @@ class QuotaReport:
             "draForm": self.dra_form,
             "draSections": {".".join(path): entries for path, entries in self.sections.items()},
             "kueueMapping": self.kueue_mapping,
+            "note": self.note,
         }
 
 
@@ -95,11 +98,8 @@ def quota_report(
         if not counted:
             return None
         scope = "" if kind == "ClusterQueue" else namespace
-        stops = (
-            "converted pods request none of these, so Kueue stops counting their GPUs here;"
-            f" it counts claims only through a Configuration's deviceClassMappings ({KUEUE_FORM})"
-        )
-        return QuotaReport(kind, scope, name, source, counted, stops)
+        stops = "converted pods request none of these, so Kueue stops counting their GPUs here"
+        return QuotaReport(kind, scope, name, source, counted, stops, note=KUEUE_NOTE)
     if (group, kind) == (KUEUE_CONFIG_GROUP, "Configuration"):
         return _kueue_configuration(document, policy, source, name)
     if (group, kind) == (VOLCANO_GROUP, "Queue"):
@@ -107,6 +107,12 @@ def quota_report(
     return None
 
 
+KUEUE_NOTE = (
+    "Kueue counts DRA claims only through a Configuration's deviceClassMappings: convert adds"
+    " one naming the webhook's DeviceClass as the count resource; Kueue then counts the devices"
+    " of claims a Job's own pod template references (convert --embedded writes them), never"
+    " those of pods converted at admission, and no GPU memory or cores"
+)
 KUEUE_FORM = (
     "convert adds one naming the webhook's DeviceClass as the count resource; Kueue then counts"
     " the devices of claims a Job's own pod template references (convert --embedded writes"

@@ -101,10 +101,14 @@ def as_table(
         out.write("\nQuotas and queues that count legacy GPU resources\n")
         table: list[tuple[str, ...]] = [("NAMESPACE", "OBJECT", "COUNTS")]
         table += [(q.namespace, f"{q.kind}/{q.name}", ", ".join(q.counted)) for q in quotas]
+        notes_of = {
+            note: n for n, note in enumerate(dict.fromkeys(q.note for q in quotas if q.note), 1)
+        }
         for quota, line in zip([None, *quotas], columns(table), strict=True):
             out.write(line.rstrip() + "\n")
             if quota is not None:
-                out.write(f"    - {quota.stops}\n")
+                see = f" (note {notes_of[quota.note]})" if quota.note else ""
+                out.write(f"    - {quota.stops}{see}\n")
                 out.writelines(f"    - DRA form: {k}: {v}\n" for k, v in quota.dra_form.items())
                 out.writelines(
                     f"    - DRA form in {'.'.join(path)}: {k}: {v}\n"
@@ -116,6 +120,8 @@ def as_table(
                         f"    - DRA form: resources.deviceClassMappings: {quota.kueue_mapping}\n"
                     )
                 out.write(f"    - from {quota.source}\n" if quota.source else "")
+        for note, number in notes_of.items():
+            out.write(f"note {number}: {note}\n")
     if gpu_quotas:
         out.write("\nGPU quotas kept for converted pods (docs/quotas.md)\n")
         rows = [("NAMESPACE", "QUOTA", "KEY", "USED", "HARD", "HELD PODS")]

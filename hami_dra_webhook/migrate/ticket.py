@@ -92,6 +92,7 @@ def as_markdown(
             + f" counts {', '.join(q.counted)}: {q.stops}"
             for q in quotas
         ]
+        lines += ["", *dict.fromkeys(q.note for q in quotas if q.note)]
     if unreadable:
         lines += ["", "## Files that could not be read", ""]
         lines += [f"- {_cell(problem)}" for problem in unreadable]

@@ -55,3 +55,18 @@ def test_unreadable_files_are_said_on_stderr(tmp_path: Path) -> None:
     assert code == 3
     assert "unreadable:" not in out and "1 file(s) could not be read" in out
     assert err.startswith(f"unreadable: {tmp_path / 'bad.yaml'}")
+
+
+def test_what_queues_share_is_said_once(tmp_path: Path) -> None:
+    """Kueue's way of counting claims was a 400-character sentence under every ClusterQueue."""
+    queue = (
+        "apiVersion: kueue.x-k8s.io/v1beta2\nkind: ClusterQueue\nmetadata: {{name: {name}}}\n"
+        "spec:\n  resourceGroups:\n  - coveredResources: [nvidia.com/gpu]\n"
+        "    flavors: [{{name: f, resources: [{{name: nvidia.com/gpu, nominalQuota: 8}}]}}]\n"
+    )
+    (tmp_path / "queues.yaml").write_text("---\n".join(queue.format(name=n) for n in "abc"))
+    code, out, _ = scan(str(tmp_path))
+    assert code == 1
+    assert out.count("Kueue stops counting their GPUs here (note 1)") == 3
+    assert out.count("deviceClassMappings") == 1 and "\nnote 1: Kueue counts DRA claims" in out
+    assert max(len(line) for line in out.splitlines() if "stops counting" in line) < 100
