@@ -298,22 +298,7 @@ def _move(
     outcomes = started[0].outcomes if started else []
     result["waves"] = [outcome.as_json() for outcome in outcomes]
     result["moved"] = moved
-    last = outcomes[-1] if outcomes else None
-    if last is not None and last.refused:
-        stderr.write(
-            f"stopped before wave {len(outcomes)} ({', '.join(last.nodes)}): its plan has"
-            " blockers (see the plan; --force moves anyway); the waves before it moved\n"
-        )
-        code = exit_codes.REFUSED
-    elif last is not None and last.failed:
-        for node, why in last.failed.items():
-            stderr.write(f"error: {node}: {why}\n")
-        stderr.write(
-            f"stopped at wave {len(outcomes)}: the nodes whose move failed stay cordoned,"
-            " each with its state; run the same command again to resume, or move a node back"
-            " with migrate node NODE --to legacy|dra\n"
-        )
-        code = exit_codes.UNREADABLE
+    code = _stopped(outcomes, stderr) or code
     result["timeline"] = progress.timeline
     result["seconds"] = round(time.monotonic() - progress.started, 1)
     if not text:
@@ -321,6 +306,27 @@ def _move(
     elif moved:
         stdout.write(f"moved {sum(len(w) for w in waves)} node(s) in {len(waves)} wave(s)\n")
     return code
+
+
+def _stopped(outcomes: list[Any], stderr: TextIO) -> int:
+    """Where the fleet stopped, if it did, said on stderr; its exit code."""
+    last = outcomes[-1] if outcomes else None
+    if last is not None and last.refused:
+        stderr.write(
+            f"stopped before wave {len(outcomes)} ({', '.join(last.nodes)}): its plan has"
+            " blockers (see the plan; --force moves anyway); the waves before it moved\n"
+        )
+        return exit_codes.REFUSED
+    if last is not None and last.failed:
+        for node, why in last.failed.items():
+            stderr.write(f"error: {node}: {why}\n")
+        stderr.write(
+            f"stopped at wave {len(outcomes)}: the nodes whose move failed stay cordoned,"
+            " each with its state; run the same command again to resume, or move a node back"
+            " with migrate node NODE --to legacy|dra\n"
+        )
+        return exit_codes.UNREADABLE
+    return exit_codes.OK
 
 
 def _fleet_text(fleet: Any, plans: list[list[Any]]) -> str:

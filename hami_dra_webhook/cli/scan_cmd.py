@@ -59,7 +59,6 @@ def add_parser(commands: Any) -> None:
 
 
 def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
-    from hami_dra_webhook.migrate import render
     from hami_dra_webhook.migrate.report import assess, worth_reporting
 
     if args.cluster == bool(inputs(args)):
@@ -103,24 +102,38 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
         if worth_reporting(w.pod, policy)
     ]
     reports.sort(key=lambda r: (r.namespace, r.kind, r.name, r.embedded_at, r.source))
-    if args.output in ("markdown", "csv"):
-        from hami_dra_webhook.migrate import ticket
-
-        if args.output == "csv":
-            stdout.write(ticket.as_csv(reports))
-        else:
-            stdout.write(ticket.as_markdown(reports, quotas, unreadable))
-    elif args.output != "text":
-        data = render.as_data(reports, notes, unreadable, quotas, gpu_quotas)
-        write_data(data, args.output, stdout)
-    else:
-        render.as_table(reports, notes, stdout, unreadable, quotas, gpu_quotas)
+    _write(args.output, stdout, reports, notes, unreadable, quotas, gpu_quotas)
     outcomes = {r.outcome for r in reports}
     return exit_codes.worst(
         exit_codes.REFUSED if "refused" in outcomes else exit_codes.OK,
         exit_codes.ATTENTION if "attention" in outcomes or quotas else exit_codes.OK,
         exit_codes.UNREADABLE if unreadable else exit_codes.OK,
     )
+
+
+def _write(
+    output: str,
+    stdout: TextIO,
+    reports: list[Any],
+    notes: list[str],
+    unreadable: list[str],
+    quotas: list[Any],
+    gpu_quotas: list[Any] | None,
+) -> None:
+    """The report in the form `-o` names."""
+    from hami_dra_webhook.migrate import render
+
+    if output in ("markdown", "csv"):
+        from hami_dra_webhook.migrate import ticket
+
+        if output == "csv":
+            stdout.write(ticket.as_csv(reports))
+        else:
+            stdout.write(ticket.as_markdown(reports, quotas, unreadable))
+    elif output != "text":
+        write_data(render.as_data(reports, notes, unreadable, quotas, gpu_quotas), output, stdout)
+    else:
+        render.as_table(reports, notes, stdout, unreadable, quotas, gpu_quotas)
 
 
 def _policy(args: argparse.Namespace, stderr: TextIO) -> tuple[Any, list[str]] | int:

@@ -78,6 +78,17 @@ def driver_words(pod: JsonObject | None, node: str) -> str:
     )
 
 
+def _on_node(node: str) -> JsonObject:
+    """Node affinity to exactly `node`, by its name (matchFields: no label needed)."""
+    names = {"key": "metadata.name", "operator": "In", "values": [node]}
+    terms = [{"matchFields": [names]}]
+    return {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}
+        }
+    }
+
+
 def canary_objects(
     policy: Policy, node: str, namespace: str, image: str
 ) -> tuple[JsonObject, JsonObject]:
@@ -95,19 +106,7 @@ def canary_objects(
         "spec": {
             "restartPolicy": "Never",
             "terminationGracePeriodSeconds": 0,
-            "affinity": {
-                "nodeAffinity": {
-                    "requiredDuringSchedulingIgnoredDuringExecution": {
-                        "nodeSelectorTerms": [
-                            {
-                                "matchFields": [
-                                    {"key": "metadata.name", "operator": "In", "values": [node]}
-                                ]
-                            }
-                        ]
-                    }
-                }
-            },
+            "affinity": _on_node(node),
             "tolerations": [{"operator": "Exists"}],
             "containers": [
                 {

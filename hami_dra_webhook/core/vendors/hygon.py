@@ -53,6 +53,23 @@ def role_names(sections: HamiVendorSections) -> tuple[tuple[str, ...], ...]:
     )
 
 
+def _check_bounds(count: int, memory_mib: int | None, ref: ContainerRef) -> None:
+    if count > MAX_CLAIM_DEVICES:
+        raise NotConvertible(
+            f"{ref.label}: {count} Hygon cards are more than the {MAX_CLAIM_DEVICES} devices a"
+            f" DRA claim can hold; request at most {MAX_CLAIM_DEVICES}",
+            code=422,
+            reason="too-many-devices",
+        )
+    if memory_mib is not None and memory_mib > MAX_MEMORY_MIB:
+        raise NotConvertible(
+            f"{ref.label}: {memory_mib} MiB of Hygon memory is more than a Kubernetes quantity"
+            " holds; no card could ever be allocated",
+            code=422,
+            reason="memory-too-large",
+        )
+
+
 def device_ask(
     request: LegacyRequest,
     ref: ContainerRef,
@@ -72,22 +89,9 @@ def device_ask(
         return None
     if count == 0:
         return None
-    if count > MAX_CLAIM_DEVICES:
-        raise NotConvertible(
-            f"{ref.label}: {count} Hygon cards are more than the {MAX_CLAIM_DEVICES} devices a"
-            f" DRA claim can hold; request at most {MAX_CLAIM_DEVICES}",
-            code=422,
-            reason="too-many-devices",
-        )
     driver = settings.driver_name
     memory_mib = request.memory * sections.hygon.memory_factor if request.memory else None
-    if memory_mib is not None and memory_mib > MAX_MEMORY_MIB:
-        raise NotConvertible(
-            f"{ref.label}: {memory_mib} MiB of Hygon memory is more than a Kubernetes quantity"
-            " holds; no card could ever be allocated",
-            code=422,
-            reason="memory-too-large",
-        )
+    _check_bounds(count, memory_mib, ref)
     cores = 100 if request.cores is None else request.cores
     if cores > 100:
         warnings.append(f"{ref.label}: Hygon cores {cores} clamped to 100 (as legacy HAMi v2.10)")
