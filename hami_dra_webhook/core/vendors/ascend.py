@@ -192,18 +192,17 @@ def _template_memory(
             code=422,
             reason="ascend-cores-need-hami-core",
         )
-    if memory_mib is not None and memory_mib > chip.memory_capacity:
-        raise NotConvertible(
-            f"{ref.label}: {chip.resource_memory_name} {memory_mib} is invalid: more than a"
-            f" {chip.chip_name} has ({chip.memory_capacity} MiB), as legacy HAMi says",
-            code=422,
-            reason="memory-too-large",
-        )
-    if memory_mib is None or memory_mib >= chip.memory_allocatable:
+    whole = memory_mib is None or memory_mib >= chip.memory_allocatable
+    template = None if whole else next((t for t in chip.templates if t.memory >= memory_mib), None)
+    if template is None:  # the whole card, as legacy gives it (above the largest template too)
+        if memory_mib is not None and memory_mib > chip.memory_capacity:
+            raise NotConvertible(
+                f"{ref.label}: {chip.resource_memory_name} {memory_mib} is invalid: more than a"
+                f" {chip.chip_name} has ({chip.memory_capacity} MiB), as legacy HAMi says",
+                code=422,
+                reason="memory-too-large",
+            )
         return None
-    template = next((t for t in chip.templates if t.memory >= memory_mib), None)
-    if template is None:
-        return None  # above the largest template: the whole card, as legacy gives it
     if count > 1:
         raise NotConvertible(
             f"{ref.label}: {chip.common_word} vNPU not supported for multiple devices (as legacy"
