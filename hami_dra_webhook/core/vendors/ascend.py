@@ -192,8 +192,9 @@ def _template_memory(
             code=422,
             reason="ascend-cores-need-hami-core",
         )
-    whole = memory_mib is None or memory_mib >= chip.memory_allocatable
-    template = None if whole else next((t for t in chip.templates if t.memory >= memory_mib), None)
+    template = None
+    if memory_mib is not None and memory_mib < chip.memory_allocatable:
+        template = next((t for t in chip.templates if t.memory >= memory_mib), None)
     if template is None:  # the whole card, as legacy gives it (above the largest template too)
         if memory_mib is not None and memory_mib > chip.memory_capacity:
             raise NotConvertible(
