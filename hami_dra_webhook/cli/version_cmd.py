@@ -21,7 +21,6 @@ from hami_dra_webhook.cli.inputs import add_output, write_data
 WEBHOOK_DEPLOYMENTS = (
     "app.kubernetes.io/part-of=hami-dra-webhook,app.kubernetes.io/component=webhook"
 )
-DEPLOYMENTS = "/apis/apps/v1/deployments"
 
 
 def add_parser(commands: Any) -> None:
@@ -73,8 +72,11 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
     if args.cluster:
 
         async def read(api: Any) -> list[Any]:
+            from hami_dra_webhook.kube.port import paths
+
             query = [("labelSelector", WEBHOOK_DEPLOYMENTS)]
-            found: list[Any] = await api.list_path(DEPLOYMENTS, query, timeout=10)
+            every = paths.workloads("Deployment", None)
+            found: list[Any] = await api.list_path(every, query, timeout=10)
             return found
 
         try:

@@ -26,7 +26,12 @@ from hami_dra_webhook.server.operations import add_operations, readiness
 from hami_dra_webhook.server.services import Services
 from hami_dra_webhook.server.supervisor import Supervisor
 
-_BODY_REJECTIONS = {413: "too_large", 408: "read_timeout", 503: "bodies_in_flight"}
+_BODY_REJECTIONS = {
+    413: "too_large",
+    415: "media_type",
+    408: "read_timeout",
+    503: "bodies_in_flight",
+}
 
 
 def create_app(services: Services) -> Dispatch:

@@ -133,12 +133,20 @@ class BodyEndpoint:
         self, scope: Scope, receive: Receive, charge: _Charge
     ) -> bytes | tuple[int, bytes]:
         too_big = message(413, f"the body is over {self.limit} bytes; AdmissionReviews are smaller")
+        media = b""
         for name, value in scope["headers"]:
-            if name == b"content-length" and value.isdigit():
+            if name == b"content-type":
+                media = value.split(b";", 1)[0].strip().lower()
+            elif name == b"content-length" and value.isdigit():
                 if int(value) > self.limit:
                     return too_big
                 if not self._charge(charge, int(value)):
                     return self._busy()
+        if media != b"application/json":  # kube-apiserver sends it; as kyverno, 415 otherwise
+            shown = media.decode("latin-1")[:80] or "none"
+            return message(
+                415, f"Content-Type {shown!r}: an AdmissionReview is sent as application/json"
+            )
         # A plain timer instead of asyncio.timeout(): the same effect for a fraction of the cost.
         task = asyncio.current_task()
         assert task is not None

@@ -30,6 +30,7 @@ OPERATIONS = frozenset({"CREATE", "UPDATE", "DELETE", "CONNECT"})
 # What the HTTP layer refuses or closes before an admission starts (server/connections.py).
 REJECTIONS = (
     "malformed",  # 400: not an AdmissionReview
+    "media_type",  # 415: a body that is not application/json
     "too_large",  # 413: a body over --max-body-bytes
     "read_timeout",  # 408: a body slower than --request-read-timeout
     "bodies_in_flight",  # 503: bodies together over --max-bodies-bytes

@@ -89,9 +89,34 @@ def test_a_body_over_the_limit_gets_413(webhook: Webhook) -> None:
     sock.close()
 
 
+def test_a_body_that_is_not_json_gets_415(webhook: Webhook) -> None:
+    """kube-apiserver sends application/json; anything else is refused before its body is
+    read (as kyverno does), and counted."""
+    for head in (b"Content-Type: text/plain\r\n", b"", b"Content-Type: application/yaml\r\n"):
+        sock = raw_tls(webhook)
+        sock.sendall(
+            b"POST /mutate HTTP/1.1\r\nHost: localhost\r\n%sContent-Length: 2\r\n\r\n{}" % head
+        )
+        assert read_status(sock) == 415, head
+        sock.close()
+    status, _ = webhook.post(review(replica_pod()))  # application/json
+    assert status == 200
+    charset = raw_tls(webhook)
+    body = json.dumps(review(replica_pod())).encode()
+    charset.sendall(
+        b"POST /mutate HTTP/1.1\r\nHost: localhost\r\nContent-Type: Application/JSON;"
+        b" charset=utf-8\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+    )
+    assert read_status(charset) == 200
+    charset.close()
+
+
 def test_a_trickling_body_gets_408_and_others_are_served(webhook: Webhook) -> None:
     sock = raw_tls(webhook)
-    sock.sendall(b"POST /mutate HTTP/1.1\r\nHost: localhost\r\nContent-Length: 1000\r\n\r\n{")
+    sock.sendall(
+        b"POST /mutate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+        b"Content-Length: 1000\r\n\r\n{"
+    )
     started = time.monotonic()
     assert webhook.post(review(replica_pod()))[0] == 200  # not blocked by the slow one
     assert read_status(sock) == 408
@@ -133,7 +158,8 @@ def test_concurrency_is_bounded(tmp_path: Path) -> None:
         held = [raw_tls(process) for _ in range(3)]
         for sock in held:
             sock.sendall(
-                b"POST /mutate HTTP/1.1\r\nHost: localhost\r\nContent-Length: 100\r\n\r\n{"
+                b"POST /mutate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+                b"Content-Length: 100\r\n\r\n{"
             )
         # Busy once the server has read the three heads (no fixed sleep: waited for).
         wait_for(lambda: process.post(review(replica_pod()))[0] == 503, "503 while three are held")

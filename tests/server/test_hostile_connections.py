@@ -199,8 +199,8 @@ def test_many_large_bodies_at_once_are_bounded_together(webhook: Webhook) -> Non
         sock = tls_socket(webhook, timeout=30)
         with contextlib.suppress(OSError):
             sock.sendall(
-                b"POST /mutate HTTP/1.1\r\nHost: localhost\r\nContent-Length: %d\r\n\r\n"
-                % len(body)
+                b"POST /mutate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+                b"Content-Length: %d\r\n\r\n" % len(body)
             )
             # Paced (25 MB/s a connection), so that the 2 cores are not saturated by the
             # attacker's own encryption: the bodies are still all in flight at once.

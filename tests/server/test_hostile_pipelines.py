@@ -240,7 +240,12 @@ def test_slow_readers_are_closed_and_hold_nothing(webhook: Webhook, connections:
             held.append(sock)
         # A fresh connection (kube-apiserver opening another) is answered meanwhile.
         fresh = webhook.connection(timeout=5)
-        fresh.request("POST", "/mutate", body=json.dumps(review(replica_pod())).encode())
+        fresh.request(
+            "POST",
+            "/mutate",
+            body=json.dumps(review(replica_pod())).encode(),
+            headers={"Content-Type": "application/json"},
+        )
         assert fresh.getresponse().status == 200
         fresh.close()
         time.sleep(0.5)
@@ -280,7 +285,9 @@ def _send_reviews(webhook: Webhook, containers: int, times: int) -> list[tuple[i
     for _ in range(times):
         connection = webhook.connection(timeout=60)
         started = time.monotonic()
-        connection.request("POST", "/mutate", body=body)
+        connection.request(
+            "POST", "/mutate", body=body, headers={"Content-Type": "application/json"}
+        )
         answer = json.loads(connection.getresponse().read())["response"]
         connection.close()  # a large review's connection is closed after it anyway
         code = answer.get("status", {}).get("code", 200)

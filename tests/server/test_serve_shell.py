@@ -85,7 +85,9 @@ def test_an_unexpected_error_is_a_500_refusal_with_a_logged_traceback(
         "localhost", port, context=ssl.create_default_context(cafile=str(ca))
     )
     document = review(replica_pod())
-    connection.request("POST", "/mutate", body=json.dumps(document))
+    connection.request(
+        "POST", "/mutate", body=json.dumps(document), headers={"Content-Type": "application/json"}
+    )
     answer = connection.getresponse()
     body = json.loads(answer.read())
     connection.request("GET", "/nowhere")

@@ -114,7 +114,9 @@ def warmed_baseline(webhook: Webhook, requests: int = 300) -> float:
     connection = webhook.connection()
     body = json.dumps(review(replica_pod())).encode()
     for _ in range(requests):
-        connection.request("POST", "/mutate", body=body)
+        connection.request(
+            "POST", "/mutate", body=body, headers={"Content-Type": "application/json"}
+        )
         connection.getresponse().read()
     connection.close()
     return rss_mib(webhook.process.pid)
@@ -178,7 +180,9 @@ def _probe(port: int, ca_file: str, pid: int, pause: float) -> None:
             connection = http.client.HTTPSConnection("localhost", port, context=context, timeout=10)
         started = time.monotonic()
         try:
-            connection.request("POST", "/mutate", body=body)
+            connection.request(
+                "POST", "/mutate", body=body, headers={"Content-Type": "application/json"}
+            )
             answer = connection.getresponse()
             answer.read()
             if answer.status != 200:
