@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from fastapi import FastAPI
+from starlette.types import Receive, Scope, Send
 
 from hami_dra_webhook.admission.handler import (
     PodAdmission,
@@ -92,7 +93,7 @@ class Dispatch:
     def __init__(self, posts: dict[str, Any], fallback: Any) -> None:
         self.posts, self.fallback = posts, fallback
 
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
             endpoint = self.posts.get(scope["path"])
             if endpoint is not None:
@@ -104,7 +105,7 @@ class Dispatch:
         await self.fallback(scope, receive, send)
 
 
-async def _method_not_allowed(send: Any) -> None:
+async def _method_not_allowed(send: Send) -> None:
     body = b'{"message":"use POST"}'
     headers = [
         (b"content-type", b"application/json"),

@@ -13,14 +13,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import Any
+
+from starlette.types import Receive, Scope, Send
 
 from hami_dra_webhook.admission.handler import message
 
 Handler = Callable[[bytes], Awaitable[tuple[int, bytes]]]
-Scope = dict[str, Any]
-Receive = Callable[[], Awaitable[dict[str, Any]]]
-Send = Callable[[dict[str, Any]], Awaitable[None]]
 
 
 class ClientGone(Exception):
