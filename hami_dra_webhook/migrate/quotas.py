@@ -107,16 +107,13 @@ def quota_report(
     return None
 
 
-KUEUE_NOTE = (
-    "Kueue counts DRA claims only through a Configuration's deviceClassMappings: convert adds"
-    " one naming the webhook's DeviceClass as the count resource; Kueue then counts the devices"
-    " of claims a Job's own pod template references (convert --embedded writes them), never"
-    " those of pods converted at admission, and no GPU memory or cores"
-)
 KUEUE_FORM = (
     "convert adds one naming the webhook's DeviceClass as the count resource; Kueue then counts"
     " the devices of claims a Job's own pod template references (convert --embedded writes"
     " them), never those of pods converted at admission, and no GPU memory or cores"
+)
+KUEUE_NOTE = (
+    f"Kueue counts DRA claims only through a Configuration's deviceClassMappings: {KUEUE_FORM}"
 )
 
 
