@@ -46,8 +46,9 @@ class AdmissionEvents(Protocol):
     def answered(self, result: MutationRecord, seconds: float) -> None:
         """An admission was answered with `result`, `seconds` after its body was read."""
 
-    def previewed(self, outcome: str, line: dict[str, Any]) -> None:
-        """A workload preview was answered with `outcome`."""
+    def previewed(self, outcome: str, request: review.Request, seconds: float) -> None:
+        """A workload preview of `request` was answered with `outcome`, `seconds` after its
+        body was read."""
 
 
 def message(status: int, text: str) -> tuple[int, bytes]:
@@ -150,15 +151,13 @@ class WorkloadAdmission:
         if judged is None:
             self.events.malformed()
         else:
-            outcome, line = judged
-            line["duration_ms"] = round((time.perf_counter() - started) * 1000, 3)
-            self.events.previewed(outcome, line)
+            self.events.previewed(*judged, time.perf_counter() - started)
         return status, answer
 
     def judge(
         self, body: bytes, cached: bool
-    ) -> tuple[int, bytes, tuple[str, dict[str, Any]] | None]:
-        """Decode and judge; (status, answer, (outcome, its log line)), None for a malformed
+    ) -> tuple[int, bytes, tuple[str, review.Request] | None]:
+        """Decode and judge; (status, answer, (outcome, the request)), None for a malformed
         body."""
         try:
             request = review.parse_review(body).request
@@ -168,25 +167,8 @@ class WorkloadAdmission:
             answered = self.preview.answer(request, cached=cached)
         except Exception:
             log.exception("workload preview %s failed unexpectedly", request.uid)
-            return 200, orjson.dumps(allowed(request.uid)), ("none", _preview_line(request, "none"))
-        line = _preview_line(request, answered.outcome)
-        return 200, orjson.dumps(answered.answer), (answered.outcome, line)
-
-
-def _preview_line(request: review.Request, outcome: str) -> dict[str, Any]:
-    """The admission log's line of a workload preview: which workload, what its pods become."""
-    kind = request.object.get("kind") if isinstance(request.object, dict) else None
-    return {
-        "uid": request.uid,
-        "user": request.user,
-        "resource": request.resource_name,
-        "kind": str(kind or ""),
-        "namespace": request.namespace or "",
-        "workload": request.name or "",
-        "operation": request.operation,
-        "dryRun": request.dry_run,
-        "preview": outcome,
-    }
+            return 200, orjson.dumps(allowed(request.uid)), ("none", request)
+        return 200, orjson.dumps(answered.answer), (answered.outcome, request)
 
 
 async def admitted(

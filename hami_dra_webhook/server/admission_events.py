@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from hami_dra_webhook.admission.mutator import MutationRecord
+from hami_dra_webhook.core.review import Request
 from hami_dra_webhook.server.logs import AdmissionLog
 from hami_dra_webhook.server.metrics import Metrics
 
@@ -23,12 +24,12 @@ class ServerEvents:
     def ended(self) -> None:
         self.metrics.in_flight.dec()
 
-    def previewed(self, outcome: str, line: dict[str, Any]) -> None:
+    def previewed(self, outcome: str, request: Request, seconds: float) -> None:
         """A workload preview: counted, and logged when it says something (a workload with
         GPU pods), so that what `kubectl apply` printed can be found again."""
         self.metrics.workload_previews.labels(outcome).inc()
         if outcome != "none":
-            self.admission_log.write(line)
+            self.admission_log.write(preview_line(outcome, request, seconds))
 
     def answered(self, result: MutationRecord, seconds: float) -> None:
         self.metrics.admitted(result.operation, result.outcome, seconds, result.resources)
@@ -49,3 +50,20 @@ class ServerEvents:
         if result.message:  # a refusal: why, as the pod's creator was told
             line |= {"reason": result.reason, "message": result.message}
         self.admission_log.write(line)
+
+
+def preview_line(outcome: str, request: Request, seconds: float) -> dict[str, Any]:
+    """The admission log's line of a workload preview: which workload, what its pods become."""
+    kind = request.object.get("kind") if isinstance(request.object, dict) else None
+    return {
+        "uid": request.uid,
+        "user": request.user,
+        "resource": request.resource_name,
+        "kind": str(kind or ""),
+        "namespace": request.namespace or "",
+        "workload": request.name or "",
+        "operation": request.operation,
+        "dryRun": request.dry_run,
+        "preview": outcome,
+        "duration_ms": round(seconds * 1000, 3),
+    }

@@ -21,6 +21,7 @@ from hami_dra_webhook.cluster.state import ClusterState
 from hami_dra_webhook.cluster.template_store import OfflineTemplateStore
 from hami_dra_webhook.core.policy import DEFAULT_POLICY
 from hami_dra_webhook.core.pools import Scope
+from hami_dra_webhook.server.admission_events import preview_line
 from tests.support.loop import run
 from tests.support.reviews import replica_pod, review
 
@@ -47,9 +48,9 @@ class Recorded:
         self.seen.append(f"answered {result.outcome}")
         self.results.append(result)
 
-    def previewed(self, outcome: str, line: dict[str, Any]) -> None:
+    def previewed(self, outcome: str, request: Any, seconds: float) -> None:
         self.seen.append(f"previewed {outcome}")
-        self.lines.append(line)
+        self.lines.append(preview_line(outcome, request, seconds))
 
 
 def _bytes(document: dict[str, Any]) -> bytes:
