@@ -19,6 +19,7 @@ from starlette.types import Receive, Scope, Send
 from hami_dra_webhook.admission.handler import message
 
 Handler = Callable[[bytes], Awaitable[tuple[int, bytes]]]
+JSON = b"application/json"
 
 
 class ClientGone(Exception):
@@ -133,14 +134,14 @@ class BodyEndpoint:
         too_big = message(413, f"the body is over {self.limit} bytes; AdmissionReviews are smaller")
         media = b""
         for name, value in scope["headers"]:
-            if name == b"content-type":
-                media = value.split(b";", 1)[0].strip().lower()
+            if name == b"content-type":  # kube-apiserver's exact value, else parsed
+                media = value if value == JSON else value.split(b";", 1)[0].strip().lower()
             elif name == b"content-length" and value.isdigit():
                 if int(value) > self.limit:
                     return too_big
                 if not self._charge(charge, int(value)):
                     return self._busy()
-        if media != b"application/json":  # kube-apiserver sends it; as kyverno, 415 otherwise
+        if media != JSON:  # kube-apiserver sends it; as kyverno, 415 otherwise
             shown = media.decode("latin-1")[:80] or "none"
             return message(
                 415, f"Content-Type {shown!r}: an AdmissionReview is sent as application/json"
