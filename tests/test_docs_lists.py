@@ -5,7 +5,6 @@ docs have none."""
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
 
@@ -46,11 +45,5 @@ def test_lists_the_site_renders_as_lists_pass(text: str) -> None:
     assert docs_lists.run_on_lists(text, EXTENSIONS) == []
 
 
-def test_the_docs_have_no_list_rendered_as_a_paragraph() -> None:
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "docs_lists.py")],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert done.returncode == 0, done.stdout
+def test_the_docs_have_no_list_rendered_as_a_paragraph(capsys: pytest.CaptureFixture[str]) -> None:
+    assert docs_lists.main() == 0, capsys.readouterr().out

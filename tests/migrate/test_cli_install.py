@@ -208,6 +208,16 @@ def test_bash_on_a_terminal_completes_flag_values_after_an_equals_sign(
         shell.close()
 
 
+def _completes_a_command_and_a_flag_value(shell: Shell) -> None:
+    """At the first <TAB>: `mig` becomes `migrate`, `--output=j` becomes `--output=json`."""
+    shell.mark("ready")
+    shell.type("hami-dra-webhook mig\t")
+    assert "hami-dra-webhook migrate" in shell.read_until("migrate")
+    shell.mark("next")
+    shell.type("hami-dra-webhook scan --output=j\t")
+    assert "scan --output=json" in shell.read_until(r"--output=json")
+
+
 def test_zsh_installed_as_documented_completes_at_the_first_tab(
     installed: Path, shell_env: dict[str, str], tmp_path: Path
 ) -> None:
@@ -220,12 +230,7 @@ def test_zsh_installed_as_documented_completes_at_the_first_tab(
     shell = _open_shell(["zsh", "-f", "-i"], shell_env, tmp_path)
     try:
         shell.type(f"PS1='$ '; fpath=({functions} $fpath); autoload -U compinit; compinit -u -D\r")
-        shell.mark("ready")
-        shell.type("hami-dra-webhook mig\t")
-        assert "hami-dra-webhook migrate" in shell.read_until("migrate")
-        shell.mark("next")
-        shell.type("hami-dra-webhook scan --output=j\t")
-        assert "scan --output=json" in shell.read_until(r"--output=json")
+        _completes_a_command_and_a_flag_value(shell)
     finally:
         shell.close()
 
@@ -234,11 +239,6 @@ def test_fish_on_a_terminal_completes(shell_env: dict[str, str], tmp_path: Path)
     shell = _open_shell(["fish", "--no-config", "-i"], shell_env, tmp_path)
     try:
         shell.type("hami-dra-webhook completion fish | source\r")
-        shell.mark("ready")
-        shell.type("hami-dra-webhook mig\t")
-        assert "hami-dra-webhook migrate" in shell.read_until("migrate")
-        shell.mark("next")
-        shell.type("hami-dra-webhook scan --output=j\t")
-        assert "scan --output=json" in shell.read_until(r"--output=json")
+        _completes_a_command_and_a_flag_value(shell)
     finally:
         shell.close()
