@@ -72,8 +72,11 @@ def worth_reporting(pod: Any, policy: Policy) -> bool:
 
 
 def uses_legacy(pod: Any, policy: Policy) -> bool:
-    """A pod with a legacy resource of any device family (NVIDIA's, or another vendor's)."""
+    """A pod with a legacy resource of any device family (NVIDIA's, or another vendor's), in a
+    container or in its pod-level `spec.resources` (which the translation refuses)."""
     spec = pod.get("spec") if isinstance(pod, dict) else None
+    if isinstance(spec, dict) and names_a_family({"resources": spec.get("resources")}, policy):
+        return True
     return any(names_a_family(container, policy) for _, container in containers(spec))
 
 
