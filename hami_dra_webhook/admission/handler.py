@@ -1,47 +1,54 @@
-"""The admission handlers: an AdmissionReview's bytes in, the HTTP status and the answer's bytes
-out, between the server's transport (server/endpoint.py) and the use cases (PodMutator, the
-Volcano Job conversion, the workload preview). Each reports what happened through an
-`AdmissionEvents` (the server's metrics and admission log), and is tested in process, bytes in
-and bytes out (tests/server/test_handlers.py).
+"""The admission envelope: an AdmissionReview's bytes in, the HTTP status and the answer's bytes
+out, between the server's transport (server/endpoint.py) and the routes. `Admission` does for
+every route what every route needs: it decodes (off the event loop when the body is large), counts
+the admission in flight, maps an unexpected failure to the route's own answer for it, reports
+what happened through an `AdmissionEvents` (the server's metrics and admission log), and encodes
+the answer once. A route is a request in and an `Answered` out, and nothing more: the pods'
+(`PodRoute`), the Volcano Jobs' (`VolcanoJobRoute`), the quota gate's (`QuotaGateRoute`) and the
+workloads' preview (`WorkloadRoute`). Tested in process, bytes in and bytes out
+(tests/admission/test_handlers.py).
 
 A review over OFF_LOOP_BYTES is decoded on the mutator's `off_loop` thread; one whose pod has
-many containers (PodMutator.needs_off_loop) is translated and encoded there too, so that the
-event loop gets the interpreter back every switch interval (docs/design/2026-12-02-off-loop.md).
+many containers (PodMutator.needs_off_loop) is decided and encoded there too, so that the event
+loop gets the interpreter back every switch interval (docs/design/2026-12-02-off-loop.md).
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import time
-from collections.abc import Awaitable
-from typing import Any, Protocol
+from collections.abc import Callable
+from concurrent.futures import Executor
+from dataclasses import dataclass
+from typing import Any, Generic, Protocol, TypeVar
 
 import orjson
 
 from hami_dra_webhook.admission.mutator import MutationRecord, PodMutator, internal_error
 from hami_dra_webhook.admission.quota_gate import gate_answer
-from hami_dra_webhook.admission.volcano import mutate_volcano_job
 from hami_dra_webhook.admission.workloads import WorkloadPreview, allowed
 from hami_dra_webhook.core import review
-from hami_dra_webhook.core.review_fast import read_review
+from hami_dra_webhook.core.review_fast import FastPod, read_review
 
 log = logging.getLogger("hami_dra_webhook.server")
 OFF_LOOP_BYTES = 256 * 1024
+T = TypeVar("T")
+R = TypeVar("R", bound=review.Request)
+R_co = TypeVar("R_co", bound=review.Request, covariant=True)
 
 
 class AdmissionEvents(Protocol):
-    """What the handlers report (the server counts and logs it)."""
+    """What the envelope reports (the server counts and logs it)."""
 
     def malformed(self) -> None:
         """A body that is no AdmissionReview was answered 400."""
 
     def began(self) -> None:
-        """An admission's use case started (in flight)."""
+        """An admission's route started (in flight)."""
 
     def ended(self) -> None:
-        """That use case ended, whatever its result."""
+        """That route ended, whatever its result."""
 
     def answered(self, result: MutationRecord, seconds: float) -> None:
         """An admission was answered with `result`, `seconds` after its body was read."""
@@ -56,133 +63,190 @@ def message(status: int, text: str) -> tuple[int, bytes]:
     return status, orjson.dumps({"message": text})
 
 
-class PodAdmission:
-    """POST /mutate: a pod's AdmissionReview converted, refused or left unchanged."""
-
-    def __init__(
-        self, mutator: PodMutator, events: AdmissionEvents, off_loop_bytes: int = OFF_LOOP_BYTES
-    ) -> None:
-        self.mutator, self.events, self.off_loop_bytes = mutator, events, off_loop_bytes
-
-    async def __call__(self, body: bytes) -> tuple[int, bytes]:
-        started = time.perf_counter()
-        mutator = self.mutator
-        off_loop = mutator.off_loop
-        try:
-            if off_loop is not None and len(body) > self.off_loop_bytes:
-                loop = asyncio.get_running_loop()
-                request, fast = await loop.run_in_executor(off_loop, read_review, body)
-            else:
-                request, fast = read_review(body)
-        except review.MalformedReview as error:
-            self.events.malformed()
-            return message(400, str(error))
-        large = mutator.needs_off_loop(request, fast)
-        work = mutator.mutate(request, off_loop=large, fast=fast)
-        result = await admitted(self.events, request, work, started)
-        if large:
-            loop = asyncio.get_running_loop()
-            return 200, await loop.run_in_executor(mutator.off_loop, orjson.dumps, result.answer)
-        return 200, orjson.dumps(result.answer)
+Report = Callable[[AdmissionEvents, float], None]
 
 
-class VolcanoJobAdmission:
-    """POST /mutate-volcano-jobs: a Volcano Job's task templates converted at its admission
-    (admission/volcano.py), recorded as a pod's admission is."""
-
-    def __init__(self, mutator: PodMutator, events: AdmissionEvents) -> None:
-        self.mutator, self.events = mutator, events
-
-    async def __call__(self, body: bytes) -> tuple[int, bytes]:
-        started = time.perf_counter()
-        try:
-            request = review.parse_review(body).request
-        except review.MalformedReview as error:
-            self.events.malformed()
-            return message(400, str(error))
-        work = mutate_volcano_job(self.mutator, request)
-        result = await admitted(self.events, request, work, started)
-        return 200, orjson.dumps(result.answer)
+def _unreported(events: AdmissionEvents, seconds: float) -> None:
+    """Counted in flight only (the quota gate's answers)."""
 
 
-class QuotaGateAdmission:
-    """POST /gate-gpu-quota: a GPU pod of a namespace with a GPU quota held by the quota's
-    scheduling gate (admission/quota_gate.py)."""
+@dataclass(frozen=True, slots=True)
+class Answered:
+    """A route's answer, and how the envelope reports it (`report(events, seconds)`)."""
 
-    def __init__(self, events: AdmissionEvents) -> None:
-        self.events = events
+    answer: review.ReviewAnswer
+    report: Report = _unreported
 
-    async def __call__(self, body: bytes) -> tuple[int, bytes]:
-        try:
-            request = review.parse_review(body).request
-        except review.MalformedReview as error:
-            self.events.malformed()
-            return message(400, str(error))
-        self.events.began()
-        try:
-            return 200, orjson.dumps(gate_answer(request))
-        finally:
-            self.events.ended()
+    @classmethod
+    def recorded(cls, record: MutationRecord) -> Answered:
+        return cls(record.answer, lambda events, seconds: events.answered(record, seconds))
 
 
-class WorkloadAdmission:
-    """POST /validate-workloads: what the pods of an applied workload will become, as warnings
-    (admission/workloads.py). It never denies: a failure here answers `allowed`, no warnings."""
+class Route(Protocol[R]):
+    """One admission route: `request -> answer`."""
+
+    def decode(self, body: bytes) -> tuple[R, FastPod | None]:
+        """The request (raises review.MalformedReview); and its pod when read by the fast
+        reader."""
+
+    def large(self, request: R, fast: FastPod | None) -> bool:
+        """Whether deciding it takes milliseconds (it is then decided off the event loop)."""
+
+    async def answer(self, request: R, fast: FastPod | None, off: Executor | None) -> Answered:
+        """The answer; `off`: the executor its pod-sized work runs on (None: on the loop)."""
+
+    def failed(self, request: R) -> Answered:
+        """The answer when `answer` failed unexpectedly (the envelope logs the traceback)."""
+
+
+def parsed(body: bytes) -> tuple[review.AdmissionRequest, None]:
+    return review.parse_review(body).request, None
+
+
+class Admission(Generic[R]):
+    """The envelope around one route (the module's docstring says what it does)."""
 
     def __init__(
         self,
-        mutator: PodMutator,
+        route: Route[R],
         events: AdmissionEvents,
-        opted_in_only: bool,
+        off_loop: Executor | None = None,
         off_loop_bytes: int = OFF_LOOP_BYTES,
     ) -> None:
-        self.mutator, self.events, self.off_loop_bytes = mutator, events, off_loop_bytes
-        self.preview = WorkloadPreview(mutator, opted_in_only=opted_in_only)
+        self.route, self.events = route, events
+        self.off_loop, self.off_loop_bytes = off_loop, off_loop_bytes
 
     async def __call__(self, body: bytes) -> tuple[int, bytes]:
         started = time.perf_counter()
-        off_loop = self.mutator.off_loop
-        if off_loop is not None and len(body) > self.off_loop_bytes:  # a large custom resource
-            status, answer, judged = await asyncio.get_running_loop().run_in_executor(
-                off_loop, functools.partial(self.judge, body, cached=False)
-            )
-        else:
-            status, answer, judged = self.judge(body, cached=True)
-        if judged is None:
-            self.events.malformed()
-        else:
-            self.events.previewed(*judged, time.perf_counter() - started)
-        return status, answer
-
-    def judge(
-        self, body: bytes, cached: bool
-    ) -> tuple[int, bytes, tuple[str, review.Request] | None]:
-        """Decode and judge; (status, answer, (outcome, the request)), None for a malformed
-        body."""
+        route, events = self.route, self.events
+        large_body = self.off_loop is not None and len(body) > self.off_loop_bytes
         try:
-            request = review.parse_review(body).request
+            request, fast = await self._run(large_body, route.decode, body)
         except review.MalformedReview as error:
-            return (*message(400, str(error)), None)
+            events.malformed()
+            return message(400, str(error))
+        large = self.off_loop is not None and (large_body or route.large(request, fast))
+        events.began()
         try:
-            answered = self.preview.answer(request, cached=cached)
+            answered = await route.answer(request, fast, self.off_loop if large else None)
         except Exception:
-            log.exception("workload preview %s failed unexpectedly", request.uid)
-            return 200, orjson.dumps(allowed(request.uid)), ("none", request)
-        return 200, orjson.dumps(answered.answer), (answered.outcome, request)
+            log.exception("admission %s failed unexpectedly", request.uid)
+            answered = route.failed(request)
+        finally:
+            events.ended()
+        answered.report(events, time.perf_counter() - started)
+        return 200, await self._run(large, orjson.dumps, answered.answer)
+
+    async def _run(self, off: bool, work: Callable[..., T], *args: Any) -> T:
+        if not off or self.off_loop is None:
+            return work(*args)
+        return await asyncio.get_running_loop().run_in_executor(self.off_loop, work, *args)
 
 
-async def admitted(
-    events: AdmissionEvents, request: Any, work: Awaitable[MutationRecord], started: float
-) -> MutationRecord:
-    """Run one admission's use case, counted in flight; an unexpected failure is logged and
-    answered as an internal error; the result is reported."""
-    events.began()
-    try:
-        result = await work
-    except Exception:
-        log.exception("admission %s failed unexpectedly", request.uid)
-        result = internal_error(request)
-    finally:
-        events.ended()
-    events.answered(result, time.perf_counter() - started)
-    return result
+class PodRoute:
+    """POST /mutate: a pod converted, refused or left unchanged (PodMutator.mutate)."""
+
+    def __init__(self, mutator: PodMutator) -> None:
+        self.mutator = mutator
+
+    def decode(self, body: bytes) -> tuple[review.Request, FastPod | None]:
+        return read_review(body)
+
+    def large(self, request: review.Request, fast: FastPod | None) -> bool:
+        return self.mutator.needs_off_loop(request, fast)
+
+    async def answer(
+        self, request: review.Request, fast: FastPod | None, off: Executor | None
+    ) -> Answered:
+        record = await self.mutator.mutate(request, off_loop=off is not None, fast=fast)
+        return Answered.recorded(record)
+
+    def failed(self, request: review.Request) -> Answered:
+        return Answered.recorded(internal_error(request))
+
+
+class VolcanoJobRoute:
+    """POST /mutate-volcano-jobs: a Volcano Job's task templates converted at its admission
+    (PodMutator.mutate_job), recorded as a pod's admission is."""
+
+    def __init__(self, mutator: PodMutator) -> None:
+        self.mutator = mutator
+
+    def decode(self, body: bytes) -> tuple[review.AdmissionRequest, None]:
+        return parsed(body)
+
+    def large(self, request: review.AdmissionRequest, fast: FastPod | None) -> bool:
+        return False
+
+    async def answer(
+        self, request: review.AdmissionRequest, fast: FastPod | None, off: Executor | None
+    ) -> Answered:
+        return Answered.recorded(await self.mutator.mutate_job(request))
+
+    def failed(self, request: review.AdmissionRequest) -> Answered:
+        return Answered.recorded(internal_error(request))
+
+
+class QuotaGateRoute:
+    """POST /gate-gpu-quota: a GPU pod of a namespace with a GPU quota held by the quota's
+    scheduling gate (admission/quota_gate.py)."""
+
+    def decode(self, body: bytes) -> tuple[review.AdmissionRequest, None]:
+        return parsed(body)
+
+    def large(self, request: review.AdmissionRequest, fast: FastPod | None) -> bool:
+        return False
+
+    async def answer(
+        self, request: review.AdmissionRequest, fast: FastPod | None, off: Executor | None
+    ) -> Answered:
+        return Answered(gate_answer(request))
+
+    def failed(self, request: review.AdmissionRequest) -> Answered:
+        return Answered(internal_error(request).answer)
+
+
+class WorkloadRoute:
+    """POST /validate-workloads: what the pods of an applied workload will become, as warnings
+    (admission/workloads.py). It never denies: a failure here answers `allowed`, no warnings.
+    A large body is judged off the loop without the translation cache (the loop's)."""
+
+    def __init__(self, mutator: PodMutator) -> None:
+        self.preview = WorkloadPreview(mutator)
+
+    def decode(self, body: bytes) -> tuple[review.AdmissionRequest, None]:
+        return parsed(body)
+
+    def large(self, request: review.AdmissionRequest, fast: FastPod | None) -> bool:
+        return False
+
+    async def answer(
+        self, request: review.AdmissionRequest, fast: FastPod | None, off: Executor | None
+    ) -> Answered:
+        if off is None:
+            preview = self.preview.answer(request, cached=True)
+        else:
+            loop = asyncio.get_running_loop()
+            preview = await loop.run_in_executor(off, self.preview.answer, request, False)
+        outcome = preview.outcome
+        return Answered(
+            preview.answer,
+            lambda events, seconds: events.previewed(outcome, request, seconds),
+        )
+
+    def failed(self, request: review.AdmissionRequest) -> Answered:
+        return Answered(
+            allowed(request.uid),
+            lambda events, seconds: events.previewed("none", request, seconds),
+        )
+
+
+def routes(mutator: PodMutator, events: AdmissionEvents) -> dict[str, Admission[Any]]:
+    """Every admission route of the webhook, each in its envelope."""
+    off = mutator.off_loop
+    return {
+        "/mutate": Admission(PodRoute(mutator), events, off),
+        "/mutate-volcano-jobs": Admission(VolcanoJobRoute(mutator), events, off),
+        "/gate-gpu-quota": Admission(QuotaGateRoute(), events, off),
+        "/validate-workloads": Admission(WorkloadRoute(mutator), events, off),
+    }

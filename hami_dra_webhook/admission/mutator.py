@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import re
 import time
 from collections.abc import Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from hami_dra_webhook.admission.admitted import AdmissionRules
 from hami_dra_webhook.cluster.state import ClusterState, with_cluster_facts
 from hami_dra_webhook.cluster.template_store import TemplateStore, TemplateUnavailable
 from hami_dra_webhook.core import review
@@ -24,12 +24,10 @@ from hami_dra_webhook.core.decision import (
     Decision,
     Refusal,
     Unchanged,
-    excluded_namespace,
 )
 from hami_dra_webhook.core.ephemeral import privileged_ephemeral
 from hami_dra_webhook.core.pod_checks import MAX_CONTAINERS_PER_POD, too_many_containers
 from hami_dra_webhook.core.policy import Policy
-from hami_dra_webhook.core.pools import Scope
 from hami_dra_webhook.core.read_pod import DictPod, ReadPod
 from hami_dra_webhook.core.reapply import strip_reapplied
 from hami_dra_webhook.core.review_fast import FastPod
@@ -43,8 +41,6 @@ CAPACITY_HELP = (
     " whole GPUs; enable the DRAConsumableCapacity feature gate (default on from 1.36)"
 )
 REAPPLIED = "legacy GPU resources re-applied to a converted pod were dropped"
-# A namespace name is a DNS label (RFC 1123), as kube-apiserver validates it.
-_NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 INTERNAL_ERROR = "internal error in hami-dra-webhook; see its log"
 MAX_AUDIT_MESSAGE = 1024  # characters of a refusal's message in its audit annotation
 _UNCHANGED = Unchanged(warnings=[])
@@ -89,26 +85,27 @@ def internal_error(request: review.Request) -> MutationRecord:
 
 @dataclass
 class PodMutator:
-    policy: Policy
+    """The webhook's admissions of pods and Volcano Jobs: `rules` decides (admission/
+    admitted.py), with the cluster's facts in its policy; what the cluster adds to a conversion
+    (`cluster_side`) applies to both alike."""
+
+    rules: AdmissionRules
     store: TemplateStore
     cluster: ClusterState | None = None
     budget: float = 5.0
     cache: TranslationCache = field(default_factory=TranslationCache)
-    # The namespaces the webhook configuration excludes, excluded here too: a caller who
-    # reaches the port directly must not get templates written there either.
-    excluded_namespaces: frozenset[str] = frozenset({"kube-system"})
-    # Volcano's schedulers when Volcano Jobs are converted at their admission (empty: not).
-    volcano_schedulers: frozenset[str] = frozenset()
-    # The chart's migration.scope: what the pod webhook's selectors let through, applied in
-    # code where no selector can see it (a Volcano Job's task templates).
-    scope: Scope = field(default_factory=Scope)
     # Where the work on a large review runs (mutate(..., off_loop=True)): a thread, so that the
     # event loop gets the interpreter back every switch interval (5 ms) while a pod of tens of
     # thousands of containers is read; None: on the loop.
     off_loop: Executor | None = None
-    _variants: dict[tuple[tuple[int, ...], tuple[int, ...], bool], Policy] = field(
+    _variants: dict[tuple[tuple[int, ...], tuple[int, ...], bool], AdmissionRules] = field(
         default_factory=dict, repr=False
     )
+
+    @property
+    def policy(self) -> Policy:
+        """The configured policy (without the cluster's facts)."""
+        return self.rules.policy
 
     def needs_off_loop(self, request: review.Request, fast: FastPod | None = None) -> bool:
         """Whether the pod (or the old one) has enough containers that translating it takes
@@ -171,32 +168,45 @@ class PodMutator:
                 patch=ops, templates=[], plan=(), warnings=[REAPPLIED], resources=[]
             )
             return reapplied, []
-        if not _NAMESPACE.fullmatch(namespace):
-            # It names the API path templates are written to: never used unless it is a name.
-            refusal = Refusal(
-                code=400,
-                message=f"the namespace {namespace[:80]!r} is not a Kubernetes namespace name"
-                " (lower-case letters, digits and '-', at most 63)",
-                warnings=[],
-                reason="bad-namespace",
-            )
-            return refusal, []
-        excluded = excluded_namespace(namespace, self.excluded_namespaces)
-        if excluded is not None:
-            return excluded, []
+        rules = self.rules_now()
         if off is None:
-            decision = self.cache.decide_read(pod, self.policy_now(), namespace)
+            decision = rules.pod(
+                namespace, lambda policy: self.cache.decide_read(pod, policy, namespace)
+            )
         else:  # not kept: the cache is the loop's, and pods this large do not repeat
-            decision = await _run(off, _translate, pod, self.policy_now(), namespace)
-        if not isinstance(decision, Converted):
-            return decision, []
+            decision = await _run(off, rules.pod, namespace, _translator(pod, namespace))
         return await self.cluster_side(request, namespace, decision)
 
+    async def mutate_job(self, request: review.Request) -> MutationRecord:
+        """The answer for one Volcano Job (core/volcano_jobs.py says why the Job and not its
+        pods): its task templates converted on CREATE (an UPDATE cannot change them: Volcano
+        refuses it), unchanged when Volcano Jobs are not converted."""
+        job = request.object or {}
+        metadata = job.get("metadata")
+        metadata = metadata if isinstance(metadata, dict) else {}
+        declared = metadata.get("namespace")
+        namespace = (
+            request.namespace or (declared if isinstance(declared, str) else "") or "default"
+        )
+        decision: Decision = _UNCHANGED
+        warnings: list[str] = []
+        if request.operation == "CREATE":
+            judged = self.rules_now().volcano_job(job, namespace, self.cache.decide)
+            decision, warnings = await self.cluster_side(request, namespace, judged)
+        audit = audit_annotations(request, decision)
+        answer = review.encode(request.uid, decision, warnings=warnings, audit=audit)
+        return mutation_record(
+            request, decision, answer, namespace, str(metadata.get("generateName") or "")
+        )
+
     async def cluster_side(
-        self, request: review.Request, namespace: str, decision: Converted
+        self, request: review.Request, namespace: str, decision: Decision
     ) -> tuple[Decision, list[str]]:
         """What the cluster adds to a conversion (a pod's or a Volcano Job's): warnings, or a
-        refusal when capacity is dropped or a template cannot be confirmed."""
+        refusal when capacity is dropped or a template cannot be confirmed; any other decision
+        as it is."""
+        if not isinstance(decision, Converted):
+            return decision, []
         warnings = self._cluster_warnings(decision.resources)
         if self._capacity_dropped() and decision.shares_a_gpu:
             if not self.policy.webhook.allow_sharing_without_capacity:
@@ -233,20 +243,25 @@ class PodMutator:
             return refusal, []
         return decision, warnings
 
-    def policy_now(self) -> Policy:
-        """The policy, with what the cluster says when one is reachable: the GPU memory sizes
-        and Hygon compute units its ResourceSlices publish (configured values are the
-        fallback), and no capacity requests where kube-apiserver drops them (so templates are
-        stored as written)."""
+    def rules_now(self) -> AdmissionRules:
+        """The rules, with what the cluster says when one is reachable in their policy: the GPU
+        memory sizes and Hygon compute units its ResourceSlices publish (configured values are
+        the fallback), and no capacity requests where kube-apiserver drops them (so templates
+        are stored as written)."""
         sizes = self.cluster.memory_sizes if self.cluster is not None else ()
         units = self.cluster.compute_units if self.cluster is not None else ()
         capacity = self.policy.webhook.consumable_capacity and not self._capacity_dropped()
         key = (sizes, units, capacity)
         cached = self._variants.get(key)
         if cached is None:
-            cached = with_cluster_facts(self.policy, sizes, units, capacity)
+            policy = with_cluster_facts(self.policy, sizes, units, capacity)
+            cached = self.rules.with_policy(policy)
             self._variants = {key: cached}  # only the current one is kept
         return cached
+
+    def policy_now(self) -> Policy:
+        """The policy with the cluster's facts (`rules_now`)."""
+        return self.rules_now().policy
 
     def _capacity_dropped(self) -> bool:
         return self.cluster is not None and self.cluster.capacity == "dropped"
@@ -262,13 +277,17 @@ class PodMutator:
         ]
 
 
-def _translate(pod: ReadPod, policy: Policy, namespace: str) -> Decision:
+def _translator(pod: ReadPod, namespace: str) -> Callable[[Policy], Decision]:
     """`translate_pod` of the pod's view (decoded on the executor, with the rest); one of more
     containers than are converted decided from their resources alone, as translate_pod decides
     it."""
-    if pod.container_count > MAX_CONTAINERS_PER_POD:
-        return too_many_containers(pod.container_count, pod.container_resources(), policy)
-    return translate_pod(pod.view(), policy, namespace)
+
+    def translate(policy: Policy) -> Decision:
+        if pod.container_count > MAX_CONTAINERS_PER_POD:
+            return too_many_containers(pod.container_count, pod.container_resources(), policy)
+        return translate_pod(pod.view(), policy, namespace)
+
+    return translate
 
 
 async def _run(executor: Executor | None, work: Callable[..., T], *args: Any) -> T:

@@ -19,12 +19,8 @@ from typing import Any, Literal
 from hami_dra_webhook.admission.mutator import PodMutator
 from hami_dra_webhook.core import review
 from hami_dra_webhook.core.decision import Converted, Refusal, Unchanged
-from hami_dra_webhook.core.lints import pod_notes
-from hami_dra_webhook.core.pools import Scope, template_labels
 from hami_dra_webhook.core.translate import translate_pod
 from hami_dra_webhook.core.types import MAX_WARNING_LENGTH, JsonObject
-from hami_dra_webhook.files.embedded import embedded_pods
-from hami_dra_webhook.files.manifests import pod_template
 
 MAX_TEMPLATES = 32
 # kube-apiserver keeps a warning's first MAX_WARNING_LENGTH characters and ignores warnings past
@@ -49,11 +45,10 @@ class Preview:
 
 @dataclass
 class WorkloadPreview:
+    """Each pod template of a workload judged by the pod webhook's rules (`AdmissionRules`,
+    with the cluster's facts), worded as warnings."""
+
     mutator: PodMutator
-    # migration.scope `workloads`: only pod templates labelled hami.io/gpu-migration=dra are
-    # converted (the pod webhook's objectSelector); `namespaces` is the configuration's
-    # namespaceSelector, the same for both webhooks.
-    opted_in_only: bool = False
 
     def answer(self, request: review.AdmissionRequest, cached: bool = True) -> Preview:
         """The answer; `cached`: decide through the translation cache (on the event loop only)."""
@@ -74,21 +69,16 @@ class WorkloadPreview:
         metadata = document.get("metadata")
         metadata = metadata if isinstance(metadata, dict) else {}
         namespace = request.namespace or str(metadata.get("namespace") or "") or "default"
-        if namespace in self.mutator.excluded_namespaces:
-            return "none"
         kind, name = str(document.get("kind", "")), str(request.name or metadata.get("name") or "")
-        templates = _templates(document, self.mutator.volcano_schedulers)
-        policy = self.mutator.policy_now()
+        decide = self.mutator.cache.decide if cached else translate_pod
+        judged = self.mutator.rules_now().templates(document, namespace, decide, MAX_TEMPLATES)
         worst: PreviewOutcome = "none"
-        for where, pod in templates[:MAX_TEMPLATES]:
-            if not self._converted_here(pod):
-                continue
+        for judgement in judged.items:
+            if not judgement.selected:
+                continue  # the pod webhook never sees its pods: legacy HAMi keeps them
+            where = judgement.where
             title = f"pods of {kind} {name}{f' {where}' if where else ''}"
-            decision = (
-                self.mutator.cache.decide(pod, policy, namespace)
-                if cached
-                else translate_pod(pod, policy, namespace)
-            )
+            decision = judgement.decision
             if isinstance(decision, Refusal):
                 shows = REFUSAL_SHOWS.get(kind, f"a FailedCreate event of this {kind}")
                 lines.append(f"{title} will be refused at admission ({shows}): {decision.message}")
@@ -97,22 +87,17 @@ class WorkloadPreview:
                 said = set(decision.summaries)
                 lines += [f"{title}: {line}" for line in decision.summaries]
                 lines += [f"{title}: {w}" for w in decision.warnings if w not in said]
-                lines += [f"{title}: {w}" for w in pod_notes(pod, policy)]
+                lines += [f"{title}: {w}" for w in judgement.notes]
                 worst = worst if worst == "refused" else "converted"
             elif isinstance(decision, Unchanged) and decision.left_alone:
                 lines.append(f"{title} are left as they are: {decision.left_alone}")
                 worst = "unchanged" if worst == "none" else worst
-        if len(templates) > MAX_TEMPLATES:
+        if judged.found > MAX_TEMPLATES:
             lines.append(
-                f"{kind} {name} has {len(templates)} pod templates; the first {MAX_TEMPLATES}"
+                f"{kind} {name} has {judged.found} pod templates; the first {MAX_TEMPLATES}"
                 " were judged: `hami-dra-webhook dry-run` judges them all"
             )
         return worst
-
-    def _converted_here(self, pod: JsonObject) -> bool:
-        """Whether the pod webhook is sent this template's pods (its objectSelector)."""
-        scope = Scope("workloads") if self.opted_in_only else self.mutator.scope
-        return scope.selects_pod(template_labels(pod))
 
 
 def allowed(uid: str, said: list[str] | None = None) -> review.ReviewAnswer:
@@ -144,12 +129,3 @@ def _split(line: str) -> list[str]:
         subsequent_indent=CONTINUED,
         break_on_hyphens=False,  # template names and paths stay whole where they can
     ) or [line]
-
-
-def _templates(document: JsonObject, volcano: frozenset[str]) -> list[tuple[str, JsonObject]]:
-    """(where, pod) for the pod template of a built-in workload, else every one inside, as its
-    pods are admitted."""
-    found = pod_template(document)
-    if found is not None:
-        return [("", found[1])]
-    return [(inside.where, inside.admitted) for inside in embedded_pods(document, volcano)]

@@ -12,10 +12,9 @@ from hami_dra_webhook.cli import exit_codes
 from hami_dra_webhook.cli.inputs import (
     EMPTY,
     EXIT_CODES,
-    add_excluded,
     add_inputs,
-    add_volcano,
-    dra_schedulers,
+    add_rules,
+    admission_rules,
     inputs,
 )
 from hami_dra_webhook.files.manifests import MANIFEST_SUFFIXES, hidden, not_utf8
@@ -44,8 +43,7 @@ def add_parser(commands: Any) -> None:
         "-n", "--namespace", help="namespace for the templates of objects without one"
     )
     parser.add_argument("--config", metavar="FILE", help="HAMi device-config.yaml (policy)")
-    add_excluded(parser)
-    add_volcano(parser)
+    add_rules(parser)
     parser.add_argument(
         "--embedded",
         action="store_true",
@@ -236,15 +234,8 @@ def _converted(
     from hami_dra_webhook.migrate.yaml_write import WrittenWrong
 
     try:
-        return convert_text(
-            text,
-            policy,
-            args.namespace,
-            json_file,
-            embedded=args.embedded,
-            excluded=args.excluded_namespaces,
-            volcano=dra_schedulers(args),
-        )
+        rules = admission_rules(args, policy)
+        return convert_text(text, rules, args.namespace, json_file, embedded=args.embedded)
     except WrittenWrong as error:
         stderr.write(f"error: {where}: {WRITTEN_WRONG.format(error=error)}\n")
     except (ValueError, YAMLError, LibYAMLError) as error:

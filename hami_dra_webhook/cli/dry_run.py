@@ -7,13 +7,13 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
+from hami_dra_webhook.admission.admitted import AdmissionRules, Judgement
 from hami_dra_webhook.cli import exit_codes
 from hami_dra_webhook.cli.inputs import (
     EXIT_CODES,
-    add_excluded,
     add_inputs,
-    add_volcano,
-    dra_schedulers,
+    add_rules,
+    admission_rules,
     inputs,
     load_policy,
     nothing_read,
@@ -24,15 +24,10 @@ from hami_dra_webhook.core.decision import (
     Decision,
     Outcome,
     Refusal,
-    Unchanged,
-    excluded_namespace,
 )
-from hami_dra_webhook.core.lints import pod_notes
-from hami_dra_webhook.core.policy import Policy, PolicyError
-from hami_dra_webhook.core.translate import translate_pod
+from hami_dra_webhook.core.policy import PolicyError
 from hami_dra_webhook.core.translation_cache import TranslationCache
 from hami_dra_webhook.core.types import JsonObject
-from hami_dra_webhook.files.embedded import embedded_pods
 from hami_dra_webhook.files.manifests import (
     Manifest,
     ManifestError,
@@ -41,7 +36,6 @@ from hami_dra_webhook.files.manifests import (
     read_manifests,
 )
 from hami_dra_webhook.migrate.quotas import QuotaReport, dra_quota_ops, quota_report
-from hami_dra_webhook.migrate.report import uses_legacy
 
 
 @dataclass
@@ -133,8 +127,7 @@ def add_parser(commands: Any) -> None:
         " leave it unset, so that `kubectl apply -n` decides)",
     )
     parser.add_argument("--config", metavar="FILE", help="HAMi device-config.yaml (policy)")
-    add_excluded(parser)
-    add_volcano(parser)
+    add_rules(parser)
     parser.add_argument(
         "-o",
         "--output",
@@ -177,9 +170,8 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
     # The pods of a file repeat (one template per workload, copies of it): each kind is
     # translated once.
     cache = TranslationCache(from_yaml=True)
-    excluded = args.excluded_namespaces
-    volcano = dra_schedulers(args)
-    results = [convert(m, policy, args.namespace, cache, excluded, volcano) for m in objects]
+    rules = admission_rules(args, policy)
+    results = [convert(m, rules, args.namespace, cache) for m in objects]
     for result in results:
         for line in result.info:
             stderr.write(f"info: {result.title}: {line}\n")
@@ -219,17 +211,15 @@ def _is_object(document: Any) -> bool:
 
 def convert(
     manifest: Manifest,
-    policy: Policy,
+    rules: AdmissionRules,
     default_namespace: str | None,
     cache: TranslationCache,
-    excluded: frozenset[str] = frozenset(),
-    volcano: frozenset[str] = frozenset(),
 ) -> DryRunResult:
-    """Translate the pod template of one object; other kinds pass through unchanged.
+    """Translate the pod template of one object as the webhook's `rules` do; other kinds pass
+    through unchanged.
 
     A workload without a namespace, and its templates, get `--namespace` when given; with
-    neither they carry none, so that `kubectl apply -n NS` puts them side by side. The pods
-    of an `excluded` namespace are left, as the webhook leaves them.
+    neither they carry none, so that `kubectl apply -n NS` puts them side by side.
     """
     document = manifest.document
     metadata = document.get("metadata") if isinstance(document, dict) else None
@@ -244,25 +234,25 @@ def convert(
         object=document,
         source=manifest.where,
     )
-    found = pod_template(document)
-    quota = None if found is not None else quota_report(document, policy, "", result.namespace)
+    built_in = pod_template(document) is not None
+    quota = None if built_in else quota_report(document, rules.policy, "", result.namespace)
     if quota is not None:  # what convert writes (the webhook leaves quotas)
         _quota(result, document, quota)
         return result
-    if found is None:
-        _judge_embedded(result, document, policy, default_namespace, excluded, volcano)
-        return result
-    path, pod = found
     namespace = metadata.get("namespace") or default_namespace
-    namespace = str(namespace) if namespace else None
-    left = excluded_namespace(namespace, excluded) if uses_legacy(pod, policy) else None
-    translation = left or cache.decide(pod, policy, namespace)
+    judged = rules.templates(document, str(namespace) if namespace else None, cache.decide)
+    if not built_in:
+        _judge_embedded(result, kind, judged.items)
+        return result
+    [judgement] = judged.items
+    translation = judgement.decision
     result.outcome = translation.outcome
     result.info, result.warnings = split_summaries(translation)
-    result.warnings += pod_notes(pod, policy)
+    result.warnings += judgement.notes
     if isinstance(translation, Refusal):
         result.message, result.reason = translation.message, translation.reason
     if isinstance(translation, Converted):
+        path = judgement.path
         result.patch = (
             patch.rebase(translation.patch, patch.pointer(*path)) if path else translation.patch
         )
@@ -285,21 +275,9 @@ def _quota(result: DryRunResult, document: Any, quota: QuotaReport) -> None:
     result.warnings.append(f"counts {', '.join(quota.counted)}: {quota.stops}{note}")
 
 
-def _judge_embedded(
-    result: DryRunResult,
-    document: Any,
-    policy: Policy,
-    default_namespace: str | None,
-    excluded: frozenset[str],
-    volcano: frozenset[str],
-) -> None:
+def _judge_embedded(result: DryRunResult, kind: str, judgements: list[Judgement]) -> None:
     """A custom resource's embedded pod templates, judged into `result` (left as they are)."""
-    metadata = document.get("metadata") if isinstance(document, dict) else None
-    metadata = metadata if isinstance(metadata, dict) else {}
-    kind = str(document.get("kind", "")) if isinstance(document, dict) else ""
-    result.embedded = _embedded(
-        document, policy, metadata.get("namespace") or default_namespace, excluded, volcano
-    )
+    result.embedded = [_embedded(j) for j in judgements if j.worth_saying]
     converted = [e for e in result.embedded if e.outcome == "converted"]
     if converted:
         rewritten = sum(e.rewritable for e in converted)
@@ -320,43 +298,26 @@ def split_summaries(decision: Decision) -> tuple[list[str], list[str]]:
     return info, [w for w in decision.warnings if w not in said]
 
 
-def _embedded(
-    document: Any,
-    policy: Policy,
-    namespace: Any,
-    excluded: frozenset[str],
-    volcano: frozenset[str],
-) -> list[EmbeddedResult]:
-    """What the pods of each pod template inside the object become at admission (as their
+def _embedded(judgement: Judgement) -> EmbeddedResult:
+    """What the pods of one pod template inside the object become at admission (as their
     controller creates them: a Volcano Job's take its scheduler)."""
-    found = []
-    namespace = str(namespace) if namespace else None
-    for inside in embedded_pods(document, volcano):
-        notes = pod_notes(inside.pod, policy)
-        if not notes and not uses_legacy(inside.pod, policy):
-            continue
-        decision = excluded_namespace(namespace, excluded) or translate_pod(
-            inside.admitted, policy, namespace
-        )
-        info, warnings = split_summaries(decision)
-        warnings += notes
-        if inside.inherited and isinstance(decision, Unchanged) and decision.left_alone:
-            warnings = [
-                f"{inside.inherited}: {w}" if w == decision.left_alone else w for w in warnings
-            ]
-        found.append(
-            EmbeddedResult(
-                path=inside.where,
-                outcome=decision.outcome,
-                reason=decision.reason if isinstance(decision, Refusal) else None,
-                message=decision.message if isinstance(decision, Refusal) else None,
-                warnings=warnings,
-                templates=decision.templates if isinstance(decision, Converted) else [],
-                info=[*info, inside.left] if inside.left else info,
-                rewritable=not (inside.bare or inside.left),
-            )
-        )
-    return found
+    decision, inside = judgement.decision, judgement.inside
+    assert inside is not None  # a template inside an object that is no built-in workload
+    info, warnings = split_summaries(decision)
+    warnings += judgement.notes
+    left_alone = judgement.left_alone
+    if inside.inherited and left_alone:
+        warnings = [f"{inside.inherited}: {w}" if w == left_alone else w for w in warnings]
+    return EmbeddedResult(
+        path=judgement.where,
+        outcome=decision.outcome,
+        reason=decision.reason if isinstance(decision, Refusal) else None,
+        message=decision.message if isinstance(decision, Refusal) else None,
+        warnings=warnings,
+        templates=decision.templates if isinstance(decision, Converted) else [],
+        info=[*info, inside.left] if inside.left else info,
+        rewritable=judgement.rewritable,
+    )
 
 
 def render_diff(manifests: list[Any], results: list[DryRunResult], colour: bool) -> str:

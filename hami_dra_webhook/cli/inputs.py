@@ -7,8 +7,10 @@ import argparse
 import json
 from typing import Any, TextIO
 
+from hami_dra_webhook.admission.admitted import AdmissionRules
 from hami_dra_webhook.core.durations import parse_seconds
 from hami_dra_webhook.core.policy import Policy
+from hami_dra_webhook.core.pools import SCOPE_LABEL, SCOPE_VALUE, SCOPES, Scope
 from hami_dra_webhook.files.policy_file import read_policy
 
 EXIT_CODES = (
@@ -106,6 +108,31 @@ def add_volcano(parser: argparse.ArgumentParser) -> None:
 def dra_schedulers(args: argparse.Namespace) -> frozenset[str]:
     """The Volcano schedulers whose Jobs are converted, per --volcano-jobs."""
     return VOLCANO_SCHEDULERS if args.volcano_jobs == "convert" else frozenset()
+
+
+def add_rules(parser: argparse.ArgumentParser) -> None:
+    """The webhook's admission rules as the chart sets them: `--excluded-namespaces`,
+    `--volcano-jobs` and `--scope`."""
+    add_excluded(parser)
+    add_volcano(parser)
+    parser.add_argument(
+        "--scope",
+        choices=SCOPES,
+        default="all",
+        help="the chart's migration.scope (default: %(default)s); workloads: only pod templates"
+        f" labelled {SCOPE_LABEL}={SCOPE_VALUE} are converted (namespaces judges as all: the"
+        " namespaces' labels are the cluster's)",
+    )
+
+
+def admission_rules(args: argparse.Namespace, policy: Policy) -> AdmissionRules:
+    """The rules the webhook admits pods by, from `add_rules`'s flags."""
+    return AdmissionRules(
+        policy=policy,
+        excluded_namespaces=args.excluded_namespaces,
+        scope=Scope(args.scope),
+        volcano_schedulers=dra_schedulers(args),
+    )
 
 
 def add_output(

@@ -16,10 +16,10 @@ from hami_dra_webhook.cli.cluster_access import (
 )
 from hami_dra_webhook.cli.inputs import (
     EXIT_CODES,
-    add_excluded,
     add_inputs,
     add_output,
-    add_volcano,
+    add_rules,
+    admission_rules,
     dra_schedulers,
     inputs,
     nothing_read,
@@ -47,8 +47,7 @@ def add_parser(commands: Any) -> None:
         "-A", "--all-namespaces", action="store_true", help="every namespace (cluster)"
     )
     parser.add_argument("--config", metavar="FILE", help="HAMi device-config.yaml (policy)")
-    add_excluded(parser)
-    add_volcano(parser)
+    add_rules(parser)
     add_output(
         parser,
         "a table",
@@ -87,20 +86,8 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
         workloads, unreadable, quotas = from_files
         for problem in unreadable:
             stderr.write(f"unreadable: {problem}\n")
-    reports = [
-        assess(
-            w.kind,
-            w.name,
-            w.namespace,
-            w.pod,
-            policy,
-            source=w.source,
-            embedded_at=w.embedded_at,
-            excluded=args.excluded_namespaces,
-        )
-        for w in workloads
-        if worth_reporting(w.pod, policy)
-    ]
+    rules = admission_rules(args, policy)
+    reports = [assess(w, rules) for w in workloads if worth_reporting(w.pod, policy)]
     reports.sort(key=lambda r: (r.namespace, r.kind, r.name, r.embedded_at, r.source))
     _write(args.output, stdout, reports, notes, unreadable, quotas, gpu_quotas)
     outcomes = {r.outcome for r in reports}
@@ -187,8 +174,8 @@ def _cluster_workloads(
         hygon_compute_units,
         with_cluster_facts,
     )
+    from hami_dra_webhook.core.vendors.families import uses_legacy
     from hami_dra_webhook.kube.port import ApiError
-    from hami_dra_webhook.migrate.report import uses_legacy
     from hami_dra_webhook.migrate.sources import from_cluster
 
     namespace = None if args.all_namespaces else (args.namespace or context_namespace(args))

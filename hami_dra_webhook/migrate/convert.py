@@ -15,16 +15,13 @@ from typing import Any
 import jsonpatch
 import yaml
 
+from hami_dra_webhook.admission.admitted import AdmissionRules, Judgement
 from hami_dra_webhook.core import patch
-from hami_dra_webhook.core.decision import Converted, Refusal, Unchanged, excluded_namespace
-from hami_dra_webhook.core.lints import pod_notes
-from hami_dra_webhook.core.policy import Policy
+from hami_dra_webhook.core.decision import Converted, Refusal, Unchanged
 from hami_dra_webhook.core.translation_cache import TranslationCache
 from hami_dra_webhook.core.types import JsonObject
-from hami_dra_webhook.files.embedded import EmbeddedPod, embedded_pods
 from hami_dra_webhook.files.manifests import pod_template
 from hami_dra_webhook.migrate.quotas import QuotaReport, dra_quota_ops, quota_report
-from hami_dra_webhook.migrate.report import uses_legacy
 from hami_dra_webhook.migrate.yaml_write import (
     FAST_LOADER,
     SegmentEdits,
@@ -62,20 +59,19 @@ BARE_SPEC_LEFT = (
 
 def convert_text(
     text: str,
-    policy: Policy,
+    rules: AdmissionRules,
     default_namespace: str | None,
     json_file: bool,
     *,
     embedded: bool = False,
-    excluded: frozenset[str] = frozenset(),
-    volcano: frozenset[str] = frozenset(),
 ) -> FileResult:
-    """The file converted. `embedded`: pod templates inside custom resources are rewritten too
-    (by default they are left, and listed: the webhook converts their pods at admission).
-    The workloads of an `excluded` namespace are left, as the webhook leaves their pods."""
+    """The file converted as the webhook, under `rules`, converts its pods (the workloads it
+    leaves are left, and said). `embedded`: pod templates inside custom resources are rewritten
+    too (by default they are left, and listed: the webhook converts their pods at admission)."""
+    changes = _Changes(FileResult(text=text, changed=False), rules, embedded)
     if json_file:
-        return _convert_json(text, policy, default_namespace, embedded, excluded, volcano)
-    return _convert_yaml(text, policy, default_namespace, embedded, excluded, volcano)
+        return _convert_json(text, changes, default_namespace)
+    return _convert_yaml(text, changes, default_namespace)
 
 
 @dataclass
@@ -83,18 +79,15 @@ class _Changes:
     """What the translation wants done to the documents of one file."""
 
     result: FileResult
-    existing: set[tuple[str, str]]
+    rules: AdmissionRules
     embedded: bool = False
-    excluded: frozenset[str] = frozenset()
-    volcano: frozenset[str] = frozenset()  # Volcano's schedulers, when its Jobs are converted
+    existing: set[tuple[str, str]] = field(default_factory=set)
     new_templates: list[JsonObject] = field(default_factory=list)
     # Workloads of one kind repeat in a file: each is translated once. Its decisions are
     # shared: never modified (patches are applied by copying, or to a deep copy of the ops).
     cache: TranslationCache = field(default_factory=lambda: TranslationCache(from_yaml=True))
 
-    def workload(
-        self, document: Any, policy: Policy, default_namespace: str | None
-    ) -> list[patch.PatchOp]:
+    def workload(self, document: Any, default_namespace: str | None) -> list[patch.PatchOp]:
         """The patch for one workload document (empty: leave it), recording what it needs."""
         if not isinstance(document, dict):
             return []
@@ -102,45 +95,52 @@ class _Changes:
         title = f"{document.get('kind')}/{metadata.get('name') or metadata.get('generateName')}"
         namespace = metadata.get("namespace") or default_namespace
         namespace = str(namespace) if namespace else None
-        found = pod_template(document)
-        left = excluded_namespace(namespace, self.excluded)
-        if found is not None:
-            self.result.notes += [f"{title}: {w}" for w in pod_notes(found[1], policy)]
-            if left is not None and uses_legacy(found[1], policy):
-                self.result.notes.append(f"{title}: {left.left_alone}")
-                return []
-            return self._template(title, found[0], found[1], policy, namespace)
-        quota = quota_report(document, policy, "", namespace or "")
-        if quota is not None:
-            return self._quota(title, document, quota)
+        if pod_template(document) is None:
+            quota = quota_report(document, self.rules.policy, "", namespace or "")
+            if quota is not None:
+                return self._quota(title, document, quota)
         ops: list[patch.PatchOp] = []
-        for inside in embedded_pods(document, self.volcano):
-            where = f"{title} {inside.where}"
-            self.result.notes += [f"{where}: {w}" for w in pod_notes(inside.pod, policy)]
-            if not uses_legacy(inside.pod, policy):
-                continue
-            # Judged as its controller creates the pods (a Volcano Job's take its scheduler);
-            # from the cache, which _template asks again.
-            decision = left or self.cache.decide(inside.admitted, policy, namespace)
-            if isinstance(decision, Unchanged) and decision.left_alone:
-                why = f"{inside.inherited}, so they are" if inside.inherited else "its pods are"
-                self.result.notes.append(f"{where}: {why} {decision.left_alone}")
-                continue
-            if self.embedded and not inside.bare and not inside.left:
-                mine = self._template(
-                    where, inside.path, inside.admitted, policy, namespace, inside
-                )
-                if inside.inherits_scheduler:  # the owner's, not the template's, to remove
-                    mine = [op for op in mine if not op["path"].endswith("/spec/schedulerName")]
-                ops += mine
-                continue
+        for judgement in self.rules.templates(document, namespace, self.cache.decide).items:
+            where = f"{title} {judgement.where}" if judgement.where else title
+            self.result.notes += [f"{where}: {w}" for w in judgement.notes]
+            if judgement.legacy:
+                ops += self._template(where, judgement)
+        return ops
+
+    def _template(self, where: str, judgement: Judgement) -> list[patch.PatchOp]:
+        """The patch of one pod template (empty: left), recording what it needs."""
+        decision, inside = judgement.decision, judgement.inside
+        if isinstance(decision, Unchanged) and decision.left_alone:
+            inherited = inside.inherited if inside is not None else ""
+            why = f"{inherited}, so they are " if inherited else ""
+            self.result.notes.append(f"{where}: {why}{decision.left_alone}")
+            return []
+        if inside is not None and not (self.embedded and judgement.rewritable):
             if isinstance(decision, Refusal):
                 self.result.refused.append(f"{where}: its pods will be refused: {decision.message}")
             elif inside.left or inside.bare:
                 self.result.notes.append(f"{where}: {inside.left or BARE_SPEC_LEFT}")
             else:
                 self.result.notes.append(f"{where}: {EMBEDDED_LEFT}")
-        return ops
+            return []
+        if isinstance(decision, Refusal):
+            self.result.refused.append(f"{where}: {decision.message}")
+        if not isinstance(decision, Converted):
+            return []
+        self.result.converted.append(where)
+        for template in decision.templates:
+            key = (str(template["metadata"].get("namespace", "")), template["metadata"]["name"])
+            if key not in self.existing:
+                self.existing.add(key)
+                self.new_templates.append(json.loads(json.dumps(template)))
+                self.result.templates.append(key[1])
+        if inside is None:
+            path = judgement.path
+            return patch.rebase(decision.patch, patch.pointer(*path)) if path else decision.patch
+        mine = inside.in_object(decision.patch)
+        if inside.inherits_scheduler:  # the owner's, not the template's, to remove
+            mine = [op for op in mine if not op["path"].endswith("/spec/schedulerName")]
+        return mine
 
     def _quota(self, title: str, document: JsonObject, quota: QuotaReport) -> list[patch.PatchOp]:
         ops = dra_quota_ops(document, quota)
@@ -152,33 +152,6 @@ class _Changes:
         added = f"; added {', '.join(keys)}" if ops else ""
         self.result.notes.append(f"{title} counts {', '.join(quota.counted)}: {quota.stops}{added}")
         return ops
-
-    def _template(
-        self,
-        title: str,
-        path: tuple[str | int, ...],
-        pod: JsonObject,
-        policy: Policy,
-        namespace: str | None,
-        inside: EmbeddedPod | None = None,
-    ) -> list[patch.PatchOp]:
-        """The patch of one pod template at `path` (of `inside`, a template in a custom
-        resource, where it says)."""
-        translation = self.cache.decide(pod, policy, namespace)
-        if isinstance(translation, Refusal):
-            self.result.refused.append(f"{title}: {translation.message}")
-        if not isinstance(translation, Converted):
-            return []
-        self.result.converted.append(title)
-        for template in translation.templates:
-            key = (str(template["metadata"].get("namespace", "")), template["metadata"]["name"])
-            if key not in self.existing:
-                self.existing.add(key)
-                self.new_templates.append(json.loads(json.dumps(template)))
-                self.result.templates.append(key[1])
-        if inside is not None:
-            return inside.in_object(translation.patch)
-        return patch.rebase(translation.patch, patch.pointer(*path)) if path else translation.patch
 
 
 def _existing_templates(documents: list[Any]) -> set[tuple[str, str]]:
@@ -192,20 +165,12 @@ def _existing_templates(documents: list[Any]) -> set[tuple[str, str]]:
     }
 
 
-def _convert_json(
-    text: str,
-    policy: Policy,
-    default_namespace: str | None,
-    embedded: bool,
-    excluded: frozenset[str],
-    volcano: frozenset[str],
-) -> FileResult:
+def _convert_json(text: str, changes: _Changes, default_namespace: str | None) -> FileResult:
     top = json.loads(text)
-    existing = _existing_templates(workloads_of(top))
-    changes = _Changes(FileResult(text=text, changed=False), existing, embedded, excluded, volcano)
+    changes.existing = _existing_templates(workloads_of(top))
     for document in workloads_of(top):
         jsonpatch.apply_patch(
-            document, changes.workload(document, policy, default_namespace), in_place=True
+            document, changes.workload(document, default_namespace), in_place=True
         )
     result = changes.result
     if not result.converted and not changes.new_templates:
@@ -219,31 +184,18 @@ def _convert_json(
     return result
 
 
-def _convert_yaml(
-    text: str,
-    policy: Policy,
-    default_namespace: str | None,
-    embedded: bool,
-    excluded: frozenset[str],
-    volcano: frozenset[str],
-) -> FileResult:
+def _convert_yaml(text: str, changes: _Changes, default_namespace: str | None) -> FileResult:
     """Each document is read with libyaml first; only those that change go through ruamel's
     (slow, pure-Python) round trip. The others are kept byte for byte."""
     segments = segments_of(text)
     parsed = [list(yaml.load_all(segment, Loader=FAST_LOADER)) for segment in segments]
     documents = [d for docs in parsed for d in docs if d is not None]
-    changes = _Changes(
-        FileResult(text=text, changed=False),
-        _existing_templates(documents),
-        embedded,
-        excluded,
-        volcano,
-    )
+    changes.existing = _existing_templates(documents)
     # segment -> for each of its documents, for each of its workloads, the patch to apply
     edits: dict[int, SegmentEdits] = {}
     for index, docs in enumerate(parsed):
         per_document = [
-            [changes.workload(w, policy, default_namespace) for w in workloads_of(d)]
+            [changes.workload(w, default_namespace) for w in workloads_of(d)]
             for d in docs
             if d is not None
         ]

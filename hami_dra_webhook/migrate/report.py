@@ -5,13 +5,13 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from hami_dra_webhook.admission.admitted import AdmissionRules
 from hami_dra_webhook.core.containers import containers
 from hami_dra_webhook.core.decision import (
     INIT_CLAIMS_HELD,
     ContainerPlan,
     Refusal,
     Unchanged,
-    excluded_namespace,
 )
 from hami_dra_webhook.core.legacy import resource_maps
 from hami_dra_webhook.core.lints import pod_notes
@@ -31,8 +31,10 @@ from hami_dra_webhook.core.vendors.families import (
     container_families,
     families,
     names_a_family,
+    uses_legacy,
 )
 from hami_dra_webhook.core.vendors.unknown import unknown_keys
+from hami_dra_webhook.migrate.sources import Workload
 
 Outcome = Literal["converted", "attention", "refused"]
 
@@ -71,15 +73,6 @@ def worth_reporting(pod: Any, policy: Policy) -> bool:
     return uses_legacy(pod, policy) or bool(pod_notes(pod, policy))
 
 
-def uses_legacy(pod: Any, policy: Policy) -> bool:
-    """A pod with a legacy resource of any device family (NVIDIA's, or another vendor's), in a
-    container or in its pod-level `spec.resources` (which the translation refuses)."""
-    spec = pod.get("spec") if isinstance(pod, dict) else None
-    if isinstance(spec, dict) and names_a_family({"resources": spec.get("resources")}, policy):
-        return True
-    return any(names_a_family(container, policy) for _, container in containers(spec))
-
-
 EMBEDDED_NOTE = (
     "a pod template inside {kind}: its pods are converted when they are created (the"
     " webhook does it at admission); convert leaves it as it is unless given --embedded"
@@ -90,21 +83,12 @@ def _article(word: str) -> str:
     return "an" if word[:1].lower() in "aeiou" else "a"
 
 
-def assess(
-    kind: str,
-    name: str,
-    namespace: str,
-    pod: JsonObject,
-    policy: Policy,
-    *,
-    source: str = "",
-    embedded_at: str = "",
-    excluded: frozenset[str] = frozenset(),
-) -> WorkloadReport:
+def assess(workload: Workload, rules: AdmissionRules) -> WorkloadReport:
     """The report for a workload whose pod (template) uses legacy resources: the decision the
-    webhook, dry-run and convert give the same input, in words (the pods of an `excluded`
-    namespace are left, as the webhook leaves them)."""
-    decision = excluded_namespace(namespace, excluded) or translate_pod(pod, policy, namespace)
+    webhook, dry-run and convert give the same input (`rules`), in words."""
+    kind, name, namespace, pod = workload.kind, workload.name, workload.namespace, workload.pod
+    source, embedded_at, policy = workload.source, workload.embedded_at, rules.policy
+    decision = rules.template(pod, namespace, translate_pod)
     metadata = pod.get("metadata")
     annotations = metadata.get("annotations") if isinstance(metadata, dict) else None
     annotations = annotations if isinstance(annotations, dict) else {}

@@ -13,12 +13,7 @@ from typing import Any
 from fastapi import FastAPI
 from starlette.types import Receive, Scope, Send
 
-from hami_dra_webhook.admission.handler import (
-    PodAdmission,
-    QuotaGateAdmission,
-    VolcanoJobAdmission,
-    WorkloadAdmission,
-)
+from hami_dra_webhook.admission.handler import routes
 from hami_dra_webhook.server import memory
 from hami_dra_webhook.server.admission_events import ServerEvents
 from hami_dra_webhook.server.endpoint import BodyBudget, BodyEndpoint
@@ -62,18 +57,9 @@ def create_app(services: Services) -> Dispatch:
 
     limit, timeout = settings.max_body_bytes, settings.request_read_timeout
     budget = BodyBudget(settings.max_bodies_bytes, on_drained=memory.trim_soon)
-    workloads = WorkloadAdmission(
-        mutator, events, opted_in_only=settings.migration_scope == "workloads"
-    )
     posts: dict[str, BodyEndpoint] = {
-        "/mutate": BodyEndpoint(PodAdmission(mutator, events), limit, timeout, rejected, budget),
-        "/validate-workloads": BodyEndpoint(workloads, limit, timeout, rejected, budget),
-        "/mutate-volcano-jobs": BodyEndpoint(
-            VolcanoJobAdmission(mutator, events), limit, timeout, rejected, budget
-        ),
-        "/gate-gpu-quota": BodyEndpoint(
-            QuotaGateAdmission(events), limit, timeout, rejected, budget
-        ),
+        path: BodyEndpoint(admission, limit, timeout, rejected, budget)
+        for path, admission in routes(mutator, events).items()
     }
     if settings.bare_endpoint:
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hami_dra_webhook.admission.admitted import AdmissionRules
 from hami_dra_webhook.admission.mutator import PodMutator
 from hami_dra_webhook.certs.pki import issue, write
 from hami_dra_webhook.certs.self_managed import (
@@ -163,12 +164,8 @@ def _tls(settings: Settings, cert_file: str | Path, key_file: str | Path) -> Rel
 def _mutator(
     settings: Settings, policy: Policy, store: TemplateStore | None, cluster: ClusterState | None
 ) -> PodMutator:
-    return PodMutator(
+    rules = AdmissionRules(
         policy=policy,
-        store=store if store is not None else OfflineTemplateStore(),
-        cluster=cluster,
-        budget=settings.admission_budget,
-        cache=TranslationCache(max_bytes=settings.translation_cache_bytes),
         excluded_namespaces=_names(settings.excluded_namespaces),
         volcano_schedulers=(
             _names(settings.volcano_schedulers)
@@ -176,6 +173,13 @@ def _mutator(
             else frozenset()
         ),
         scope=Scope(settings.migration_scope),
+    )
+    return PodMutator(
+        rules=rules,
+        store=store if store is not None else OfflineTemplateStore(),
+        cluster=cluster,
+        budget=settings.admission_budget,
+        cache=TranslationCache(max_bytes=settings.translation_cache_bytes),
         # One thread: large reviews wait for each other, never for the event loop.
         off_loop=ThreadPoolExecutor(max_workers=1, thread_name_prefix="large-review"),
     )

@@ -11,6 +11,7 @@ from typing import Any
 import jsonpatch
 import pytest
 
+from hami_dra_webhook.admission.admitted import AdmissionRules
 from hami_dra_webhook.admission.mutator import MutationRecord, PodMutator
 from hami_dra_webhook.cluster.state import ClusterState
 from hami_dra_webhook.cluster.template_store import ApiTemplateStore, OfflineTemplateStore
@@ -47,7 +48,9 @@ def api(real_api: KubernetesApi) -> CallsThrough:
 
 @pytest.fixture
 def mutator(api: CallsThrough) -> PodMutator:
-    return PodMutator(policy=DEFAULT_POLICY, store=ApiTemplateStore(api), cluster=ClusterState())
+    return PodMutator(
+        rules=AdmissionRules(DEFAULT_POLICY), store=ApiTemplateStore(api), cluster=ClusterState()
+    )
 
 
 def stored(kube: Cluster, namespace: str) -> list[str]:
@@ -167,14 +170,18 @@ def test_capacity_dropped_refuses_sharing_but_not_whole_gpus(gate_off: Kubernete
     cluster = ClusterState()
     run(cluster.refresh(gate_off, DEFAULT_POLICY, "team-a", timeout=5))
     assert cluster.capacity == "dropped" and cluster.api_answered
-    mutator = PodMutator(policy=DEFAULT_POLICY, store=ApiTemplateStore(gate_off), cluster=cluster)
+    mutator = PodMutator(
+        rules=AdmissionRules(DEFAULT_POLICY), store=ApiTemplateStore(gate_off), cluster=cluster
+    )
     shared = admit(mutator, review(replica_pod())).answer["response"]
     assert shared["allowed"] is False and "DRAConsumableCapacity" in shared["status"]["message"]
     whole = admit(mutator, review(replica_pod({"nvidia.com/gpu": "2"}))).answer["response"]
     assert whole["allowed"] is True
     lenient = policy_from_mapping({"hamiDraWebhook": {"allowSharingWithoutCapacity": True}}).policy
     allowed = admit(
-        PodMutator(policy=lenient, store=ApiTemplateStore(gate_off), cluster=cluster),
+        PodMutator(
+            rules=AdmissionRules(lenient), store=ApiTemplateStore(gate_off), cluster=cluster
+        ),
         review(replica_pod()),
     ).answer["response"]
     assert allowed["allowed"] is True and any("whole GPUs" in w for w in allowed["warnings"])
@@ -202,7 +209,7 @@ def test_probe_is_a_dry_run_and_deviceclass_mapping_warns(
         assert stored(kube, namespace) == []  # the capacity probe is a dry run
         assert cluster.extended_resources == {"nvidia.com/gpu": f"{namespace}.nvidia.com"}
         mutator = PodMutator(
-            policy=DEFAULT_POLICY, store=ApiTemplateStore(real_api), cluster=cluster
+            rules=AdmissionRules(DEFAULT_POLICY), store=ApiTemplateStore(real_api), cluster=cluster
         )
         answer = admit(mutator, review(replica_pod(), namespace=namespace)).answer["response"]
     finally:
@@ -216,7 +223,7 @@ def test_probe_is_a_dry_run_and_deviceclass_mapping_warns(
 def test_api_forbidden_refuses_the_pod(kube: Cluster, namespace: str) -> None:
     api = powerless_api(kube, namespace)
     try:
-        mutator = PodMutator(policy=DEFAULT_POLICY, store=ApiTemplateStore(api))
+        mutator = PodMutator(rules=AdmissionRules(DEFAULT_POLICY), store=ApiTemplateStore(api))
         answer = admit(mutator, review(replica_pod(), namespace=namespace)).answer["response"]
     finally:
         run(api.close())
@@ -228,7 +235,9 @@ def test_budget_holds_when_the_api_hangs(standin: StandIn, standin_api: Kubernet
     import time
 
     standin.delay[("POST", "templates")] = 5
-    mutator = PodMutator(policy=DEFAULT_POLICY, store=ApiTemplateStore(standin_api), budget=0.5)
+    mutator = PodMutator(
+        rules=AdmissionRules(DEFAULT_POLICY), store=ApiTemplateStore(standin_api), budget=0.5
+    )
     started = time.monotonic()
     answer = admit(mutator, review(replica_pod())).answer["response"]
     assert time.monotonic() - started < 1.5
@@ -237,7 +246,10 @@ def test_budget_holds_when_the_api_hangs(standin: StandIn, standin_api: Kubernet
 
 def test_offline_store_answers_with_a_patch_and_says_so() -> None:
     policy: Policy = DEFAULT_POLICY
-    result = admit(PodMutator(policy=policy, store=OfflineTemplateStore()), review(replica_pod()))
+    result = admit(
+        PodMutator(rules=AdmissionRules(policy), store=OfflineTemplateStore()),
+        review(replica_pod()),
+    )
     answer = result.answer["response"]
     assert answer["allowed"] is True and "patch" in answer
     assert any(
@@ -288,7 +300,7 @@ def test_memory_sizes_come_from_resource_slices(
         cluster = ClusterState()
         run(cluster.refresh(real_api, DEFAULT_POLICY, namespace, timeout=5))
         mutator = PodMutator(
-            policy=DEFAULT_POLICY, store=ApiTemplateStore(real_api), cluster=cluster
+            rules=AdmissionRules(DEFAULT_POLICY), store=ApiTemplateStore(real_api), cluster=cluster
         )
         limits = {"nvidia.com/gpu": "1", "nvidia.com/gpumem-percentage": "50"}
         answer = admit(mutator, review(replica_pod(limits), namespace=namespace)).answer["response"]
@@ -307,7 +319,7 @@ def test_memory_sizes_come_from_resource_slices(
     assert memory == ["40Gi", "20Gi", "12Gi"]  # the server stores quantities canonically
     # Without a cluster's sizes (and none configured), the same pod is refused with how to fix it.
     offline = admit(
-        PodMutator(policy=DEFAULT_POLICY, store=OfflineTemplateStore()),
+        PodMutator(rules=AdmissionRules(DEFAULT_POLICY), store=OfflineTemplateStore()),
         review(replica_pod({"nvidia.com/gpu": "1", "nvidia.com/gpumem-percentage": "50"})),
     )
     assert (
@@ -321,7 +333,7 @@ def test_odd_metadata_without_request_namespace_is_no_crash() -> None:
         document = review(replica_pod(), namespace="")
         document["request"]["object"]["metadata"] = metadata
         answer = admit(
-            PodMutator(policy=DEFAULT_POLICY, store=OfflineTemplateStore()), document
+            PodMutator(rules=AdmissionRules(DEFAULT_POLICY), store=OfflineTemplateStore()), document
         ).answer["response"]
         assert answer["uid"] == document["request"]["uid"]
         assert answer["allowed"] is False or "patch" in answer

@@ -11,10 +11,14 @@ from typing import Any
 
 import jsonpatch
 
+from hami_dra_webhook.admission.admitted import AdmissionRules
 from hami_dra_webhook.admission.handler import (
-    PodAdmission,
-    VolcanoJobAdmission,
-    WorkloadAdmission,
+    OFF_LOOP_BYTES,
+    Admission,
+    AdmissionEvents,
+    PodRoute,
+    VolcanoJobRoute,
+    WorkloadRoute,
 )
 from hami_dra_webhook.admission.mutator import MutationRecord, PodMutator
 from hami_dra_webhook.cluster.state import ClusterState
@@ -57,8 +61,27 @@ def _bytes(document: dict[str, Any]) -> bytes:
     return json.dumps(document).encode()
 
 
-def _mutator(**options: Any) -> PodMutator:
-    return PodMutator(DEFAULT_POLICY, OfflineTemplateStore(), **options)
+def _mutator(
+    volcano_schedulers: frozenset[str] = frozenset(), scope: Scope | None = None, **options: Any
+) -> PodMutator:
+    rules = AdmissionRules(
+        DEFAULT_POLICY, volcano_schedulers=volcano_schedulers, scope=scope or Scope()
+    )
+    return PodMutator(rules, OfflineTemplateStore(), **options)
+
+
+def PodAdmission(  # noqa: N802 - named as the route it builds
+    mutator: PodMutator, events: AdmissionEvents, off_loop_bytes: int = OFF_LOOP_BYTES
+) -> Admission[Any]:
+    return Admission(PodRoute(mutator), events, mutator.off_loop, off_loop_bytes)
+
+
+def VolcanoJobAdmission(mutator: PodMutator, events: AdmissionEvents) -> Admission[Any]:  # noqa: N802
+    return Admission(VolcanoJobRoute(mutator), events, mutator.off_loop)
+
+
+def WorkloadAdmission(mutator: PodMutator, events: AdmissionEvents) -> Admission[Any]:  # noqa: N802
+    return Admission(WorkloadRoute(mutator), events, mutator.off_loop)
 
 
 def test_a_gpu_pod_is_answered_with_its_patch_and_reported() -> None:
@@ -93,7 +116,7 @@ def test_a_body_that_is_no_review_is_a_400_with_a_message() -> None:
     for handler_of in (
         lambda e: PodAdmission(_mutator(), e),
         lambda e: VolcanoJobAdmission(_mutator(), e),
-        lambda e: WorkloadAdmission(_mutator(), e, opted_in_only=False),
+        lambda e: WorkloadAdmission(_mutator(), e),
     ):
         events = Recorded()
         status, body = run(handler_of(events)(b'{"kind": "AdmissionReview", "request": 7}'))
@@ -109,7 +132,7 @@ def test_a_failing_use_case_is_an_internal_error_not_an_exception() -> None:
 
     events = Recorded()
     document = review(replica_pod())
-    mutator = PodMutator(DEFAULT_POLICY, Broken())
+    mutator = PodMutator(AdmissionRules(DEFAULT_POLICY), Broken())
     status, body = run(PodAdmission(mutator, events)(_bytes(document)))
     answer = json.loads(body)["response"]
     assert status == 200 and answer["allowed"] is False
@@ -200,19 +223,19 @@ def test_a_workload_preview_warns_and_never_denies() -> None:
     }
     document = review(deployment, kind="Deployment", group="apps", resource="deployments")
     events = Recorded()
-    handler = WorkloadAdmission(_mutator(), events, opted_in_only=False)
+    handler = WorkloadAdmission(_mutator(), events)
     status, body = run(handler(_bytes(document)))
     answer = json.loads(body)["response"]
     assert status == 200 and answer["allowed"] is True
     assert any("hami-gpu-" in warning for warning in answer["warnings"]), answer["warnings"]
-    assert events.seen == [f"previewed {events.seen[0].split()[-1]}"]
-    assert events.seen[0] != "previewed none"
+    assert events.seen == ["began", "ended", f"previewed {events.seen[-1].split()[-1]}"]
+    assert events.seen[-1] != "previewed none"
     [line] = events.lines  # what the admission log writes: which workload, what it becomes
     assert {k: line[k] for k in ("kind", "namespace", "workload", "operation", "preview")} == {
         "kind": "Deployment",
         "namespace": "team-a",
         "workload": "trainer",
         "operation": "CREATE",
-        "preview": events.seen[0].split()[-1],
+        "preview": events.seen[-1].split()[-1],
     }
     assert line["duration_ms"] >= 0

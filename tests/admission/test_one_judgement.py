@@ -12,9 +12,14 @@ from typing import Any
 
 import yaml
 
-from hami_dra_webhook.admission.handler import PodAdmission, WorkloadAdmission
 from hami_dra_webhook.cli.main import main
-from tests.admission.test_handlers import Recorded, _bytes, _mutator
+from tests.admission.test_handlers import (
+    PodAdmission,
+    Recorded,
+    WorkloadAdmission,
+    _bytes,
+    _mutator,
+)
 from tests.support.loop import run
 from tests.support.reviews import review
 
@@ -54,8 +59,8 @@ def test_a_pod_level_gpu_is_refused_alike_everywhere(tmp_path: Path) -> None:
     # the webhook: the preview at kubectl apply says the pods will be refused
     document = review(DEPLOYMENT, kind="Deployment", group="apps", resource="deployments")
     preview = Recorded()
-    _, body = run(WorkloadAdmission(_mutator(), preview, opted_in_only=False)(_bytes(document)))
-    assert preview.seen == ["previewed refused"]
+    _, body = run(WorkloadAdmission(_mutator(), preview)(_bytes(document)))
+    assert preview.seen[-1] == "previewed refused"
     said = " ".join(w.strip() for w in json.loads(body)["response"]["warnings"])  # 120-char lines
     assert "will be refused at admission" in said and WORDS in said
     # dry-run

@@ -9,7 +9,7 @@ from typing import Any
 
 import jsonpatch
 
-from hami_dra_webhook.admission.handler import QuotaGateAdmission
+from hami_dra_webhook.admission.handler import Admission, QuotaGateRoute
 from hami_dra_webhook.core.gpu_quota import GATE, HELD_LABEL
 from tests.admission.test_handlers import Recorded
 from tests.support.loop import run
@@ -18,7 +18,7 @@ from tests.support.reviews import replica_pod, review
 
 def _gate(document: dict[str, Any]) -> tuple[int, dict[str, Any], list[str]]:
     events = Recorded()
-    status, body = run(QuotaGateAdmission(events)(json.dumps(document).encode()))
+    status, body = run(Admission(QuotaGateRoute(), events)(json.dumps(document).encode()))
     return status, json.loads(body), events.seen
 
 
@@ -73,5 +73,5 @@ def test_a_pod_already_held_an_update_and_another_kind_are_left_alone() -> None:
 
 def test_a_body_that_is_no_review_is_answered_400() -> None:
     events = Recorded()
-    status, _ = run(QuotaGateAdmission(events)(b"{}"))
+    status, _ = run(Admission(QuotaGateRoute(), events)(b"{}"))
     assert status == 400 and events.seen == ["malformed"]

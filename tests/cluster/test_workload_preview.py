@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from hami_dra_webhook.admission.admitted import AdmissionRules
 from hami_dra_webhook.admission.mutator import PodMutator
 from hami_dra_webhook.admission.workloads import (
     MAX_TEMPLATES,
@@ -19,6 +20,7 @@ from hami_dra_webhook.admission.workloads import (
 )
 from hami_dra_webhook.cluster.template_store import OfflineTemplateStore
 from hami_dra_webhook.core.policy import DEFAULT_POLICY
+from hami_dra_webhook.core.pools import Scope
 from hami_dra_webhook.core.review import parse_review
 from hami_dra_webhook.core.types import MAX_WARNING_LENGTH
 from tests.support.reviews import review
@@ -37,7 +39,7 @@ TOO_MUCH = {
 
 
 def _mutator() -> PodMutator:
-    return PodMutator(policy=DEFAULT_POLICY, store=OfflineTemplateStore())
+    return PodMutator(rules=AdmissionRules(DEFAULT_POLICY), store=OfflineTemplateStore())
 
 
 def _deployment(
@@ -111,7 +113,9 @@ def test_opted_out_out_of_scope_excluded_and_gpu_free_templates_say_nothing() ->
         "warnings"
         not in _preview(_deployment(GPU, labels={"hami.io/webhook": "ignore"})).answer["response"]
     )
-    scoped = WorkloadPreview(_mutator(), opted_in_only=True)
+    scoped = WorkloadPreview(
+        PodMutator(AdmissionRules(DEFAULT_POLICY, scope=Scope("workloads")), OfflineTemplateStore())
+    )
     assert _preview(_deployment(GPU), scoped).outcome == "none"
     assert (
         _preview(_deployment(GPU, labels={"hami.io/gpu-migration": "dra"}), scoped).outcome

@@ -23,6 +23,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from hami_dra_webhook.admission.admitted import AdmissionRules
 from hami_dra_webhook.admission.mutator import MutationRecord, PodMutator
 from hami_dra_webhook.cluster.template_store import OfflineTemplateStore
 from hami_dra_webhook.core.pod_view import pod_view
@@ -38,7 +39,7 @@ EXAMPLES = 400
 
 
 def _record(request: Any, policy: Policy, fast: Any = None) -> tuple[Any, ...]:
-    mutator = PodMutator(policy=policy, store=OfflineTemplateStore())
+    mutator = PodMutator(rules=AdmissionRules(policy), store=OfflineTemplateStore())
     found: MutationRecord = asyncio.run(mutator.mutate(request, fast=fast))
     return (
         found.answer,
@@ -331,7 +332,9 @@ def test_pods_of_thousands_of_containers_are_read_fast_and_answered_the_same(
 
         def record(request: Any, pod: Any = None) -> MutationRecord:
             mutator = PodMutator(
-                policy=DEFAULT_POLICY, store=OfflineTemplateStore(), off_loop=executor
+                rules=AdmissionRules(DEFAULT_POLICY),
+                store=OfflineTemplateStore(),
+                off_loop=executor,
             )
             assert mutator.needs_off_loop(request, pod)
             return asyncio.run(mutator.mutate(request, off_loop=True, fast=pod))

@@ -122,15 +122,16 @@ def test_the_same_file_twice_or_out_onto_an_input_is_an_error(tmp_path: Path) ->
 def test_edited_text_equals_the_round_trip(monkeypatch: pytest.MonkeyPatch) -> None:
     """Converted documents are edited in place (libyaml positions) where they are block style;
     the result reads back exactly as the ruamel round trip's, and keeps every comment line."""
+    from hami_dra_webhook.admission.admitted import AdmissionRules
     from hami_dra_webhook.core.policy import DEFAULT_POLICY
     from hami_dra_webhook.migrate import convert
 
     for path in sorted(TREE.rglob("*.yaml")):
         text = path.read_text()
-        fast = convert.convert_text(text, DEFAULT_POLICY, None, False)
+        fast = convert.convert_text(text, AdmissionRules(DEFAULT_POLICY), None, False)
         with monkeypatch.context() as patched:
             patched.setattr(convert, "edited_text", lambda *args: None)
-            slow = convert.convert_text(text, DEFAULT_POLICY, None, False)
+            slow = convert.convert_text(text, AdmissionRules(DEFAULT_POLICY), None, False)
         assert list(yaml.safe_load_all(fast.text)) == list(yaml.safe_load_all(slow.text)), path
         kept = [line for line in text.splitlines() if line.strip().startswith("#")]
         assert all(line in fast.text for line in kept), path
@@ -152,10 +153,11 @@ def test_edited_text_equals_the_round_trip(monkeypatch: pytest.MonkeyPatch) -> N
     ],
 )
 def test_what_cannot_be_edited_in_place_is_still_converted(pod: str) -> None:
+    from hami_dra_webhook.admission.admitted import AdmissionRules
     from hami_dra_webhook.core.policy import DEFAULT_POLICY
     from hami_dra_webhook.migrate.convert import convert_text
 
-    result = convert_text(pod, DEFAULT_POLICY, None, False)
+    result = convert_text(pod, AdmissionRules(DEFAULT_POLICY), None, False)
     converted, template = list(yaml.safe_load_all(result.text))
     assert converted["spec"]["containers"][0]["resources"] == {"claims": [{"name": "c-gpu"}]}
     assert template["kind"] == "ResourceClaimTemplate"
@@ -168,6 +170,7 @@ def test_alike_workloads_are_converted_alike_by_either_path(
     or by the round trip, which puts the patch's values in by reference) must leave it as it
     was for the next. Three alike Deployments of two GPU containers each, in block and flow
     style, converted together, each read back as when converted alone."""
+    from hami_dra_webhook.admission.admitted import AdmissionRules
     from hami_dra_webhook.core.policy import DEFAULT_POLICY
     from hami_dra_webhook.migrate import convert
 
@@ -186,8 +189,13 @@ def test_alike_workloads_are_converted_alike_by_either_path(
         with monkeypatch.context() as patched:
             if not edited:
                 patched.setattr(convert, "edited_text", lambda *args: None)
-            together = convert.convert_text("---\n".join(documents), DEFAULT_POLICY, None, False)
-            alone = [convert.convert_text(d, DEFAULT_POLICY, None, False) for d in documents]
+            together = convert.convert_text(
+                "---\n".join(documents), AdmissionRules(DEFAULT_POLICY), None, False
+            )
+            alone = [
+                convert.convert_text(d, AdmissionRules(DEFAULT_POLICY), None, False)
+                for d in documents
+            ]
         read = list(yaml.safe_load_all(together.text))
         expected = [next(yaml.safe_load_all(result.text)) for result in alone]
         assert read[:3] == expected and len(together.templates) == 1, together.text

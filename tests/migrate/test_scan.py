@@ -224,8 +224,10 @@ def test_cluster_scan_as_someone_without_rights_says_so(kube: Cluster) -> None:
 
 
 def test_annotations_without_a_dra_equivalent_need_attention() -> None:
+    from hami_dra_webhook.admission.admitted import AdmissionRules
     from hami_dra_webhook.core.policy import DEFAULT_POLICY
     from hami_dra_webhook.migrate.report import assess
+    from hami_dra_webhook.migrate.sources import Workload
 
     pod = {
         "metadata": {
@@ -245,7 +247,7 @@ def test_annotations_without_a_dra_equivalent_need_attention() -> None:
             ]
         },
     }
-    report = assess("Pod", "p", "ns", pod, DEFAULT_POLICY)
+    report = assess(Workload("Pod", "ns", "p", pod, ""), AdmissionRules(DEFAULT_POLICY))
     assert report.outcome == "attention"
     assert [a.split(":")[0] for a in report.attention] == [
         "annotation nvidia.com/vgpu-mode",
@@ -254,9 +256,12 @@ def test_annotations_without_a_dra_equivalent_need_attention() -> None:
         "annotation hami.io/node-scheduler-policy",
     ]
     other = dict(pod, spec=pod["spec"], metadata={"annotations": {"nvidia.com/vgpu-mode": "mig"}})
-    assert assess("Pod", "p", "ns", other, DEFAULT_POLICY).outcome == "refused"
+    assert (
+        assess(Workload("Pod", "ns", "p", other, ""), AdmissionRules(DEFAULT_POLICY)).outcome
+        == "refused"
+    )
     foreign = {"spec": {**pod["spec"], "schedulerName": "volcano"}}
-    left = assess("Pod", "p", "ns", foreign, DEFAULT_POLICY)
+    left = assess(Workload("Pod", "ns", "p", foreign, ""), AdmissionRules(DEFAULT_POLICY))
     assert left.outcome == "attention" and left.attention[0].startswith(
         "left unchanged: schedulerName volcano"
     )
@@ -264,9 +269,11 @@ def test_annotations_without_a_dra_equivalent_need_attention() -> None:
 
 def test_init_and_app_gpu_containers_need_attention() -> None:
     """Legacy HAMi counted the peak of init and app containers; DRA holds both claims at once."""
+    from hami_dra_webhook.admission.admitted import AdmissionRules
     from hami_dra_webhook.core.decision import INIT_CLAIMS_HELD
     from hami_dra_webhook.core.policy import DEFAULT_POLICY
     from hami_dra_webhook.migrate.report import assess
+    from hami_dra_webhook.migrate.sources import Workload
 
     def container(name: str, memory: str) -> dict[str, Any]:
         limits = {"nvidia.com/gpu": "1", "nvidia.com/gpumem": memory}
@@ -278,11 +285,14 @@ def test_init_and_app_gpu_containers_need_attention() -> None:
             "containers": [container("serve", "20000")],
         }
     }
-    report = assess("Pod", "p", "ml", pod, DEFAULT_POLICY)
+    report = assess(Workload("Pod", "ml", "p", pod, ""), AdmissionRules(DEFAULT_POLICY))
     assert report.outcome == "attention"
     assert INIT_CLAIMS_HELD in report.attention
     only_app = {"spec": {"containers": [container("serve", "20000")]}}
-    assert assess("Pod", "q", "ml", only_app, DEFAULT_POLICY).outcome == "converted"
+    assert (
+        assess(Workload("Pod", "ml", "q", only_app, ""), AdmissionRules(DEFAULT_POLICY)).outcome
+        == "converted"
+    )
 
 
 HELM_TEMPLATE = """apiVersion: v1
@@ -332,7 +342,7 @@ def test_cluster_scan_reads_a_page_at_a_time(kube: Cluster) -> None:
     page: here 2 items a page over 7 GPU pods, 5 pods without GPUs and 3 pods of one foreign
     controller (one row), against the real kube-apiserver."""
     from hami_dra_webhook.core.policy import DEFAULT_POLICY
-    from hami_dra_webhook.migrate.report import uses_legacy
+    from hami_dra_webhook.core.vendors.families import uses_legacy
     from hami_dra_webhook.migrate.sources import from_cluster
     from tests.support.cluster import api_for
     from tests.support.loop import run

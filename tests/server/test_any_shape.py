@@ -13,6 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from hami_dra_webhook.admission.admitted import AdmissionRules
 from hami_dra_webhook.admission.mutator import PodMutator
 from hami_dra_webhook.cluster.template_store import OfflineTemplateStore
 from hami_dra_webhook.core.policy import DEFAULT_POLICY, policy_from_mapping
@@ -45,7 +46,9 @@ def test_any_shape_is_answered(new: Any, old: Any, operation: str) -> None:
     }
     review = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
     parsed = parse_review(json.dumps(review).encode()).request
-    record = asyncio.run(PodMutator(DEFAULT_POLICY, OfflineTemplateStore()).mutate(parsed))
+    record = asyncio.run(
+        PodMutator(AdmissionRules(DEFAULT_POLICY), OfflineTemplateStore()).mutate(parsed)
+    )
     response = record.answer["response"]
     assert record.outcome in ("converted", "unchanged", "refused")
     if not response["allowed"]:
@@ -63,7 +66,7 @@ def _answer(policy: Any, operation: str, new: Any, old: Any) -> Any:
     }
     review = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
     parsed = parse_review(json.dumps(review).encode()).request
-    return asyncio.run(PodMutator(policy, OfflineTemplateStore()).mutate(parsed))
+    return asyncio.run(PodMutator(AdmissionRules(policy), OfflineTemplateStore()).mutate(parsed))
 
 
 @settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -124,7 +127,9 @@ def test_an_update_with_containers_of_the_wrong_type_is_answered() -> None:
     }
     review = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
     parsed = parse_review(json.dumps(review).encode()).request
-    record = asyncio.run(PodMutator(DEFAULT_POLICY, OfflineTemplateStore()).mutate(parsed))
+    record = asyncio.run(
+        PodMutator(AdmissionRules(DEFAULT_POLICY), OfflineTemplateStore()).mutate(parsed)
+    )
     assert record.answer["response"] == {"uid": "u", "allowed": True}
 
 
@@ -154,7 +159,7 @@ def test_a_namespace_that_is_no_name_is_refused_before_any_use(namespace: str) -
     }
     review = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
     parsed = parse_review(json.dumps(review).encode()).request
-    record = asyncio.run(PodMutator(DEFAULT_POLICY, Recording()).mutate(parsed))
+    record = asyncio.run(PodMutator(AdmissionRules(DEFAULT_POLICY), Recording()).mutate(parsed))
     response = record.answer["response"]
     assert response["allowed"] is False and response["status"]["code"] == 400
     assert "is not a Kubernetes namespace name" in response["status"]["message"]
@@ -162,6 +167,7 @@ def test_a_namespace_that_is_no_name_is_refused_before_any_use(namespace: str) -
     fine = {**request, "namespace": "team-a-1"}
     parsed = parse_review(json.dumps({**review, "request": fine}).encode()).request
     assert (
-        asyncio.run(PodMutator(DEFAULT_POLICY, Recording()).mutate(parsed)).outcome == "converted"
+        asyncio.run(PodMutator(AdmissionRules(DEFAULT_POLICY), Recording()).mutate(parsed)).outcome
+        == "converted"
     )
     assert calls == ["team-a-1"]

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import uvicorn
 
+from hami_dra_webhook.admission.admitted import AdmissionRules
 from hami_dra_webhook.admission.mutator import PodMutator
 from hami_dra_webhook.certs.pki import issue, write
 from hami_dra_webhook.cli.main import main
@@ -49,7 +50,7 @@ def broken_server(tmp_path: Path) -> Iterator[tuple[int, Path]]:
     tls = ReloadingTLS(cert, key)
     services = Services(
         settings=Settings(),
-        mutator=PodMutator(DEFAULT_POLICY, BrokenStore()),
+        mutator=PodMutator(AdmissionRules(DEFAULT_POLICY), BrokenStore()),
         metrics=Metrics(),
         tls=tls,
     )

@@ -287,6 +287,7 @@ def test_tls_minimum_version_is_enforced(webhook: Webhook, tmp_path: Path) -> No
 def test_an_expired_certificate_makes_readyz_fail_with_the_reason(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
+    from hami_dra_webhook.admission.admitted import AdmissionRules
     from hami_dra_webhook.admission.mutator import PodMutator
     from hami_dra_webhook.certs.pki import issue, write
     from hami_dra_webhook.cluster.template_store import OfflineTemplateStore
@@ -300,7 +301,10 @@ def test_an_expired_certificate_makes_readyz_fail_with_the_reason(
     _, cert, key = write(issue(["localhost"], days=1), tmp_path)
     tls = ReloadingTLS(cert, key)
     services = Services(
-        Settings(), PodMutator(DEFAULT_POLICY, OfflineTemplateStore()), Metrics(), tls
+        Settings(),
+        PodMutator(AdmissionRules(DEFAULT_POLICY), OfflineTemplateStore()),
+        Metrics(),
+        tls,
     )
     services.lifecycle.listening = True  # as the webhook's server sets it once its port listens
     assert readiness(services, now=tls.expires_at - 60)["ready"] is True

@@ -11,6 +11,7 @@ import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from hami_dra_webhook.admission.admitted import AdmissionRules
 from hami_dra_webhook.admission.mutator import PodMutator
 from hami_dra_webhook.certs.pki import issue, write
 from hami_dra_webhook.cluster.template_store import OfflineTemplateStore
@@ -91,7 +92,7 @@ def test_readyz_fails_while_a_needed_job_is_down_and_metrics_show_it(tmp_path: P
     dies = Dies(times=1)
     services = Services(
         Settings(),
-        PodMutator(DEFAULT_POLICY, OfflineTemplateStore()),
+        PodMutator(AdmissionRules(DEFAULT_POLICY), OfflineTemplateStore()),
         metrics,
         tls,
         background=[Job("template-watch", dies, needed=True)],

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from hami_dra_webhook.core.containers import containers
 from hami_dra_webhook.core.legacy import has_legacy_keys, resource_maps
 from hami_dra_webhook.core.policy import Policy
 from hami_dra_webhook.core.vendor_config import OTHER_FAMILIES
@@ -129,6 +130,15 @@ def names_a_family(container: Any, policy: Policy) -> bool:
         for part in (limits, requests)
         for key in part
     )
+
+
+def uses_legacy(pod: Any, policy: Policy) -> bool:
+    """A pod with a legacy resource of any device family (NVIDIA's, or another vendor's), in a
+    container or in its pod-level `spec.resources` (which the translation refuses)."""
+    spec = pod.get("spec") if isinstance(pod, dict) else None
+    if isinstance(spec, dict) and names_a_family({"resources": spec.get("resources")}, policy):
+        return True
+    return any(names_a_family(container, policy) for _, container in containers(spec))
 
 
 def container_families(container: Any, known: Families) -> dict[str, list[str]]:
