@@ -103,6 +103,17 @@ def parsed(body: bytes) -> tuple[review.AdmissionRequest, None]:
     return review.parse_review(body).request, None
 
 
+class Parsed:
+    """A route whose body is decoded whole (not by the fast pod reader), and whose work is
+    small whatever the request (a large body is still decoded and answered off the loop)."""
+
+    def decode(self, body: bytes) -> tuple[review.AdmissionRequest, None]:
+        return parsed(body)
+
+    def large(self, request: review.AdmissionRequest, fast: FastPod | None) -> bool:
+        return False
+
+
 class Admission(Generic[R]):
     """The envelope around one route (the module's docstring says what it does)."""
 
@@ -165,18 +176,12 @@ class PodRoute:
         return Answered.recorded(internal_error(request))
 
 
-class VolcanoJobRoute:
+class VolcanoJobRoute(Parsed):
     """POST /mutate-volcano-jobs: a Volcano Job's task templates converted at its admission
     (PodMutator.mutate_job), recorded as a pod's admission is."""
 
     def __init__(self, mutator: PodMutator) -> None:
         self.mutator = mutator
-
-    def decode(self, body: bytes) -> tuple[review.AdmissionRequest, None]:
-        return parsed(body)
-
-    def large(self, request: review.AdmissionRequest, fast: FastPod | None) -> bool:
-        return False
 
     async def answer(
         self, request: review.AdmissionRequest, fast: FastPod | None, off: Executor | None
@@ -187,15 +192,9 @@ class VolcanoJobRoute:
         return Answered.recorded(internal_error(request))
 
 
-class QuotaGateRoute:
+class QuotaGateRoute(Parsed):
     """POST /gate-gpu-quota: a GPU pod of a namespace with a GPU quota held by the quota's
     scheduling gate (admission/quota_gate.py)."""
-
-    def decode(self, body: bytes) -> tuple[review.AdmissionRequest, None]:
-        return parsed(body)
-
-    def large(self, request: review.AdmissionRequest, fast: FastPod | None) -> bool:
-        return False
 
     async def answer(
         self, request: review.AdmissionRequest, fast: FastPod | None, off: Executor | None
@@ -206,19 +205,13 @@ class QuotaGateRoute:
         return Answered(internal_error(request).answer)
 
 
-class WorkloadRoute:
+class WorkloadRoute(Parsed):
     """POST /validate-workloads: what the pods of an applied workload will become, as warnings
     (admission/workloads.py). It never denies: a failure here answers `allowed`, no warnings.
     A large body is judged off the loop without the translation cache (the loop's)."""
 
     def __init__(self, mutator: PodMutator) -> None:
         self.preview = WorkloadPreview(mutator)
-
-    def decode(self, body: bytes) -> tuple[review.AdmissionRequest, None]:
-        return parsed(body)
-
-    def large(self, request: review.AdmissionRequest, fast: FastPod | None) -> bool:
-        return False
 
     async def answer(
         self, request: review.AdmissionRequest, fast: FastPod | None, off: Executor | None

@@ -10,9 +10,13 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
+from hami_dra_webhook.admission.admitted import AdmissionRules
 from hami_dra_webhook.cli.main import main
+from hami_dra_webhook.core.policy import DEFAULT_POLICY
+from hami_dra_webhook.core.pools import Scope
 from tests.admission.test_handlers import (
     PodAdmission,
     Recorded,
@@ -75,3 +79,67 @@ def test_a_pod_level_gpu_is_refused_alike_everywhere(tmp_path: Path) -> None:
     code, _, err = cli("convert", "--out", str(tmp_path / "out"), str(manifest))
     assert code == 2 and WORDS in err
     assert yaml.safe_load((tmp_path / "out" / "trainer.yaml").read_text()) == DEPLOYMENT
+
+
+GPU_TEMPLATE: dict[str, Any] = {
+    "metadata": {"labels": {"app": "trainer"}},
+    "spec": {
+        "containers": [
+            {
+                "name": "main",
+                "image": "registry.example/train:1",
+                "resources": {"limits": {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 4000}},
+            }
+        ]
+    },
+}
+
+
+def _workload(labels: dict[str, str] | None = None) -> dict[str, Any]:
+    template = {**GPU_TEMPLATE, "metadata": {"labels": {"app": "trainer", **(labels or {})}}}
+    return {**DEPLOYMENT, "spec": {**DEPLOYMENT["spec"], "template": template}}
+
+
+# (case, the workload, the rules' flags, what every tool says: converted or left)
+CASES = [
+    ("converted", _workload(), [], "converted"),
+    ("excluded namespace", _workload(), ["--excluded-namespaces", "team-a"], "left"),
+    ("outside scope workloads", _workload(), ["--scope", "workloads"], "left"),
+    (
+        "opted in under scope workloads",
+        _workload({"hami.io/gpu-migration": "dra"}),
+        ["--scope", "workloads"],
+        "converted",
+    ),
+    ("opted out", _workload({"hami.io/webhook": "ignore"}), [], "left"),
+]
+
+
+@pytest.mark.parametrize(
+    ("workload", "flags", "expected"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
+)
+def test_every_tool_takes_the_rules_judgement(
+    tmp_path: Path, workload: dict[str, Any], flags: list[str], expected: str
+) -> None:
+    """The same rules (excluded namespaces, the migration scope, the opt-out label) through
+    dry-run, scan, convert and the rules the webhook's preview holds: one judgement."""
+    manifest = tmp_path / "trainer.yaml"
+    manifest.write_text(yaml.safe_dump(workload))
+    _, out, _ = cli("dry-run", "-o", "json", *flags, str(manifest))
+    [item] = json.loads(out)["items"]
+    assert item["outcome"] == ("converted" if expected == "converted" else "unchanged")
+    _, out, _ = cli("scan", "-o", "json", *flags, str(manifest))
+    [report] = json.loads(out)["workloads"]
+    assert (report["outcome"] == "converted") == (expected == "converted"), report
+    _, _, err = cli("convert", "--out", str(tmp_path / "out"), *flags, str(manifest))
+    written = yaml.safe_load_all((tmp_path / "out" / "trainer.yaml").read_text())
+    changed = next(iter(written)) != workload
+    assert changed == (expected == "converted"), err
+    if expected == "left":
+        assert "left" in err or "excluded" in err, err  # convert says why it left it
+    # the webhook's rules, as the chart's values set them
+    scope = Scope(flags[1]) if flags[:1] == ["--scope"] else Scope()
+    excluded = frozenset({flags[1]}) if flags[:1] == ["--excluded-namespaces"] else frozenset()
+    rules = AdmissionRules(DEFAULT_POLICY, excluded_namespaces=excluded, scope=scope)
+    [judged] = rules.templates(workload, "team-a").items
+    assert (judged.decision.outcome == "converted") == (expected == "converted")
