@@ -239,7 +239,7 @@ def routes(mutator: PodMutator, events: AdmissionEvents) -> dict[str, Admission[
     off = mutator.off_loop
     return {
         "/mutate": Admission(PodRoute(mutator), events, off),
+        "/validate-workloads": Admission(WorkloadRoute(mutator), events, off),
         "/mutate-volcano-jobs": Admission(VolcanoJobRoute(mutator), events, off),
         "/gate-gpu-quota": Admission(QuotaGateRoute(), events, off),
-        "/validate-workloads": Admission(WorkloadRoute(mutator), events, off),
     }
