@@ -49,9 +49,9 @@ from typing import Any
 from prometheus_client.parser import text_string_to_metric_families
 
 from benchmarks.plane import bare_control_plane
-from hami_dra_webhook.core.decision import Converted
-from hami_dra_webhook.core.policy import DEFAULT_POLICY
-from hami_dra_webhook.core.translate import translate_pod
+from hami_dra_webhook.core.outcome.decision import Converted
+from hami_dra_webhook.core.settings.policy import DEFAULT_POLICY
+from hami_dra_webhook.core.translate.pod import translate_pod
 from tests.controlplane.cluster import ControlPlane, free_port
 from tests.controlplane.gpu_node import GpuNode
 from tests.support.cluster import Cluster, Release

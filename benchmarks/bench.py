@@ -35,8 +35,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from hami_dra_webhook.certs.pki import issue, write
-from hami_dra_webhook.core.policy import DEFAULT_POLICY
-from hami_dra_webhook.core.translate import translate_pod
+from hami_dra_webhook.core.settings.policy import DEFAULT_POLICY
+from hami_dra_webhook.core.translate.pod import translate_pod
 from tests.support.review_mix import encoded, pods
 
 ROOT = Path(__file__).parents[1]

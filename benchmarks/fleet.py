@@ -39,9 +39,9 @@ from typing import Any
 from benchmarks.apiserver import Creator
 from benchmarks.plane import bare_control_plane
 from benchmarks.scan import _fill, _rss_kib, measured_output
-from hami_dra_webhook.core.decision import Converted
-from hami_dra_webhook.core.policy import DEFAULT_POLICY
-from hami_dra_webhook.core.translate import translate_pod
+from hami_dra_webhook.core.outcome.decision import Converted
+from hami_dra_webhook.core.settings.policy import DEFAULT_POLICY
+from hami_dra_webhook.core.translate.pod import translate_pod
 from tests.controlplane.cluster import ControlPlane
 from tests.controlplane.gpu_node import DRIVER, Gpu
 from tests.support.reviews import review

@@ -24,7 +24,7 @@ import time
 
 from benchmarks.apiserver import Creator, Phase, legacy_pod, namespace
 from benchmarks.plane import bare_control_plane
-from hami_dra_webhook.core.gpu_quota import NAMESPACE_LABEL
+from hami_dra_webhook.core.quota.gpu_quota import NAMESPACE_LABEL
 from tests.controlplane.gpu_node import GpuNode
 from tests.support.cluster import Cluster, Release, wait_for
 

@@ -24,10 +24,10 @@ import orjson
 
 from hami_dra_webhook.cluster.lease import Lease
 from hami_dra_webhook.cluster.quota_gate import QuotaGate
-from hami_dra_webhook.core.decision import Converted
-from hami_dra_webhook.core.gpu_quota import GATE, HELD_LABEL, HELD_LABEL_VALUE
-from hami_dra_webhook.core.policy import DEFAULT_POLICY
-from hami_dra_webhook.core.translate import translate_pod
+from hami_dra_webhook.core.outcome.decision import Converted
+from hami_dra_webhook.core.quota.gpu_quota import GATE, HELD_LABEL, HELD_LABEL_VALUE
+from hami_dra_webhook.core.settings.policy import DEFAULT_POLICY
+from hami_dra_webhook.core.translate.pod import translate_pod
 from hami_dra_webhook.kube.streams import json_or_empty
 from tests.support.reviews import replica_pod
 

@@ -25,8 +25,8 @@ from typing import Any
 
 from benchmarks.apiserver import Creator
 from benchmarks.plane import bare_control_plane
-from hami_dra_webhook.core.policy import DEFAULT_POLICY
-from hami_dra_webhook.core.translate import translate_pod
+from hami_dra_webhook.core.settings.policy import DEFAULT_POLICY
+from hami_dra_webhook.core.translate.pod import translate_pod
 from tests.controlplane.cluster import ControlPlane
 
 NAMESPACES = [f"bench-{index}" for index in range(10)]

@@ -18,8 +18,8 @@ from typing import Any
 import yaml
 
 from hami_dra_webhook.cli.main import main
-from hami_dra_webhook.core.policy import DEFAULT_POLICY
-from hami_dra_webhook.core.translate import translate_pod
+from hami_dra_webhook.core.settings.policy import DEFAULT_POLICY
+from hami_dra_webhook.core.translate.pod import translate_pod
 
 
 def realistic_pod(index: int, gpu_containers: int = 2, containers: int = 3) -> dict[str, Any]:

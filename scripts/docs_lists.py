@@ -100,8 +100,10 @@ def main() -> int:
             first = block.strip().splitlines()[0][:80]
             print(f"{page.relative_to(ROOT)}: a list rendered as a paragraph: {first!r}...")
     if bad:
-        print(f"{bad} list(s) rendered as paragraphs: indent nested lists and continuation"
-              " lines by four spaces (Python-Markdown), not two")
+        print(
+            f"{bad} list(s) rendered as paragraphs: indent nested lists and continuation"
+            " lines by four spaces (Python-Markdown), not two"
+        )
     return 1 if bad else 0
 
 

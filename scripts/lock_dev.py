@@ -29,9 +29,7 @@ def main() -> int:
         for line in (ROOT / "requirements.lock").read_text().splitlines()
         if re.match(r"^[A-Za-z0-9_.-]+==", line)
     }
-    found = {
-        normalized(dist.metadata["Name"]): dist.version for dist in metadata.distributions()
-    }
+    found = {normalized(dist.metadata["Name"]): dist.version for dist in metadata.distributions()}
     pinned = sorted(
         f"{name}=={version}"
         for name, version in found.items()

@@ -74,7 +74,8 @@ def _fresh_translation_caches() -> None:
     """Each test starts with the core's caches empty, so that what a test checks is computed in
     it: mutation testing (scripts/mutation) runs a mutant against the tests that call the
     mutated function, and a cache filled by an earlier test would hide the call."""
-    from hami_dra_webhook.core import claims, selectors
+    from hami_dra_webhook.core.legacy import selectors
+    from hami_dra_webhook.core.translate import claims
     from hami_dra_webhook.core.vendors import families, nvidia
 
     claims._content.cache_clear()

@@ -20,20 +20,20 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from hami_dra_webhook.core.decision import (
+from hami_dra_webhook.core.migration.pools import SCOPE_LABEL, SCOPE_VALUE, Scope, template_labels
+from hami_dra_webhook.core.model.types import Attention, JsonObject
+from hami_dra_webhook.core.outcome.decision import (
     Decision,
     Refusal,
     Unchanged,
     excluded_namespace,
 )
-from hami_dra_webhook.core.lints import pod_notes
-from hami_dra_webhook.core.pod_view import OPT_OUT_LABEL
-from hami_dra_webhook.core.policy import Policy
-from hami_dra_webhook.core.pools import SCOPE_LABEL, SCOPE_VALUE, Scope, template_labels
-from hami_dra_webhook.core.translate import translate_pod
-from hami_dra_webhook.core.types import Attention, JsonObject
+from hami_dra_webhook.core.settings.policy import Policy
+from hami_dra_webhook.core.translate.lints import pod_notes
+from hami_dra_webhook.core.translate.pod import translate_pod
+from hami_dra_webhook.core.translate.pod_view import OPT_OUT_LABEL
 from hami_dra_webhook.core.vendors.families import uses_legacy
-from hami_dra_webhook.core.volcano_jobs import is_volcano_job, job_decision
+from hami_dra_webhook.core.workloads.volcano_jobs import is_volcano_job, job_decision
 from hami_dra_webhook.files.embedded import EmbeddedPod, embedded_pods
 from hami_dra_webhook.files.manifests import pod_template
 

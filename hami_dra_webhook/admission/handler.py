@@ -28,14 +28,14 @@ import orjson
 from hami_dra_webhook.admission.mutator import MutationRecord, PodMutator, internal_error
 from hami_dra_webhook.admission.quota_gate import gate_answer
 from hami_dra_webhook.admission.workloads import WorkloadPreview, allowed
-from hami_dra_webhook.core import review
-from hami_dra_webhook.core.review_fast import FastPod, read_review
+from hami_dra_webhook.core.review import wire
+from hami_dra_webhook.core.review.fast import FastPod, read_review
 
 log = logging.getLogger("hami_dra_webhook.server")
 OFF_LOOP_BYTES = 256 * 1024
 T = TypeVar("T")
-R = TypeVar("R", bound=review.Request)
-R_co = TypeVar("R_co", bound=review.Request, covariant=True)
+R = TypeVar("R", bound=wire.Request)
+R_co = TypeVar("R_co", bound=wire.Request, covariant=True)
 
 
 class AdmissionEvents(Protocol):
@@ -53,7 +53,7 @@ class AdmissionEvents(Protocol):
     def answered(self, result: MutationRecord, seconds: float) -> None:
         """An admission was answered with `result`, `seconds` after its body was read."""
 
-    def previewed(self, outcome: str, request: review.Request, seconds: float) -> None:
+    def previewed(self, outcome: str, request: wire.Request, seconds: float) -> None:
         """A workload preview of `request` was answered with `outcome`, `seconds` after its
         body was read."""
 
@@ -74,7 +74,7 @@ def _unreported(events: AdmissionEvents, seconds: float) -> None:
 class Answered:
     """A route's answer, and how the envelope reports it (`report(events, seconds)`)."""
 
-    answer: review.ReviewAnswer
+    answer: wire.ReviewAnswer
     report: Report = _unreported
 
     @classmethod
@@ -86,7 +86,7 @@ class Route(Protocol[R]):
     """One admission route: `request -> answer`."""
 
     def decode(self, body: bytes) -> tuple[R, FastPod | None]:
-        """The request (raises review.MalformedReview); and its pod when read by the fast
+        """The request (raises wire.MalformedReview); and its pod when read by the fast
         reader."""
 
     def large(self, request: R, fast: FastPod | None) -> bool:
@@ -99,18 +99,18 @@ class Route(Protocol[R]):
         """The answer when `answer` failed unexpectedly (the envelope logs the traceback)."""
 
 
-def parsed(body: bytes) -> tuple[review.AdmissionRequest, None]:
-    return review.parse_review(body).request, None
+def parsed(body: bytes) -> tuple[wire.AdmissionRequest, None]:
+    return wire.parse_review(body).request, None
 
 
 class Parsed:
     """A route whose body is decoded whole (not by the fast pod reader), and whose work is
     small whatever the request (a large body is still decoded and answered off the loop)."""
 
-    def decode(self, body: bytes) -> tuple[review.AdmissionRequest, None]:
+    def decode(self, body: bytes) -> tuple[wire.AdmissionRequest, None]:
         return parsed(body)
 
-    def large(self, request: review.AdmissionRequest, fast: FastPod | None) -> bool:
+    def large(self, request: wire.AdmissionRequest, fast: FastPod | None) -> bool:
         return False
 
 
@@ -133,7 +133,7 @@ class Admission(Generic[R]):
         large_body = self.off_loop is not None and len(body) > self.off_loop_bytes
         try:
             request, fast = await self._run(large_body, route.decode, body)
-        except review.MalformedReview as error:
+        except wire.MalformedReview as error:
             events.malformed()
             return message(400, str(error))
         large = self.off_loop is not None and (large_body or route.large(request, fast))
@@ -160,19 +160,19 @@ class PodRoute:
     def __init__(self, mutator: PodMutator) -> None:
         self.mutator = mutator
 
-    def decode(self, body: bytes) -> tuple[review.Request, FastPod | None]:
+    def decode(self, body: bytes) -> tuple[wire.Request, FastPod | None]:
         return read_review(body)
 
-    def large(self, request: review.Request, fast: FastPod | None) -> bool:
+    def large(self, request: wire.Request, fast: FastPod | None) -> bool:
         return self.mutator.needs_off_loop(request, fast)
 
     async def answer(
-        self, request: review.Request, fast: FastPod | None, off: Executor | None
+        self, request: wire.Request, fast: FastPod | None, off: Executor | None
     ) -> Answered:
         record = await self.mutator.mutate(request, off_loop=off is not None, fast=fast)
         return Answered.recorded(record)
 
-    def failed(self, request: review.Request) -> Answered:
+    def failed(self, request: wire.Request) -> Answered:
         return Answered.recorded(internal_error(request))
 
 
@@ -184,11 +184,11 @@ class VolcanoJobRoute(Parsed):
         self.mutator = mutator
 
     async def answer(
-        self, request: review.AdmissionRequest, fast: FastPod | None, off: Executor | None
+        self, request: wire.AdmissionRequest, fast: FastPod | None, off: Executor | None
     ) -> Answered:
         return Answered.recorded(await self.mutator.mutate_job(request))
 
-    def failed(self, request: review.AdmissionRequest) -> Answered:
+    def failed(self, request: wire.AdmissionRequest) -> Answered:
         return Answered.recorded(internal_error(request))
 
 
@@ -197,11 +197,11 @@ class QuotaGateRoute(Parsed):
     scheduling gate (admission/quota_gate.py)."""
 
     async def answer(
-        self, request: review.AdmissionRequest, fast: FastPod | None, off: Executor | None
+        self, request: wire.AdmissionRequest, fast: FastPod | None, off: Executor | None
     ) -> Answered:
         return Answered(gate_answer(request))
 
-    def failed(self, request: review.AdmissionRequest) -> Answered:
+    def failed(self, request: wire.AdmissionRequest) -> Answered:
         return Answered(internal_error(request).answer)
 
 
@@ -214,7 +214,7 @@ class WorkloadRoute(Parsed):
         self.preview = WorkloadPreview(mutator)
 
     async def answer(
-        self, request: review.AdmissionRequest, fast: FastPod | None, off: Executor | None
+        self, request: wire.AdmissionRequest, fast: FastPod | None, off: Executor | None
     ) -> Answered:
         if off is None:
             preview = self.preview.answer(request, cached=True)
@@ -227,7 +227,7 @@ class WorkloadRoute(Parsed):
             lambda events, seconds: events.previewed(outcome, request, seconds),
         )
 
-    def failed(self, request: review.AdmissionRequest) -> Answered:
+    def failed(self, request: wire.AdmissionRequest) -> Answered:
         return Answered(
             allowed(request.uid),
             lambda events, seconds: events.previewed("none", request, seconds),

@@ -2,7 +2,7 @@
 
 The core decides; this layer adds what needs the cluster (its memory sizes, whether capacity
 survives, the templates created before the answer) and may turn the decision into a refusal.
-Every answer is encoded once, by `review.encode`.
+Every answer is encoded once, by `wire.encode`.
 """
 
 from __future__ import annotations
@@ -18,21 +18,21 @@ from typing import Any, TypeVar
 from hami_dra_webhook.admission.admitted import AdmissionRules
 from hami_dra_webhook.cluster.state import ClusterState, with_cluster_facts
 from hami_dra_webhook.cluster.template_store import TemplateStore, TemplateUnavailable
-from hami_dra_webhook.core import review
-from hami_dra_webhook.core.decision import (
+from hami_dra_webhook.core.outcome.decision import (
     Converted,
     Decision,
     Refusal,
     Unchanged,
 )
-from hami_dra_webhook.core.ephemeral import privileged_ephemeral
-from hami_dra_webhook.core.pod_checks import MAX_CONTAINERS_PER_POD, too_many_containers
-from hami_dra_webhook.core.policy import Policy
-from hami_dra_webhook.core.read_pod import DictPod, ReadPod
-from hami_dra_webhook.core.reapply import strip_reapplied
-from hami_dra_webhook.core.review_fast import FastPod
-from hami_dra_webhook.core.translate import translate_pod
-from hami_dra_webhook.core.translation_cache import TranslationCache
+from hami_dra_webhook.core.review import wire
+from hami_dra_webhook.core.review.fast import FastPod
+from hami_dra_webhook.core.review.read_pod import DictPod, ReadPod
+from hami_dra_webhook.core.review.translation_cache import TranslationCache
+from hami_dra_webhook.core.settings.policy import Policy
+from hami_dra_webhook.core.translate.ephemeral import privileged_ephemeral
+from hami_dra_webhook.core.translate.pod import translate_pod
+from hami_dra_webhook.core.translate.pod_checks import MAX_CONTAINERS_PER_POD, too_many_containers
+from hami_dra_webhook.core.translate.reapply import strip_reapplied
 
 T = TypeVar("T")
 
@@ -51,7 +51,7 @@ class MutationRecord:
     """The encoded answer plus what the shell logs and counts, built once from the final
     decision (templates only when the pod is admitted with them)."""
 
-    answer: review.ReviewAnswer
+    answer: wire.ReviewAnswer
     operation: str
     outcome: str  # converted | unchanged | refused | error
     namespace: str = ""
@@ -66,11 +66,11 @@ class MutationRecord:
     message: str = ""  # a refusal's message, as the pod's creator gets it
 
 
-def internal_error(request: review.Request) -> MutationRecord:
+def internal_error(request: wire.Request) -> MutationRecord:
     """The answer when the use case itself failed (the shell logs the traceback)."""
     refusal = Refusal(code=500, message=INTERNAL_ERROR, warnings=[], reason="internal-error")
     return MutationRecord(
-        answer=review.encode(request.uid, refusal),
+        answer=wire.encode(request.uid, refusal),
         operation=request.operation,
         outcome="error",
         namespace=request.namespace or "",
@@ -107,7 +107,7 @@ class PodMutator:
         """The configured policy (without the cluster's facts)."""
         return self.rules.policy
 
-    def needs_off_loop(self, request: review.Request, fast: FastPod | None = None) -> bool:
+    def needs_off_loop(self, request: wire.Request, fast: FastPod | None = None) -> bool:
         """Whether the pod (or the old one) has enough containers that translating it takes
         milliseconds: work for the `off_loop` thread, when there is one."""
         if self.off_loop is None:
@@ -124,7 +124,7 @@ class PodMutator:
 
     async def mutate(
         self,
-        request: review.Request,
+        request: wire.Request,
         *,
         off_loop: bool = False,
         fast: FastPod | None = None,
@@ -140,14 +140,14 @@ class PodMutator:
         off = self.off_loop if off_loop else None
         decision, warnings = await self._decide(request, pod, namespace, off)
         encode = functools.partial(
-            review.encode, warnings=warnings, audit=audit_annotations(request, decision)
+            wire.encode, warnings=warnings, audit=audit_annotations(request, decision)
         )
         answer = await _run(off, encode, request.uid, decision)
         return mutation_record(request, decision, answer, namespace, str(generate_name or ""))
 
     async def _decide(
         self,
-        request: review.Request,
+        request: wire.Request,
         pod: ReadPod,
         namespace: str,
         off: Executor | None,
@@ -177,9 +177,9 @@ class PodMutator:
             decision = await _run(off, rules.pod, namespace, _translator(pod, namespace))
         return await self.cluster_side(request, namespace, decision)
 
-    async def mutate_job(self, request: review.Request) -> MutationRecord:
-        """The answer for one Volcano Job (core/volcano_jobs.py says why the Job and not its
-        pods): its task templates converted on CREATE (an UPDATE cannot change them: Volcano
+    async def mutate_job(self, request: wire.Request) -> MutationRecord:
+        """The answer for one Volcano Job (core/workloads/volcano_jobs.py says why the Job and not
+        its pods): its task templates converted on CREATE (an UPDATE cannot change them: Volcano
         refuses it), unchanged when Volcano Jobs are not converted."""
         job = request.object or {}
         metadata = job.get("metadata")
@@ -194,13 +194,13 @@ class PodMutator:
             judged = self.rules_now().volcano_job(job, namespace, self.cache.decide)
             decision, warnings = await self.cluster_side(request, namespace, judged)
         audit = audit_annotations(request, decision)
-        answer = review.encode(request.uid, decision, warnings=warnings, audit=audit)
+        answer = wire.encode(request.uid, decision, warnings=warnings, audit=audit)
         return mutation_record(
             request, decision, answer, namespace, str(metadata.get("generateName") or "")
         )
 
     async def cluster_side(
-        self, request: review.Request, namespace: str, decision: Decision
+        self, request: wire.Request, namespace: str, decision: Decision
     ) -> tuple[Decision, list[str]]:
         """What the cluster adds to a conversion (a pod's or a Volcano Job's): warnings, or a
         refusal when capacity is dropped or a template cannot be confirmed; any other decision
@@ -223,7 +223,7 @@ class PodMutator:
         return stored, warnings + store_warnings
 
     async def ensure_templates(
-        self, request: review.Request, namespace: str, decision: Converted
+        self, request: wire.Request, namespace: str, decision: Converted
     ) -> tuple[Decision, list[str]]:
         """The conversion once its templates exist (with the store's warnings), or the refusal
         when they cannot be confirmed within the admission budget."""
@@ -297,9 +297,9 @@ async def _run(executor: Executor | None, work: Callable[..., T], *args: Any) ->
 
 
 def mutation_record(
-    request: review.Request,
+    request: wire.Request,
     decision: Decision,
-    answer: review.ReviewAnswer,
+    answer: wire.ReviewAnswer,
     namespace: str,
     generate_name: str = "",
 ) -> MutationRecord:
@@ -328,7 +328,7 @@ def _names(decision: Decision) -> list[str]:
     return [t["metadata"]["name"] for t in decision.templates]
 
 
-def audit_annotations(request: review.Request, decision: Decision) -> dict[str, str] | None:
+def audit_annotations(request: wire.Request, decision: Decision) -> dict[str, str] | None:
     """The audit annotations of an answer, from the final decision: every refusal with its
     reason tag, and an object created converted with its templates."""
     templates = _names(decision)

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from hami_dra_webhook.core import patch, review
-from hami_dra_webhook.core.decision import Converted, Unchanged
-from hami_dra_webhook.core.gpu_quota import GATE, HELD_LABEL, HELD_LABEL_VALUE
+from hami_dra_webhook.core.model import patch
+from hami_dra_webhook.core.outcome.decision import Converted, Unchanged
+from hami_dra_webhook.core.quota.gpu_quota import GATE, HELD_LABEL, HELD_LABEL_VALUE
+from hami_dra_webhook.core.review import wire
 
 HELD = (
     f"held by scheduling gate {GATE} until hami-dra-webhook has counted it against the"
@@ -20,17 +21,17 @@ HELD = (
 )
 
 
-def gate_answer(request: review.AdmissionRequest) -> review.ReviewAnswer:
+def gate_answer(request: wire.AdmissionRequest) -> wire.ReviewAnswer:
     """The answer: the gate added to a pod CREATE that lacks it; anything else unchanged."""
     pod = request.object
     spec = pod.get("spec") if isinstance(pod, dict) else None
     if request.operation != "CREATE" or not request.is_pod or not isinstance(spec, dict):
-        return review.encode(request.uid, Unchanged(warnings=[]))
+        return wire.encode(request.uid, Unchanged(warnings=[]))
     gates: Any = spec.get("schedulingGates")
     if isinstance(gates, list) and any(
         isinstance(g, dict) and g.get("name") == GATE for g in gates
     ):
-        return review.encode(request.uid, Unchanged(warnings=[]))
+        return wire.encode(request.uid, Unchanged(warnings=[]))
     if isinstance(gates, list):
         op = patch.add(patch.pointer("spec", "schedulingGates", "-"), {"name": GATE})
     else:
@@ -42,4 +43,4 @@ def gate_answer(request: review.AdmissionRequest) -> review.ReviewAnswer:
     else:
         label = patch.add(patch.pointer("metadata", "labels"), {HELD_LABEL: HELD_LABEL_VALUE})
     gated = Converted(patch=[op, label], templates=[], plan=(), warnings=[HELD], resources=[])
-    return review.encode(request.uid, gated, audit={"gpu-quota": "held"})
+    return wire.encode(request.uid, gated, audit={"gpu-quota": "held"})

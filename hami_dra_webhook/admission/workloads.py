@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from hami_dra_webhook.admission.mutator import PodMutator
-from hami_dra_webhook.core import review
-from hami_dra_webhook.core.decision import Converted, Refusal, Unchanged
-from hami_dra_webhook.core.translate import translate_pod
-from hami_dra_webhook.core.types import MAX_WARNING_LENGTH, JsonObject
+from hami_dra_webhook.core.model.types import MAX_WARNING_LENGTH, JsonObject
+from hami_dra_webhook.core.outcome.decision import Converted, Refusal, Unchanged
+from hami_dra_webhook.core.review import wire
+from hami_dra_webhook.core.translate.pod import translate_pod
 
 MAX_TEMPLATES = 32
 # kube-apiserver keeps a warning's first MAX_WARNING_LENGTH characters and ignores warnings past
@@ -39,7 +39,7 @@ REFUSAL_SHOWS = {
 class Preview:
     """The answer and what to count: the worst outcome among the templates."""
 
-    answer: review.ReviewAnswer
+    answer: wire.ReviewAnswer
     outcome: PreviewOutcome
 
 
@@ -50,7 +50,7 @@ class WorkloadPreview:
 
     mutator: PodMutator
 
-    def answer(self, request: review.AdmissionRequest, cached: bool = True) -> Preview:
+    def answer(self, request: wire.AdmissionRequest, cached: bool = True) -> Preview:
         """The answer; `cached`: decide through the translation cache (on the event loop only)."""
         lines: list[str] = []
         outcome: PreviewOutcome = "none"
@@ -61,7 +61,7 @@ class WorkloadPreview:
 
     def _judge(
         self,
-        request: review.AdmissionRequest,
+        request: wire.AdmissionRequest,
         document: JsonObject,
         lines: list[str],
         cached: bool,
@@ -100,10 +100,10 @@ class WorkloadPreview:
         return worst
 
 
-def allowed(uid: str, said: list[str] | None = None) -> review.ReviewAnswer:
+def allowed(uid: str, said: list[str] | None = None) -> wire.ReviewAnswer:
     """The preview's only answer: allowed, with what it has to say."""
     response: Any = {"uid": uid, "allowed": True} | ({"warnings": said} if said else {})
-    return {"apiVersion": review.API_VERSION, "kind": review.KIND, "response": response}
+    return {"apiVersion": wire.API_VERSION, "kind": wire.KIND, "response": response}
 
 
 def warnings(lines: list[str]) -> list[str]:

@@ -20,7 +20,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from hami_dra_webhook.certs.pki import Bundle, ca_certificate, issue, service_names
 from hami_dra_webhook.certs.verify import issued_by
-from hami_dra_webhook.core.types import JsonObject
+from hami_dra_webhook.core.model.types import JsonObject
 from hami_dra_webhook.kube.port import ApiError, KubeApi
 
 RENEW_BEFORE = datetime.timedelta(days=30)

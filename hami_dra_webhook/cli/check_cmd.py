@@ -52,7 +52,7 @@ def add_parser(commands: Any) -> None:
 
 def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
     from hami_dra_webhook.cli.inputs import load_policy
-    from hami_dra_webhook.core.policy import PolicyError
+    from hami_dra_webhook.core.settings.policy import PolicyError
     from hami_dra_webhook.preflight.report import Installation
     from hami_dra_webhook.preflight.run import run_before_install, run_checks
 

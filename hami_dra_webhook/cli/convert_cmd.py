@@ -165,7 +165,7 @@ def _targets(files: list[tuple[Path, Path]], out: Path) -> dict[Path, Path]:
 
 def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
     from hami_dra_webhook.cli.inputs import load_policy
-    from hami_dra_webhook.core.policy import PolicyError
+    from hami_dra_webhook.core.settings.policy import PolicyError
 
     named = inputs(args)
     try:

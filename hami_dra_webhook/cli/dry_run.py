@@ -18,16 +18,16 @@ from hami_dra_webhook.cli.inputs import (
     load_policy,
     nothing_read,
 )
-from hami_dra_webhook.core import patch
-from hami_dra_webhook.core.decision import (
+from hami_dra_webhook.core.model import patch
+from hami_dra_webhook.core.model.types import JsonObject
+from hami_dra_webhook.core.outcome.decision import (
     Converted,
     Decision,
     Outcome,
     Refusal,
 )
-from hami_dra_webhook.core.policy import PolicyError
-from hami_dra_webhook.core.translation_cache import TranslationCache
-from hami_dra_webhook.core.types import JsonObject
+from hami_dra_webhook.core.review.translation_cache import TranslationCache
+from hami_dra_webhook.core.settings.policy import PolicyError
 from hami_dra_webhook.files.manifests import (
     Manifest,
     ManifestError,

@@ -8,9 +8,9 @@ import json
 from typing import Any, TextIO
 
 from hami_dra_webhook.admission.admitted import AdmissionRules
-from hami_dra_webhook.core.durations import parse_seconds
-from hami_dra_webhook.core.policy import Policy
-from hami_dra_webhook.core.pools import SCOPE_LABEL, SCOPE_VALUE, SCOPES, Scope
+from hami_dra_webhook.core.migration.pools import SCOPE_LABEL, SCOPE_VALUE, SCOPES, Scope
+from hami_dra_webhook.core.model.durations import parse_seconds
+from hami_dra_webhook.core.settings.policy import Policy
 from hami_dra_webhook.files.policy_file import read_policy
 
 EXIT_CODES = (
@@ -163,7 +163,7 @@ def write_data(data: Any, output: str, stdout: TextIO) -> None:
 
 
 def duration(text: str) -> float:
-    """Seconds from `90`, `90s`, `15m`, `1h30m`, `2d` (core/durations.py); argparse's `type=`:
+    """Seconds from `90`, `90s`, `15m`, `1h30m`, `2d` (core/model/durations.py); argparse's `type=`:
     a wrong one is a usage error that shows the forms."""
     try:
         return parse_seconds(text)

@@ -34,7 +34,7 @@ from hami_dra_webhook.cli.inputs import (
     write_data,
 )
 
-MIB = 1 << 20  # core.quantity.MIB (the CLI imports the core lazily)
+MIB = 1 << 20  # core.model.quantity.MIB (the CLI imports the core lazily)
 
 
 def add_parser(commands: Any) -> None:
@@ -109,7 +109,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
 
 def _inventory(args: argparse.Namespace, policy: Any) -> Any:
     from hami_dra_webhook.cluster.inventory import read_inventory, read_scope
-    from hami_dra_webhook.core.pools import Scope
+    from hami_dra_webhook.core.migration.pools import Scope
 
     async def read(api: Any) -> Any:
         scope = Scope(args.scope) if args.scope else await read_scope(api, args.release, 10)
@@ -130,7 +130,7 @@ def _gpu_quotas(args: argparse.Namespace, policy: Any) -> Any:
 def _read(args: argparse.Namespace, stderr: TextIO) -> tuple[Any, Any] | int:
     """The policy and the cluster's inventory, or the exit code after saying what failed."""
     from hami_dra_webhook.cli.inputs import load_policy
-    from hami_dra_webhook.core.policy import PolicyError
+    from hami_dra_webhook.core.settings.policy import PolicyError
 
     try:
         policy = load_policy(args.config, stderr)
@@ -184,7 +184,7 @@ class _Progress:
 
 
 def run_node(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
-    from hami_dra_webhook.core.pool_plan import plan_move
+    from hami_dra_webhook.core.migration.pool_plan import plan_move
 
     read = _read(args, stderr)
     if isinstance(read, int):

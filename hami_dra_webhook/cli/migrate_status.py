@@ -7,9 +7,9 @@ from __future__ import annotations
 from typing import Any
 
 from hami_dra_webhook.cli.inputs import table
-from hami_dra_webhook.core.pool_plan import destination
-from hami_dra_webhook.core.pools import DRA, LEGACY
-from hami_dra_webhook.core.quantity import MIB
+from hami_dra_webhook.core.migration.pool_plan import destination
+from hami_dra_webhook.core.migration.pools import DRA, LEGACY
+from hami_dra_webhook.core.model.quantity import MIB
 
 
 def status_report(inventory: Any, policy: Any) -> dict[str, Any]:

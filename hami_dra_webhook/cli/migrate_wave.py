@@ -1,5 +1,5 @@
 """`hami-dra-webhook migrate wave`: move a set of nodes (named, by label selector, or a whole
-pool) wave by wave, a canary node first (core/wave_plan.py, cluster/fleet_move.py).
+pool) wave by wave, a canary node first (core/migration/wave_plan.py, cluster/fleet_move.py).
 
 Exit codes: 0 every wave moved (or a plan without blockers), 2 a wave's plan has blockers
 (nothing of that wave started; `--force` moves anyway), 3 a move stopped or the cluster could
@@ -169,8 +169,8 @@ class _Progress:
 
 def run_wave(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
     from hami_dra_webhook.cli.inputs import load_policy
-    from hami_dra_webhook.core.policy import PolicyError
-    from hami_dra_webhook.core.wave_plan import parse_max_unavailable
+    from hami_dra_webhook.core.migration.wave_plan import parse_max_unavailable
+    from hami_dra_webhook.core.settings.policy import PolicyError
 
     if not (args.nodes or args.selector or args.pool):
         stderr.write("error: name the nodes to move: NODE..., -l SELECTOR or --pool POOL\n")
@@ -195,7 +195,7 @@ def run_wave(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: Te
 async def _read(api: Any, args: argparse.Namespace, policy: Any) -> tuple[Any, list[str]]:
     """The inventory and the names of the nodes the command selects."""
     from hami_dra_webhook.cluster.inventory import read_inventory, read_scope
-    from hami_dra_webhook.core.pools import Scope
+    from hami_dra_webhook.core.migration.pools import Scope
     from hami_dra_webhook.kube.port import paths
 
     scope = Scope(args.scope) if args.scope else await read_scope(api, args.release, 10)
@@ -220,9 +220,9 @@ def _plan_and_move(
     stdout: TextIO,
     stderr: TextIO,
 ) -> int:
-    from hami_dra_webhook.core.pool_plan import plan_move
-    from hami_dra_webhook.core.wave_pacing import pacing_note
-    from hami_dra_webhook.core.wave_plan import MaxUnavailable, plan_fleet
+    from hami_dra_webhook.core.migration.pool_plan import plan_move
+    from hami_dra_webhook.core.migration.wave_pacing import pacing_note
+    from hami_dra_webhook.core.migration.wave_plan import MaxUnavailable, plan_fleet
 
     inventory, names = read
     fleet = plan_fleet(
@@ -330,7 +330,7 @@ def _stopped(outcomes: list[Any], stderr: TextIO) -> int:
 
 
 def _fleet_text(fleet: Any, plans: list[list[Any]]) -> str:
-    from hami_dra_webhook.core.wave_pacing import pacing_note
+    from hami_dra_webhook.core.migration.wave_pacing import pacing_note
 
     lines = [f"fleet: {sum(len(w) for w in fleet.waves)} node(s) to the {fleet.to} pool"]
     lines += [f"  skipped {node}: {why}" for node, why in fleet.skipped]

@@ -127,7 +127,7 @@ def _policy(args: argparse.Namespace, stderr: TextIO) -> tuple[Any, list[str]] |
     """The policy, and a note for each legacy-only setting of --config; an exit code when it
     cannot be read."""
     from hami_dra_webhook.cli.inputs import load_policy
-    from hami_dra_webhook.core.policy import PolicyError, policy_from_yaml
+    from hami_dra_webhook.core.settings.policy import PolicyError, policy_from_yaml
 
     try:
         policy = load_policy(args.config, stderr)

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from hami_dra_webhook.cli import exit_codes
-from hami_dra_webhook.core.policy import PolicyError
+from hami_dra_webhook.core.settings.policy import PolicyError
 from hami_dra_webhook.files.policy_file import read_policy
 
 log = logging.getLogger("hami_dra_webhook.serve")

@@ -9,7 +9,7 @@ import logging
 from dataclasses import dataclass
 from typing import Literal
 
-from hami_dra_webhook.core.types import JsonObject
+from hami_dra_webhook.core.model.types import JsonObject
 from hami_dra_webhook.kube.port import ApiError, KubeApi, paths
 
 log = logging.getLogger("hami_dra_webhook.events")

@@ -14,11 +14,11 @@ from typing import Any, Protocol
 
 from hami_dra_webhook.cluster.inventory import read_inventory
 from hami_dra_webhook.cluster.node_move import NodeMove
-from hami_dra_webhook.core.move_state import CALL_TIMEOUT, MoveError
-from hami_dra_webhook.core.policy import Policy
-from hami_dra_webhook.core.pool_plan import Step, plan_move
-from hami_dra_webhook.core.pools import Scope
-from hami_dra_webhook.core.wave_pacing import waiting_pods
+from hami_dra_webhook.core.migration.move_state import CALL_TIMEOUT, MoveError
+from hami_dra_webhook.core.migration.pool_plan import Step, plan_move
+from hami_dra_webhook.core.migration.pools import Scope
+from hami_dra_webhook.core.migration.wave_pacing import waiting_pods
+from hami_dra_webhook.core.settings.policy import Policy
 from hami_dra_webhook.kube.port import ApiError, KubeApi, paths
 
 
@@ -78,8 +78,8 @@ class FleetMove:
 
     async def _settle(self) -> None:
         """Before the next wave: until kube-controller-manager has written the claims of the
-        pods the last wave sent back (core/wave_pacing.py), at most `settle` seconds; then on,
-        saying how many still wait (they are not lost: only later)."""
+        pods the last wave sent back (core/migration/wave_pacing.py), at most `settle` seconds; then
+        on, saying how many still wait (they are not lost: only later)."""
         deadline = time.monotonic() + self.settle
         said = False
         while True:

@@ -34,15 +34,15 @@ from datetime import datetime
 from typing import Literal
 
 from hami_dra_webhook.cluster.template_store import MAX_TEMPLATE_BYTES
-from hami_dra_webhook.core.claims import MANAGED_BY, MANAGED_BY_LABEL
-from hami_dra_webhook.core.template_identity import (
+from hami_dra_webhook.core.model.types import JsonObject
+from hami_dra_webhook.core.translate.claims import MANAGED_BY, MANAGED_BY_LABEL
+from hami_dra_webhook.core.translate.template_identity import (
     DELETING_ANNOTATION,
     LAST_USED_ANNOTATION,
     foreign_metadata,
     not_written_by_webhook,
     stamp_if_unchanged,
 )
-from hami_dra_webhook.core.types import JsonObject
 from hami_dra_webhook.kube.port import AnswerTooLarge, ApiError, KubeApi
 
 # kubectl's --dry-run: None deletes; "client" lists; "server" asks the API to check each delete.

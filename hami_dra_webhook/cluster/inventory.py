@@ -1,18 +1,25 @@
 """Read a cluster in migration once, for `check`, `migrate status` and `migrate node`: nodes,
 the driver's ResourceSlices, allocated claims, GPU pods (a page at a time; only GPU pods are
-kept, each judged by what it holds: core/holdings.py), namespace labels, PodDisruptionBudgets
-and the webhook's scope."""
+kept, each judged by what it holds: core/migration/holdings.py), namespace labels,
+PodDisruptionBudgets and the webhook's scope."""
 
 from __future__ import annotations
 
 import asyncio
 from typing import cast
 
-from hami_dra_webhook.core.holdings import ClaimIndex
-from hami_dra_webhook.core.policy import Policy
-from hami_dra_webhook.core.pool_plan import GpuPod, Inventory, gpu_pod
-from hami_dra_webhook.core.pools import Device, NodeGpus, Scope, allocated, node_gpus, slice_devices
-from hami_dra_webhook.core.types import JsonObject
+from hami_dra_webhook.core.migration.holdings import ClaimIndex
+from hami_dra_webhook.core.migration.pool_plan import GpuPod, Inventory, gpu_pod
+from hami_dra_webhook.core.migration.pools import (
+    Device,
+    NodeGpus,
+    Scope,
+    allocated,
+    node_gpus,
+    slice_devices,
+)
+from hami_dra_webhook.core.model.types import JsonObject
+from hami_dra_webhook.core.settings.policy import Policy
 from hami_dra_webhook.kube.port import ApiError, KubeApi, paths
 
 

@@ -8,7 +8,7 @@ import datetime
 import time
 from dataclasses import dataclass
 
-from hami_dra_webhook.core.types import JsonObject
+from hami_dra_webhook.core.model.types import JsonObject
 from hami_dra_webhook.kube.port import ApiError, KubeApi, paths
 
 

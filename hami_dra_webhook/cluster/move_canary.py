@@ -2,7 +2,7 @@
 Ready, and a canary, a converted pod, runs there.
 
 The canary is what the webhook makes of `nvidia.com/gpu: 1, nvidia.com/gpumem: 1000,
-nvidia.com/gpucores: 10` (core/translate.py, the one translation), with its claim created
+nvidia.com/gpucores: 10` (core/translate/pod.py, the one translation), with its claim created
 directly (no template: nothing of it outlives the move). It runs on this node only (node
 affinity on `metadata.name`), tolerating every taint (the node is still cordoned), in the
 driver's own namespace, with the driver pod's own image (already on the node: no registry is
@@ -23,13 +23,13 @@ from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from hami_dra_webhook.core.decision import Converted
-from hami_dra_webhook.core.holdings import claim_on_node
-from hami_dra_webhook.core.move_state import CALL_TIMEOUT, MoveError
-from hami_dra_webhook.core.policy import Policy
-from hami_dra_webhook.core.pools import DRIVER_PODS, pod_ready
-from hami_dra_webhook.core.translate import translate_pod
-from hami_dra_webhook.core.types import JsonObject
+from hami_dra_webhook.core.migration.holdings import claim_on_node
+from hami_dra_webhook.core.migration.move_state import CALL_TIMEOUT, MoveError
+from hami_dra_webhook.core.migration.pools import DRIVER_PODS, pod_ready
+from hami_dra_webhook.core.model.types import JsonObject
+from hami_dra_webhook.core.outcome.decision import Converted
+from hami_dra_webhook.core.settings.policy import Policy
+from hami_dra_webhook.core.translate.pod import translate_pod
 from hami_dra_webhook.kube.port import ApiError, KubeApi, paths
 
 T = TypeVar("T")

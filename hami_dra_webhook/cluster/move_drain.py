@@ -10,8 +10,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from hami_dra_webhook.cluster.events import About, event_body, post_event
-from hami_dra_webhook.core.move_state import CALL_TIMEOUT, EVENT_COMPONENT, MoveError
-from hami_dra_webhook.core.types import JsonObject
+from hami_dra_webhook.core.migration.move_state import CALL_TIMEOUT, EVENT_COMPONENT, MoveError
+from hami_dra_webhook.core.model.types import JsonObject
 from hami_dra_webhook.kube.port import ApiError, KubeApi
 
 

@@ -5,8 +5,8 @@ The steps, each idempotent; the last one done is kept on the Node (annotation
 
 1. cordon (remembering whether it was cordoned before);
 2. evict, through the Eviction API, every pod that holds what the pool it leaves serves
-   (core/holdings.py: the driver's allocated claims, or the device plugin's devices; never a
-   label), PodDisruptionBudgets respected (a 429 is retried until the deadline); DaemonSet pods
+   (core/migration/holdings.py: the driver's allocated claims, or the device plugin's devices; never
+   a label), PodDisruptionBudgets respected (a 429 is retried until the deadline); DaemonSet pods
    are not evicted, but one that holds the leaving side's devices keeps the move from finishing;
 3. wait until none of those pods is left on it, and nothing of the side it leaves is held
    there (no claim of the driver allocated on it, a DaemonSet's pod's included: the driver must
@@ -39,13 +39,13 @@ from typing import Literal, TypeVar
 from hami_dra_webhook.cluster.events import About, event_body, post_event
 from hami_dra_webhook.cluster.move_canary import Canary, driver_pod, driver_words
 from hami_dra_webhook.cluster.move_drain import Drain
-from hami_dra_webhook.core.holdings import (
+from hami_dra_webhook.core.migration.holdings import (
     ClaimIndex,
     claim_on_node,
     claim_words,
     node_pools,
 )
-from hami_dra_webhook.core.move_state import (
+from hami_dra_webhook.core.migration.move_state import (
     CALL_TIMEOUT,
     EVENT_COMPONENT,
     MoveError,
@@ -53,9 +53,8 @@ from hami_dra_webhook.core.move_state import (
     MoveState,
     now,
 )
-from hami_dra_webhook.core.policy import Policy
-from hami_dra_webhook.core.pool_plan import GpuPod, gpu_pod, leaves
-from hami_dra_webhook.core.pools import (
+from hami_dra_webhook.core.migration.pool_plan import GpuPod, gpu_pod, leaves
+from hami_dra_webhook.core.migration.pools import (
     DRA,
     LEGACY,
     MOVE_ANNOTATION,
@@ -65,7 +64,8 @@ from hami_dra_webhook.core.pools import (
     node_gpus,
     slice_devices,
 )
-from hami_dra_webhook.core.types import JsonObject
+from hami_dra_webhook.core.model.types import JsonObject
+from hami_dra_webhook.core.settings.policy import Policy
 from hami_dra_webhook.kube.port import ApiError, KubeApi, paths
 
 __all__ = ["MoveError", "MoveState", "NodeMove"]

@@ -6,7 +6,7 @@ pod without it, and lets only this webhook remove it). One replica at a time (a 
 pass every `interval`: it lists every ResourceQuota, labels the namespaces whose quotas name a
 kept key (the label sends their pods to the gate at admission), and for each such namespace
 lists the live pods and claims and releases held pods oldest first while every limit holds
-(core/quota_plan.py). A pod that does not fit stays held, named in a Warning Event with
+(core/quota/quota_plan.py). A pod that does not fit stays held, named in a Warning Event with
 kube-apiserver's words. Nothing is reserved and nothing is remembered between passes but which
 Events were sent, so a crash, a lost update or a new leader loses nothing: the next pass counts
 the pods again.
@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 from hami_dra_webhook.cluster.events import About, event_body, post_event
 from hami_dra_webhook.cluster.lease import Lease
 from hami_dra_webhook.cluster.quota_usage import count_namespace, read_cards, read_claims
-from hami_dra_webhook.core.gpu_quota import (
+from hami_dra_webhook.core.model.types import JsonObject
+from hami_dra_webhook.core.quota.gpu_quota import (
     GATE,
     HELD_LABEL,
     HELD_LABEL_VALUE,
@@ -34,10 +35,9 @@ from hami_dra_webhook.core.gpu_quota import (
     limits_of,
     quota_keys,
 )
-from hami_dra_webhook.core.policy import Policy
-from hami_dra_webhook.core.quota_groups import Cards
-from hami_dra_webhook.core.quota_plan import Count, Held, QuotaPass, release
-from hami_dra_webhook.core.types import JsonObject
+from hami_dra_webhook.core.quota.quota_groups import Cards
+from hami_dra_webhook.core.quota.quota_plan import Count, Held, QuotaPass, release
+from hami_dra_webhook.core.settings.policy import Policy
 from hami_dra_webhook.kube.port import ApiError, KubeApi, paths
 
 log = logging.getLogger("hami_dra_webhook.quota")

@@ -8,23 +8,23 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from hami_dra_webhook.core.gpu_quota import (
+from hami_dra_webhook.core.model.types import JsonObject
+from hami_dra_webhook.core.quota.gpu_quota import (
     HELD_LABEL,
     Charge,
     KeyRule,
     limits_of,
     quota_keys,
 )
-from hami_dra_webhook.core.policy import Policy
-from hami_dra_webhook.core.quota_groups import (
+from hami_dra_webhook.core.quota.quota_groups import (
     SIZED_BY_SLICES,
     Cards,
     cards_for,
     groups,
     largest_memory_mib,
 )
-from hami_dra_webhook.core.quota_plan import Count, claim_charges, gate_index
-from hami_dra_webhook.core.types import JsonObject
+from hami_dra_webhook.core.quota.quota_plan import Count, claim_charges, gate_index
+from hami_dra_webhook.core.settings.policy import Policy
 from hami_dra_webhook.kube.port import KubeApi, paths
 
 LIVE = "status.phase!=Succeeded,status.phase!=Failed"

@@ -14,12 +14,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Literal
 
-from hami_dra_webhook.core.claims import API_VERSION, KIND, template_labels
-from hami_dra_webhook.core.move_state import FleetSummary, MoveWatch, fleet_summary
-from hami_dra_webhook.core.policy import Policy
-from hami_dra_webhook.core.quantity import QuantityError, parse_byte_size
-from hami_dra_webhook.core.types import JsonObject
-from hami_dra_webhook.core.vendor_config import MAX_CU_ALTERNATIVES
+from hami_dra_webhook.core.migration.move_state import FleetSummary, MoveWatch, fleet_summary
+from hami_dra_webhook.core.model.quantity import QuantityError, parse_byte_size
+from hami_dra_webhook.core.model.types import JsonObject
+from hami_dra_webhook.core.settings.policy import Policy
+from hami_dra_webhook.core.settings.vendor_config import MAX_CU_ALTERNATIVES
+from hami_dra_webhook.core.translate.claims import API_VERSION, KIND, template_labels
 from hami_dra_webhook.kube.port import ApiError, KubeApi, paths
 
 Capacity = Literal["unknown", "effective", "dropped"]

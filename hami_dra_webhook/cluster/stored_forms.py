@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 from hami_dra_webhook.cluster.template_errors import TemplateUnavailable
-from hami_dra_webhook.core.types import JsonObject
+from hami_dra_webhook.core.model.types import JsonObject
 
 MAX_STORED_FORMS = 4096
 # Creates `template` in `namespace` as a server-side dry run: the object as it would be stored.

@@ -13,7 +13,7 @@ not being deleted) and its spec what kube-apiserver stores for the webhook's tem
 once per name from a server-side dry run, since the server may store a spec otherwise than
 written: a feature gate that drops capacity, say); then it is stamped by a JSON patch that holds
 only for the version read. Otherwise the pod is refused with what is wrong, and nothing is
-written (core/template_identity.py).
+written (core/translate/template_identity.py).
 
 The cache is kept true by a watch on the webhook's own templates (template_watch.py).
 
@@ -40,13 +40,13 @@ from hami_dra_webhook.cluster.rate import NamespaceRate
 from hami_dra_webhook.cluster.stored_forms import StoredForms
 from hami_dra_webhook.cluster.template_errors import TemplateUnavailable, foreign, unavailable
 from hami_dra_webhook.cluster.template_watch import MANAGED_SELECTOR, TemplateWatch
-from hami_dra_webhook.core.template_identity import (
+from hami_dra_webhook.core.model.types import JsonObject
+from hami_dra_webhook.core.translate.template_identity import (
     DELETING_ANNOTATION,
     LAST_USED_ANNOTATION,
     stamp_if_unchanged,
     what_differs,
 )
-from hami_dra_webhook.core.types import JsonObject
 from hami_dra_webhook.kube.port import AnswerTooLarge, ApiError, KubeApi
 
 # Where gc.py, the server and tests find them.

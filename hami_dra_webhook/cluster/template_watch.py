@@ -16,8 +16,8 @@ import logging
 from collections.abc import Callable, Coroutine
 from typing import Protocol
 
-from hami_dra_webhook.core.template_identity import DELETING_ANNOTATION, metadata_differs
-from hami_dra_webhook.core.types import JsonObject
+from hami_dra_webhook.core.model.types import JsonObject
+from hami_dra_webhook.core.translate.template_identity import DELETING_ANNOTATION, metadata_differs
 from hami_dra_webhook.kube.port import ApiError, KubeApi
 
 MANAGED_SELECTOR = "app.kubernetes.io/managed-by=hami-dra-webhook"

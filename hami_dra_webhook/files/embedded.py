@@ -9,9 +9,13 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any
 
-from hami_dra_webhook.core import patch
-from hami_dra_webhook.core.types import JsonObject
-from hami_dra_webhook.core.volcano_jobs import as_admitted, is_volcano_job, owner_scheduler
+from hami_dra_webhook.core.model import patch
+from hami_dra_webhook.core.model.types import JsonObject
+from hami_dra_webhook.core.workloads.volcano_jobs import (
+    as_admitted,
+    is_volcano_job,
+    owner_scheduler,
+)
 from hami_dra_webhook.files.manifests import api_group, pod_template
 
 PathPart = str | int

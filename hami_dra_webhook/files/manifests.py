@@ -10,7 +10,7 @@ from typing import Any, TextIO
 
 import yaml
 
-from hami_dra_webhook.core.types import JsonObject
+from hami_dra_webhook.core.model.types import JsonObject
 from hami_dra_webhook.files.fast_yaml import FastSafeLoader, dump_block
 
 # libyaml's parser and emitter where PyYAML has them, and the Python half made faster

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hami_dra_webhook.core.policy import DEFAULT_POLICY, LoadedPolicy, PolicyError, policy_from_yaml
+from hami_dra_webhook.core.settings.policy import (
+    DEFAULT_POLICY,
+    LoadedPolicy,
+    PolicyError,
+    policy_from_yaml,
+)
 
 
 def read_policy(path: str | None) -> LoadedPolicy:

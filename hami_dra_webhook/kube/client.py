@@ -21,7 +21,7 @@ import kubernetes.aio.client
 import kubernetes.aio.config
 from kubernetes.aio.client.exceptions import ApiException
 
-from hami_dra_webhook.core.types import JsonObject
+from hami_dra_webhook.core.model.types import JsonObject
 from hami_dra_webhook.kube.no_answer import no_answer
 from hami_dra_webhook.kube.paging import MAX_PAGE_BYTES, ListPages
 from hami_dra_webhook.kube.port import ApiError, paths

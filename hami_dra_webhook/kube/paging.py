@@ -9,7 +9,7 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
-from hami_dra_webhook.core.types import JsonObject
+from hami_dra_webhook.core.model.types import JsonObject
 from hami_dra_webhook.kube.port import AnswerTooLarge, ApiError
 from hami_dra_webhook.kube.streams import lean_items
 

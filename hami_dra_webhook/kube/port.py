@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 from typing import Any, Protocol
 from urllib.parse import quote
 
-from hami_dra_webhook.core.types import JsonObject
+from hami_dra_webhook.core.model.types import JsonObject
 
 TEMPLATES_PATH = "/apis/resource.k8s.io/v1"
 # Workload kind -> (API prefix, resource).

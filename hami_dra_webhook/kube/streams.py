@@ -13,7 +13,7 @@ from typing import Any
 import aiohttp
 import orjson
 
-from hami_dra_webhook.core.types import JsonObject
+from hami_dra_webhook.core.model.types import JsonObject
 from hami_dra_webhook.kube.port import AnswerTooLarge
 
 # The ListMeta that kube-apiserver writes before a list's items: the continue token of a page

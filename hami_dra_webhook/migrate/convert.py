@@ -16,10 +16,10 @@ import jsonpatch
 import yaml
 
 from hami_dra_webhook.admission.admitted import AdmissionRules, Judgement
-from hami_dra_webhook.core import patch
-from hami_dra_webhook.core.decision import Converted, Refusal, Unchanged
-from hami_dra_webhook.core.translation_cache import TranslationCache
-from hami_dra_webhook.core.types import JsonObject
+from hami_dra_webhook.core.model import patch
+from hami_dra_webhook.core.model.types import JsonObject
+from hami_dra_webhook.core.outcome.decision import Converted, Refusal, Unchanged
+from hami_dra_webhook.core.review.translation_cache import TranslationCache
 from hami_dra_webhook.files.manifests import pod_template
 from hami_dra_webhook.migrate.quotas import QuotaReport, dra_quota_ops, quota_report
 from hami_dra_webhook.migrate.yaml_write import (

@@ -23,10 +23,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from hami_dra_webhook.core import patch
-from hami_dra_webhook.core.gpu_quota import bare_quota_key, counts_converted, quota_keys
-from hami_dra_webhook.core.policy import Policy
-from hami_dra_webhook.core.types import JsonObject
+from hami_dra_webhook.core.model import patch
+from hami_dra_webhook.core.model.types import JsonObject
+from hami_dra_webhook.core.quota.gpu_quota import bare_quota_key, counts_converted, quota_keys
+from hami_dra_webhook.core.settings.policy import Policy
 from hami_dra_webhook.files.manifests import api_group
 
 DEVICES_SUFFIX = ".deviceclass.resource.k8s.io/devices"

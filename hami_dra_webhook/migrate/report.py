@@ -6,17 +6,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from hami_dra_webhook.admission.admitted import AdmissionRules
-from hami_dra_webhook.core.containers import containers
-from hami_dra_webhook.core.decision import (
-    INIT_CLAIMS_HELD,
-    ContainerPlan,
-    Refusal,
-    Unchanged,
-)
-from hami_dra_webhook.core.legacy import resource_maps
-from hami_dra_webhook.core.lints import pod_notes
-from hami_dra_webhook.core.policy import Policy
-from hami_dra_webhook.core.selectors import (
+from hami_dra_webhook.core.legacy.request import resource_maps
+from hami_dra_webhook.core.legacy.selectors import (
     NOUSE_TYPE,
     NOUSE_UUID,
     USE_TYPE,
@@ -24,8 +15,17 @@ from hami_dra_webhook.core.selectors import (
     split_list,
     unsupported_annotations,
 )
-from hami_dra_webhook.core.translate import translate_pod
-from hami_dra_webhook.core.types import Attention, ContainerRef, JsonObject
+from hami_dra_webhook.core.model.containers import containers
+from hami_dra_webhook.core.model.types import Attention, ContainerRef, JsonObject
+from hami_dra_webhook.core.outcome.decision import (
+    INIT_CLAIMS_HELD,
+    ContainerPlan,
+    Refusal,
+    Unchanged,
+)
+from hami_dra_webhook.core.settings.policy import Policy
+from hami_dra_webhook.core.translate.lints import pod_notes
+from hami_dra_webhook.core.translate.pod import translate_pod
 from hami_dra_webhook.core.vendors.families import (
     NVIDIA,
     container_families,

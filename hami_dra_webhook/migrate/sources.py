@@ -6,8 +6,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from hami_dra_webhook.core.containers import containers
-from hami_dra_webhook.core.types import JsonObject
+from hami_dra_webhook.core.model.containers import containers
+from hami_dra_webhook.core.model.types import JsonObject
 from hami_dra_webhook.files.embedded import embedded_pods
 from hami_dra_webhook.files.manifests import Manifest, pod_template
 from hami_dra_webhook.kube.port import WORKLOAD_PATHS, KubeApi

@@ -16,7 +16,7 @@ from typing import Any, Final
 
 import yaml
 
-from hami_dra_webhook.core import patch
+from hami_dra_webhook.core.model import patch
 from hami_dra_webhook.files.fast_yaml import FastSafeLoader
 
 _LOADER: Any = FastSafeLoader

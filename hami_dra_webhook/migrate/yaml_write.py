@@ -15,7 +15,7 @@ import jsonpatch
 import yaml
 from ruamel.yaml import YAML
 
-from hami_dra_webhook.core import patch
+from hami_dra_webhook.core.model import patch
 from hami_dra_webhook.files.fast_yaml import FastSafeLoader
 from hami_dra_webhook.migrate.flow_spacing import keep_flow_spacing
 from hami_dra_webhook.migrate.text_edit import NotEditable, edit_document

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from hami_dra_webhook.cluster.state import capacity_kept
-from hami_dra_webhook.core.policy import Policy
-from hami_dra_webhook.core.quantity import QuantityError, format_bytes, parse_byte_size
+from hami_dra_webhook.core.model.quantity import QuantityError, format_bytes, parse_byte_size
+from hami_dra_webhook.core.settings.policy import Policy
 from hami_dra_webhook.preflight.report import Installation, NodeGpus, Report
 from hami_dra_webhook.preflight.snapshot import Snapshot, failed
 

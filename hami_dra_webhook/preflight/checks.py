@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from hami_dra_webhook.core.policy import Policy
+from hami_dra_webhook.core.settings.policy import Policy
 from hami_dra_webhook.preflight import api_checks, legacy_checks, node_checks
 from hami_dra_webhook.preflight.report import Installation, Report
 from hami_dra_webhook.preflight.snapshot import Snapshot

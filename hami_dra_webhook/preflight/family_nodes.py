@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from hami_dra_webhook.core.policy import Policy
-from hami_dra_webhook.core.types import JsonObject
+from hami_dra_webhook.core.model.types import JsonObject
+from hami_dra_webhook.core.settings.policy import Policy
 from hami_dra_webhook.core.vendors.families import NVIDIA, families
 from hami_dra_webhook.core.vendors.profile import Family
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from hami_dra_webhook.core.gpu_quota import counts_converted, quota_keys
-from hami_dra_webhook.core.policy import Policy
-from hami_dra_webhook.core.pool_plan import Inventory
-from hami_dra_webhook.core.pools import LEGACY, POOL_LABEL
-from hami_dra_webhook.core.types import JsonObject
+from hami_dra_webhook.core.migration.pool_plan import Inventory
+from hami_dra_webhook.core.migration.pools import LEGACY, POOL_LABEL
+from hami_dra_webhook.core.model.types import JsonObject
+from hami_dra_webhook.core.quota.gpu_quota import counts_converted, quota_keys
+from hami_dra_webhook.core.settings.policy import Policy
 from hami_dra_webhook.core.vendors.families import converted_names
 from hami_dra_webhook.preflight.pools import judge_pools, plugin_unrestricted
 from hami_dra_webhook.preflight.report import Installation, Report

@@ -6,9 +6,9 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from hami_dra_webhook.core.policy import Policy
-from hami_dra_webhook.core.pools import DRA, GPU_NODE_LABELS, LEGACY, MOVING, POOL_LABEL
-from hami_dra_webhook.core.types import JsonObject
+from hami_dra_webhook.core.migration.pools import DRA, GPU_NODE_LABELS, LEGACY, MOVING, POOL_LABEL
+from hami_dra_webhook.core.model.types import JsonObject
+from hami_dra_webhook.core.settings.policy import Policy
 from hami_dra_webhook.preflight.report import Installation, Report
 from hami_dra_webhook.preflight.snapshot import Snapshot, failed
 

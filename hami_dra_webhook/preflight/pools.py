@@ -11,10 +11,16 @@ No I/O: the inventory was read with the snapshot.
 
 from __future__ import annotations
 
-from hami_dra_webhook.core.pool_plan import Inventory
-from hami_dra_webhook.core.pools import DRA, LEGACY, MOVING, POOL_LABEL, label_selector_matches
-from hami_dra_webhook.core.quantity import MIB
-from hami_dra_webhook.core.types import JsonObject
+from hami_dra_webhook.core.migration.pool_plan import Inventory
+from hami_dra_webhook.core.migration.pools import (
+    DRA,
+    LEGACY,
+    MOVING,
+    POOL_LABEL,
+    label_selector_matches,
+)
+from hami_dra_webhook.core.model.quantity import MIB
+from hami_dra_webhook.core.model.types import JsonObject
 from hami_dra_webhook.preflight.report import PoolRow, Report
 
 CHECK = "GPU pools"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Literal
 
-from hami_dra_webhook.core.types import JsonObject
+from hami_dra_webhook.core.model.types import JsonObject
 
 Level = Literal["PASS", "WARN", "FAIL"]
 LEVELS: dict[Level, int] = {"PASS": 0, "WARN": 1, "FAIL": 2}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from hami_dra_webhook.core.policy import Policy
+from hami_dra_webhook.core.settings.policy import Policy
 from hami_dra_webhook.kube.port import KubeApi
 from hami_dra_webhook.preflight.before_install import judge_before_install
 from hami_dra_webhook.preflight.checks import judge

@@ -17,10 +17,10 @@ from typing import Any, TypeAlias, TypeVar, Union
 from hami_dra_webhook.cluster.inventory import read_inventory
 from hami_dra_webhook.cluster.quota_usage import QuotaLine, read_gpu_quotas
 from hami_dra_webhook.cluster.state import probe_template
-from hami_dra_webhook.core.policy import Policy
-from hami_dra_webhook.core.pool_plan import Inventory
-from hami_dra_webhook.core.pools import DRIVER_PODS, Scope
-from hami_dra_webhook.core.types import JsonObject
+from hami_dra_webhook.core.migration.pool_plan import Inventory
+from hami_dra_webhook.core.migration.pools import DRIVER_PODS, Scope
+from hami_dra_webhook.core.model.types import JsonObject
+from hami_dra_webhook.core.settings.policy import Policy
 from hami_dra_webhook.kube.port import ApiError, KubeApi, paths
 from hami_dra_webhook.preflight.family_nodes import families_to_check
 from hami_dra_webhook.preflight.report import Installation, Report

@@ -4,7 +4,7 @@ there, on those nodes, and does its DeviceClass exist? Pure: it judges a snapsho
 
 from __future__ import annotations
 
-from hami_dra_webhook.core.policy import Policy
+from hami_dra_webhook.core.settings.policy import Policy
 from hami_dra_webhook.core.vendors.profile import Family
 from hami_dra_webhook.preflight.family_nodes import families_to_check
 from hami_dra_webhook.preflight.report import Report

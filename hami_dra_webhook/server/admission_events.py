@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from hami_dra_webhook.admission.mutator import MutationRecord
-from hami_dra_webhook.core.review import Request
+from hami_dra_webhook.core.review.wire import Request
 from hami_dra_webhook.server.logs import AdmissionLog
 from hami_dra_webhook.server.metrics import Metrics
 

@@ -32,9 +32,9 @@ from hami_dra_webhook.cluster.template_store import (
     OfflineTemplateStore,
     TemplateStore,
 )
-from hami_dra_webhook.core.policy import Policy
-from hami_dra_webhook.core.pools import Scope
-from hami_dra_webhook.core.translation_cache import TranslationCache
+from hami_dra_webhook.core.migration.pools import Scope
+from hami_dra_webhook.core.review.translation_cache import TranslationCache
+from hami_dra_webhook.core.settings.policy import Policy
 from hami_dra_webhook.kube.port import in_cluster
 from hami_dra_webhook.server import memory
 from hami_dra_webhook.server.app import create_app

@@ -1,7 +1,7 @@
 """The GPU pools' and node moves' metrics (hami_dra_gpu_pool_*), from the webhook's cluster
 check: the Nodes by pool label, the moves under way by step, the oldest and the stopped ones,
-and, followed across checks (core/move_state.MoveWatch), each ended move's duration and each
-stop, once."""
+and, followed across checks (core/migration/move_state.MoveWatch), each ended move's duration and
+each stop, once."""
 
 from __future__ import annotations
 

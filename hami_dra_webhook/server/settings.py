@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BeforeValidator, Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from hami_dra_webhook.core.durations import parse_seconds
+from hami_dra_webhook.core.model.durations import parse_seconds
 
 
 def _seconds(value: Any) -> Any:

@@ -15,8 +15,8 @@ from hami_dra_webhook.admission.admitted import AdmissionRules
 from hami_dra_webhook.admission.mutator import MutationRecord, PodMutator
 from hami_dra_webhook.cluster.state import ClusterState
 from hami_dra_webhook.cluster.template_store import ApiTemplateStore, OfflineTemplateStore
-from hami_dra_webhook.core.policy import DEFAULT_POLICY, Policy, policy_from_mapping
-from hami_dra_webhook.core.review import parse_review
+from hami_dra_webhook.core.review.wire import parse_review
+from hami_dra_webhook.core.settings.policy import DEFAULT_POLICY, Policy, policy_from_mapping
 from hami_dra_webhook.kube.client import KubernetesApi
 from tests.controlplane.for_pytest import start_plane
 from tests.controlplane.gpu_node import Gpu, GpuNode

@@ -15,8 +15,8 @@ import yaml
 
 from hami_dra_webhook.admission.admitted import AdmissionRules
 from hami_dra_webhook.cli.main import main
-from hami_dra_webhook.core.policy import DEFAULT_POLICY
-from hami_dra_webhook.core.pools import Scope
+from hami_dra_webhook.core.migration.pools import Scope
+from hami_dra_webhook.core.settings.policy import DEFAULT_POLICY
 from tests.admission.test_handlers import (
     PodAdmission,
     Recorded,

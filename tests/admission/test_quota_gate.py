@@ -10,7 +10,7 @@ from typing import Any
 import jsonpatch
 
 from hami_dra_webhook.admission.handler import Admission, QuotaGateRoute
-from hami_dra_webhook.core.gpu_quota import GATE, HELD_LABEL
+from hami_dra_webhook.core.quota.gpu_quota import GATE, HELD_LABEL
 from tests.admission.test_handlers import Recorded
 from tests.support.loop import run
 from tests.support.reviews import replica_pod, review

@@ -429,7 +429,7 @@ def test_webhook_deployment_is_restricted_and_rolls_on_config_change() -> None:
 
 
 def test_the_policy_configmap_loads_as_the_webhook_reads_it() -> None:
-    from hami_dra_webhook.core.policy import policy_from_yaml
+    from hami_dra_webhook.core.settings.policy import policy_from_yaml
 
     config_map = find(render(), "ConfigMap")
     loaded = policy_from_yaml(config_map["data"]["device-config.yaml"])
@@ -478,8 +478,8 @@ def test_driver_daemonset_and_device_class() -> None:
 def test_device_class_follows_device_config() -> None:
     """One source of truth: the class the webhook's templates name, with the driver and type
     its selectors expect, comes from deviceConfig's hamiDraWebhook section."""
-    from hami_dra_webhook.core import cel
-    from hami_dra_webhook.core.policy import policy_from_yaml
+    from hami_dra_webhook.core.model import cel
+    from hami_dra_webhook.core.settings.policy import policy_from_yaml
 
     config = (
         "hamiDraWebhook:\n  driverName: gpu.example.com\n  deviceClassName: shared-gpu\n"

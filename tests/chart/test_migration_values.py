@@ -1,5 +1,5 @@
 """migration.scope in the chart: where the webhook configuration selects pods and where the
-driver DaemonSet runs, as core/pools.py reads them back (Scope.of_webhook)."""
+driver DaemonSet runs, as core/migration/pools.py reads them back (Scope.of_webhook)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import yaml
 
-from hami_dra_webhook.core.pools import Scope, label_selector_matches
+from hami_dra_webhook.core.migration.pools import Scope, label_selector_matches
 from tests.support.chart_tools import CHART, find, run_helm
 
 

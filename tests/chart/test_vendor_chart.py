@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from hami_dra_webhook.core.policy import policy_from_yaml
+from hami_dra_webhook.core.settings.policy import policy_from_yaml
 from hami_dra_webhook.core.vendors.families import families
 from tests.support.chart_tools import CHART, run_helm
 
@@ -145,9 +145,9 @@ def _quota_keys_held(documents: list[dict[str, Any]]) -> set[str]:
 )
 def test_the_quota_policy_holds_exactly_the_keys_the_webhook_keeps(device_config: str) -> None:
     """The ValidatingAdmissionPolicy refuses an ungated GPU pod where a quota names a key the
-    webhook keeps: the same keys (core/gpu_quota.quota_keys), or a pod would be refused that
+    webhook keeps: the same keys (core/quota/gpu_quota.quota_keys), or a pod would be refused that
     the webhook never labels its namespace for, or go unheld where it does."""
-    from hami_dra_webhook.core.gpu_quota import quota_keys
+    from hami_dra_webhook.core.quota.gpu_quota import quota_keys
 
     policy = policy_from_yaml(device_config).policy
     assert _quota_keys_held(_rendered(device_config)) == set(quota_keys(policy))

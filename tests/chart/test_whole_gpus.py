@@ -1,5 +1,5 @@
 """hamiDraWebhook.wholeGpusByExtendedResource: the chart's DeviceClass and matchConditions, and
-the webhook's own judgment (core/whole_gpus.py), agree on which pods are count-only."""
+the webhook's own judgment (core/translate/whole_gpus.py), agree on which pods are count-only."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 import yaml
 
-from hami_dra_webhook.core.decision import Unchanged
-from hami_dra_webhook.core.policy import PolicyError, policy_from_yaml
-from hami_dra_webhook.core.selectors import SELECTOR_ANNOTATIONS
-from hami_dra_webhook.core.translate import translate_pod
+from hami_dra_webhook.core.legacy.selectors import SELECTOR_ANNOTATIONS
+from hami_dra_webhook.core.outcome.decision import Unchanged
+from hami_dra_webhook.core.settings.policy import PolicyError, policy_from_yaml
+from hami_dra_webhook.core.translate.pod import translate_pod
 from tests.chart.test_chart import _match, _pod
 from tests.support.chart_tools import CHART, find, run_helm
 

@@ -25,9 +25,9 @@ from hami_dra_webhook.cluster.move_canary import (
     canary_objects,
     driver_words,
 )
-from hami_dra_webhook.core.move_state import MoveError
-from hami_dra_webhook.core.policy import DEFAULT_POLICY
-from hami_dra_webhook.core.pools import DRIVER_PODS
+from hami_dra_webhook.core.migration.move_state import MoveError
+from hami_dra_webhook.core.migration.pools import DRIVER_PODS
+from hami_dra_webhook.core.settings.policy import DEFAULT_POLICY
 from tests.support.cluster import Cluster, wait_for
 from tests.support.loop import run
 

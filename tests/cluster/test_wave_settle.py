@@ -9,10 +9,10 @@ from __future__ import annotations
 from typing import Any
 
 from hami_dra_webhook.cluster.fleet_move import FleetMove
-from hami_dra_webhook.core.decision import Converted
-from hami_dra_webhook.core.policy import DEFAULT_POLICY
-from hami_dra_webhook.core.pools import Scope
-from hami_dra_webhook.core.translate import translate_pod
+from hami_dra_webhook.core.migration.pools import Scope
+from hami_dra_webhook.core.outcome.decision import Converted
+from hami_dra_webhook.core.settings.policy import DEFAULT_POLICY
+from hami_dra_webhook.core.translate.pod import translate_pod
 from tests.support.cluster import Cluster, wait_for
 from tests.support.loop import run
 

@@ -19,10 +19,10 @@ from hami_dra_webhook.admission.workloads import (
     warnings,
 )
 from hami_dra_webhook.cluster.template_store import OfflineTemplateStore
-from hami_dra_webhook.core.policy import DEFAULT_POLICY
-from hami_dra_webhook.core.pools import Scope
-from hami_dra_webhook.core.review import parse_review
-from hami_dra_webhook.core.types import MAX_WARNING_LENGTH
+from hami_dra_webhook.core.migration.pools import Scope
+from hami_dra_webhook.core.model.types import MAX_WARNING_LENGTH
+from hami_dra_webhook.core.review.wire import parse_review
+from hami_dra_webhook.core.settings.policy import DEFAULT_POLICY
 from tests.support.reviews import review
 
 GPU = {
@@ -80,7 +80,7 @@ def test_a_converted_workload_gets_its_pods_summary() -> None:
 
 def test_what_the_tools_warn_of_shows_too() -> None:
     """A container that sets NVIDIA_VISIBLE_DEVICES=all sees every GPU under the nvidia
-    runtime: the pod webhook does not read env for it (core/lints.py), the preview says it."""
+    runtime: the pod webhook does not read env for it (core/translate/lints.py), the preview says it."""
     every = dict(GPU, env=[{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}])
     pieces = _preview(_deployment(every)).answer["response"]["warnings"]
     assert " ".join(p.strip() for p in pieces).endswith(

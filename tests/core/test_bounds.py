@@ -7,21 +7,21 @@ from __future__ import annotations
 import tracemalloc
 from typing import Any
 
-from hami_dra_webhook.core.decision import Converted, Refusal
-from hami_dra_webhook.core.pod_checks import (
-    MAX_CONTAINERS_PER_POD,
-    MAX_TEMPLATE_BYTES_PER_POD,
-    MAX_TEMPLATES_PER_POD,
-)
-from hami_dra_webhook.core.policy import DEFAULT_POLICY
-from hami_dra_webhook.core.selectors import (
+from hami_dra_webhook.core.legacy.selectors import (
     MAX_ANNOTATION_VALUE,
     NUMA_BIND,
     USE_TYPE,
     USE_UUID,
     device_filter,
 )
-from hami_dra_webhook.core.translate import translate_pod
+from hami_dra_webhook.core.outcome.decision import Converted, Refusal
+from hami_dra_webhook.core.settings.policy import DEFAULT_POLICY
+from hami_dra_webhook.core.translate.pod import translate_pod
+from hami_dra_webhook.core.translate.pod_checks import (
+    MAX_CONTAINERS_PER_POD,
+    MAX_TEMPLATE_BYTES_PER_POD,
+    MAX_TEMPLATES_PER_POD,
+)
 
 
 def _pod(annotations: dict[str, str], containers: int = 1) -> dict[str, Any]:
@@ -126,7 +126,7 @@ def test_templates_per_pod_are_bounded_in_bytes() -> None:
 
 
 def test_exactly_what_is_short_is_cached() -> None:
-    from hami_dra_webhook.core import selectors
+    from hami_dra_webhook.core.legacy import selectors
 
     selectors._device_filter.cache_clear()
 

@@ -12,7 +12,7 @@ import jsonpatch
 import pytest
 import yaml
 
-from hami_dra_webhook.core.translate import translate_pod
+from hami_dra_webhook.core.translate.pod import translate_pod
 from tests.support.cases import CASE_NAMES, CASES, load_case
 
 

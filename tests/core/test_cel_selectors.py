@@ -13,9 +13,9 @@ from celpy.evaluation import CELEvalError
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hami_dra_webhook.core.policy import policy_from_mapping
-from hami_dra_webhook.core.selectors import ascii_upper, device_filter, split_list
-from hami_dra_webhook.core.translate import translate_pod
+from hami_dra_webhook.core.legacy.selectors import ascii_upper, device_filter, split_list
+from hami_dra_webhook.core.settings.policy import policy_from_mapping
+from hami_dra_webhook.core.translate.pod import translate_pod
 from tests.support.cel_k8s import DRIVER, GI, evaluate, hami_device, selects
 
 POLICY = policy_from_mapping({"hamiDraWebhook": {"deviceMemorySizes": ["80Gi", "40Gi"]}}).policy
@@ -165,9 +165,9 @@ def test_the_driver_guard_comes_first() -> None:
 
 def test_the_10_kib_selector_limit_is_exact() -> None:
     """A selector of exactly 10 KiB is accepted, one byte more is refused with 422."""
-    from hami_dra_webhook.core.policy import DEFAULT_POLICY
-    from hami_dra_webhook.core.selectors import MAX_SELECTOR_LENGTH, device_filter
-    from hami_dra_webhook.core.types import NotConvertible
+    from hami_dra_webhook.core.legacy.selectors import MAX_SELECTOR_LENGTH, device_filter
+    from hami_dra_webhook.core.model.types import NotConvertible
+    from hami_dra_webhook.core.settings.policy import DEFAULT_POLICY
 
     assert MAX_SELECTOR_LENGTH == 10 * 1024
     base = len(device_filter({"nvidia.com/use-gpuuuid": "x"}, DEFAULT_POLICY).selectors[-1]) - 1
@@ -185,9 +185,9 @@ def test_the_10_kib_selector_limit_is_exact() -> None:
 def test_a_value_that_cannot_be_a_cel_literal_is_refused_not_dropped(key: str) -> None:
     """A lone surrogate cannot become a CEL string: refusing keeps the constraint; dropping it
     would widen the device choice."""
-    from hami_dra_webhook.core.policy import DEFAULT_POLICY
-    from hami_dra_webhook.core.selectors import device_filter
-    from hami_dra_webhook.core.types import NotConvertible
+    from hami_dra_webhook.core.legacy.selectors import device_filter
+    from hami_dra_webhook.core.model.types import NotConvertible
+    from hami_dra_webhook.core.settings.policy import DEFAULT_POLICY
 
     with pytest.raises(NotConvertible) as raised:
         device_filter({key: "GPU-1,\ud800"}, DEFAULT_POLICY)
@@ -195,7 +195,7 @@ def test_a_value_that_cannot_be_a_cel_literal_is_refused_not_dropped(key: str) -
 
 
 def test_a_doubled_prefix_is_fixed_where_it_first_appears() -> None:
-    from hami_dra_webhook.core.selectors import _never_matching
+    from hami_dra_webhook.core.legacy.selectors import _never_matching
 
     (warning,) = _never_matching("nvidia.com/use-gputype", ["NVIDIA-NVIDIA x NVIDIA-NVIDIA y"])
     assert warning.endswith("write 'NVIDIA x NVIDIA-NVIDIA y'")

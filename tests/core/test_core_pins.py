@@ -7,8 +7,8 @@ from typing import Any
 import jsonpatch
 import pytest
 
-from hami_dra_webhook.core.policy import DEFAULT_POLICY, policy_from_mapping
-from hami_dra_webhook.core.reapply import strip_reapplied
+from hami_dra_webhook.core.settings.policy import DEFAULT_POLICY, policy_from_mapping
+from hami_dra_webhook.core.translate.reapply import strip_reapplied
 
 
 def _pod(*containers: dict[str, Any], init: tuple[dict[str, Any], ...] = ()) -> dict[str, Any]:
@@ -100,7 +100,7 @@ def test_reapply_skips_what_is_not_a_container() -> None:
 
 # -- cel ----------------------------------------------------------------------------------------
 
-from hami_dra_webhook.core import cel  # noqa: E402
+from hami_dra_webhook.core.model import cel  # noqa: E402
 
 
 @pytest.mark.parametrize(
@@ -132,7 +132,7 @@ def test_capacity_pin_names_the_capacity() -> None:
 
 # -- patch --------------------------------------------------------------------------------------
 
-from hami_dra_webhook.core import patch  # noqa: E402
+from hami_dra_webhook.core.model import patch  # noqa: E402
 
 
 def test_patch_replaces_the_root_removes_list_items_and_names_a_bad_path() -> None:
@@ -148,7 +148,7 @@ def test_patch_replaces_the_root_removes_list_items_and_names_a_bad_path() -> No
 
 # -- quantity -----------------------------------------------------------------------------------
 
-from hami_dra_webhook.core.quantity import (  # noqa: E402
+from hami_dra_webhook.core.model.quantity import (  # noqa: E402
     QuantityError,
     parse_byte_size,
     parse_plain_integer,
@@ -188,7 +188,7 @@ def test_byte_sizes_are_positive() -> None:
 
 # -- policy -------------------------------------------------------------------------------------
 
-from hami_dra_webhook.core.policy import PolicyError, policy_from_yaml  # noqa: E402
+from hami_dra_webhook.core.settings.policy import PolicyError, policy_from_yaml  # noqa: E402
 
 
 def test_a_bare_size_of_exactly_1_tib_is_accepted_and_messages_are_exact() -> None:
@@ -243,11 +243,11 @@ def test_unknown_keys_are_reported_with_their_full_path() -> None:
 
 # -- translate ----------------------------------------------------------------------------------
 
-from hami_dra_webhook.core.claims import Taken, claim_name  # noqa: E402
-from hami_dra_webhook.core.decision import Unchanged  # noqa: E402
-from hami_dra_webhook.core.legacy import resource_maps  # noqa: E402
-from hami_dra_webhook.core.selectors import device_filter  # noqa: E402
-from hami_dra_webhook.core.translate import translate_pod  # noqa: E402
+from hami_dra_webhook.core.legacy.request import resource_maps  # noqa: E402
+from hami_dra_webhook.core.legacy.selectors import device_filter  # noqa: E402
+from hami_dra_webhook.core.outcome.decision import Unchanged  # noqa: E402
+from hami_dra_webhook.core.translate.claims import Taken, claim_name  # noqa: E402
+from hami_dra_webhook.core.translate.pod import translate_pod  # noqa: E402
 
 OVERWRITE = policy_from_mapping({"nvidia": {"overwriteEnv": True}}).policy
 GPU = _container("cuda", limits={"nvidia.com/gpu": "1"})
@@ -368,7 +368,7 @@ def test_a_pod_template_without_metadata_gets_the_label() -> None:
 
 
 def test_the_converted_from_annotation_is_short_and_bounded() -> None:
-    from hami_dra_webhook.core.claims import MAX_CONVERTED_FROM, converted_from
+    from hami_dra_webhook.core.translate.claims import MAX_CONVERTED_FROM, converted_from
 
     pod = _pod(GPU)
     pod["metadata"]["annotations"] = {"team": "a"}
@@ -466,7 +466,7 @@ def test_reapply_reads_only_string_names() -> None:
 
 
 def test_reapplied_keys_of_a_converted_vendor_go_too() -> None:
-    from hami_dra_webhook.core.policy import policy_from_yaml
+    from hami_dra_webhook.core.settings.policy import policy_from_yaml
 
     hygon = policy_from_yaml("hamiDraWebhook: {vendors: {hygon: {convert: true}}}").policy
     old = _pod(CONVERTED)
@@ -483,7 +483,7 @@ def test_reapplied_keys_of_a_converted_vendor_go_too() -> None:
 
 
 def test_the_converted_from_annotation_fills_exactly_to_its_bound() -> None:
-    from hami_dra_webhook.core.claims import MAX_CONVERTED_FROM, converted_from
+    from hami_dra_webhook.core.translate.claims import MAX_CONVERTED_FROM, converted_from
 
     # One entry of exactly the bound fits whole; one character more does not.
     name = "c"

@@ -6,16 +6,16 @@ from typing import Any
 
 import pytest
 
-from hami_dra_webhook.core.decision import (
+from hami_dra_webhook.core.legacy.request import GpuShare
+from hami_dra_webhook.core.outcome.decision import (
     INIT_CLAIMS_HELD,
     Converted,
     Refusal,
     Unchanged,
     describe,
 )
-from hami_dra_webhook.core.legacy import GpuShare
-from hami_dra_webhook.core.policy import DEFAULT_POLICY, policy_from_mapping
-from hami_dra_webhook.core.translate import translate_pod
+from hami_dra_webhook.core.settings.policy import DEFAULT_POLICY, policy_from_mapping
+from hami_dra_webhook.core.translate.pod import translate_pod
 
 
 def container(name: str, **limits: str) -> dict[str, Any]:

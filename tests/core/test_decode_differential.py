@@ -1,4 +1,4 @@
-"""The fast review reader (`core.review_fast`) against the full parse: same answers, always.
+"""The fast review reader (`core.review.fast`) against the full parse: same answers, always.
 
 For every body: where the fast reader accepts it, the full parse must accept it too, `pod_view`
 of what the full parse reads must equal the fast reader's view, and the use case must answer
@@ -26,10 +26,10 @@ from hypothesis import strategies as st
 from hami_dra_webhook.admission.admitted import AdmissionRules
 from hami_dra_webhook.admission.mutator import MutationRecord, PodMutator
 from hami_dra_webhook.cluster.template_store import OfflineTemplateStore
-from hami_dra_webhook.core.pod_view import pod_view
-from hami_dra_webhook.core.policy import DEFAULT_POLICY, Policy
-from hami_dra_webhook.core.review import MalformedReview, parse_review
-from hami_dra_webhook.core.review_fast import decode_fast, read_review
+from hami_dra_webhook.core.review.fast import decode_fast, read_review
+from hami_dra_webhook.core.review.wire import MalformedReview, parse_review
+from hami_dra_webhook.core.settings.policy import DEFAULT_POLICY, Policy
+from hami_dra_webhook.core.translate.pod_view import pod_view
 from tests.support.cases import CASE_NAMES, load_case
 from tests.support.review_mix import mix
 from tests.support.review_strategies import REVIEWS, json_values

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from hami_dra_webhook.core.ephemeral import holds_gpus, privileged_ephemeral
-from hami_dra_webhook.core.policy import DEFAULT_POLICY, policy_from_mapping
+from hami_dra_webhook.core.settings.policy import DEFAULT_POLICY, policy_from_mapping
+from hami_dra_webhook.core.translate.ephemeral import holds_gpus, privileged_ephemeral
 
 PRIVILEGED = {"name": "debugger", "securityContext": {"privileged": True}}
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hami_dra_webhook.core.policy import DEFAULT_POLICY, policy_from_mapping
+from hami_dra_webhook.core.settings.policy import DEFAULT_POLICY, policy_from_mapping
 from hami_dra_webhook.core.vendors.families import (
     BY_KEY,
     PROFILES,

@@ -1,4 +1,4 @@
-"""core/review_fast.py's choices of where the full parse must decide (a number that could
+"""core/review/fast.py's choices of where the full parse must decide (a number that could
 overflow) and of what the fast pod holds. Either way the answer is the same
 (tests/core/test_decode_differential.py); these pin that the fast path is taken wherever it
 can be, so that a normal review is never read twice. (Whether msgspec refuses deep nesting
@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from hami_dra_webhook.core import review_fast
-from hami_dra_webhook.core.review_fast import (
+from hami_dra_webhook.core.review import fast as fast_reader
+from hami_dra_webhook.core.review.fast import (
     _ends_a_mantissa,
     _may_overflow,
     decode_fast,
@@ -19,7 +19,7 @@ from tests.support.reviews import replica_pod, review
 
 
 def _overflows(body: bytes) -> bool:
-    return _may_overflow(body, body.translate(review_fast._SHAPES))
+    return _may_overflow(body, body.translate(fast_reader._SHAPES))
 
 
 def test_an_exponent_ends_a_mantissa_only_after_a_value_start() -> None:

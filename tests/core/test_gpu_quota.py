@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from hami_dra_webhook.core.gpu_quota import (
+from hami_dra_webhook.core.quota.gpu_quota import (
     GATE,
     Charge,
     claims_charge,
@@ -16,9 +16,9 @@ from hami_dra_webhook.core.gpu_quota import (
     limits_of,
     quota_keys,
 )
-from hami_dra_webhook.core.policy import Policy, policy_from_mapping
-from hami_dra_webhook.core.quota_groups import Cards
-from hami_dra_webhook.core.quota_plan import WAITING_FOR_CLAIMS, plan_pass
+from hami_dra_webhook.core.quota.quota_groups import Cards
+from hami_dra_webhook.core.quota.quota_plan import WAITING_FOR_CLAIMS, plan_pass
+from hami_dra_webhook.core.settings.policy import Policy, policy_from_mapping
 
 POLICY = policy_from_mapping({"hamiDraWebhook": {"deviceMemorySizes": ["80Gi", "40Gi"]}}).policy
 KEYS = quota_keys(POLICY)
@@ -276,7 +276,7 @@ def test_legacy_and_converted_pods_share_one_usage() -> None:
 
 
 def test_scan_says_which_keys_are_kept_and_which_stop_limiting() -> None:
-    from hami_dra_webhook.core.policy import policy_from_yaml
+    from hami_dra_webhook.core.settings.policy import policy_from_yaml
     from hami_dra_webhook.migrate.quotas import quota_report
 
     def document(hard: dict[str, str]) -> dict[str, Any]:

@@ -7,16 +7,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from hami_dra_webhook.core.holdings import (
+from hami_dra_webhook.core.migration.holdings import (
     ClaimIndex,
     claim_on_node,
     claim_words,
     holds_legacy,
     node_pools,
 )
-from hami_dra_webhook.core.policy import DEFAULT_POLICY
-from hami_dra_webhook.core.pool_plan import gpu_pod, plan_move
-from hami_dra_webhook.core.pools import Scope
+from hami_dra_webhook.core.migration.pool_plan import gpu_pod, plan_move
+from hami_dra_webhook.core.migration.pools import Scope
+from hami_dra_webhook.core.settings.policy import DEFAULT_POLICY
 from tests.core.test_pools import DRIVER, inventory, legacy_pod, node, resource_slice
 
 OWNER = [{"kind": "ReplicaSet", "name": "a-1", "controller": True}]

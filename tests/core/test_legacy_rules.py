@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from hami_dra_webhook.core.policy import policy_from_mapping
-from hami_dra_webhook.core.review import encode
-from hami_dra_webhook.core.translate import translate_pod
+from hami_dra_webhook.core.review.wire import encode
+from hami_dra_webhook.core.settings.policy import policy_from_mapping
+from hami_dra_webhook.core.translate.pod import translate_pod
 
 G, M, P, C = (
     "nvidia.com/gpu",
@@ -223,7 +223,7 @@ def test_containers_sharing_a_name_are_refused() -> None:
 def test_claim_naming_is_linear_in_the_containers() -> None:
     """Names that all reduce to one claim base ("a", "a_", "a__", ...) are named in linear
     time: each container's name is found with a bounded number of lookups."""
-    from hami_dra_webhook.core.claims import Taken, claim_name
+    from hami_dra_webhook.core.translate.claims import Taken, claim_name
 
     class Counting(Taken):
         lookups = 0

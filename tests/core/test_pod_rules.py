@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
-from hami_dra_webhook.core.decision import Refusal, Unchanged, excluded_namespace
-from hami_dra_webhook.core.legacy import has_legacy_keys, read_vendor_request
-from hami_dra_webhook.core.pod_checks import MAX_CONTAINERS_PER_POD, too_many_containers
-from hami_dra_webhook.core.policy import DEFAULT_POLICY
-from hami_dra_webhook.core.types import ContainerRef, NotConvertible
+from hami_dra_webhook.core.legacy.request import has_legacy_keys, read_vendor_request
+from hami_dra_webhook.core.model.types import ContainerRef, NotConvertible
+from hami_dra_webhook.core.outcome.decision import Refusal, Unchanged, excluded_namespace
+from hami_dra_webhook.core.settings.policy import DEFAULT_POLICY
+from hami_dra_webhook.core.translate.pod_checks import MAX_CONTAINERS_PER_POD, too_many_containers
 
 REF = ContainerRef("containers", 0, "main")
 
@@ -108,7 +108,7 @@ def test_two_spellings_of_one_role_are_refused() -> None:
     ],
 )
 def test_an_unknown_nvidia_name_is_found_after_any_other(limits: dict[str, str]) -> None:
-    from hami_dra_webhook.core.translate import translate_pod
+    from hami_dra_webhook.core.translate.pod import translate_pod
 
     pod = {"spec": {"containers": [{"name": "c", "resources": {"limits": limits}}]}}
     decision = translate_pod(pod, DEFAULT_POLICY, "ns")
@@ -116,7 +116,7 @@ def test_an_unknown_nvidia_name_is_found_after_any_other(limits: dict[str, str])
 
 
 def test_an_unknown_nvidia_name_in_requests_only_is_found() -> None:
-    from hami_dra_webhook.core.translate import translate_pod
+    from hami_dra_webhook.core.translate.pod import translate_pod
 
     pod = {
         "spec": {
@@ -136,8 +136,8 @@ def test_an_unknown_nvidia_name_in_requests_only_is_found() -> None:
 
 
 def test_a_renamed_default_is_kept_and_an_unknown_name_after_it_refused() -> None:
-    from hami_dra_webhook.core.policy import policy_from_mapping
-    from hami_dra_webhook.core.translate import translate_pod
+    from hami_dra_webhook.core.settings.policy import policy_from_mapping
+    from hami_dra_webhook.core.translate.pod import translate_pod
 
     policy = policy_from_mapping({"nvidia": {"resourceCountName": "nvidia.com/vgpu"}}).policy
     limits = {"nvidia.com/vgpu": "1", "nvidia.com/gpu": "1", "nvidia.com/foo": "1"}
@@ -155,7 +155,7 @@ def test_a_renamed_default_is_kept_and_an_unknown_name_after_it_refused() -> Non
 
 
 def test_a_key_that_is_not_a_string_is_no_resource_name() -> None:
-    from hami_dra_webhook.core.translate import translate_pod
+    from hami_dra_webhook.core.translate.pod import translate_pod
 
     limits: dict[Any, str] = {5: "1", "nvidia.com/gpu": "1"}
     pod = {"spec": {"containers": [{"name": "c", "resources": {"limits": limits}}]}}
@@ -175,7 +175,7 @@ def test_gpu_resources_at_pod_level_are_refused_with_where_to_put_them(
 ) -> None:
     """kube-apiserver takes only cpu, memory and hugepages in pod-level resources, and 1.38 no
     claims there: a legacy resource there would otherwise pass the webhook without a word."""
-    from hami_dra_webhook.core.translate import translate_pod
+    from hami_dra_webhook.core.translate.pod import translate_pod
 
     pod = {"spec": {"resources": resources, "containers": [{"name": "c", "image": "x"}]}}
     decision = translate_pod(pod, DEFAULT_POLICY)

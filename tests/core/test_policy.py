@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from hami_dra_webhook.core.policy import DEFAULT_POLICY, PolicyError, policy_from_yaml
+from hami_dra_webhook.core.settings.policy import DEFAULT_POLICY, PolicyError, policy_from_yaml
 from hami_dra_webhook.core.vendors.families import families
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "device-config.yaml"

@@ -1,4 +1,4 @@
-"""core/policy.py's checks across sections: a vendor section HAMi would not read, a policy whose
+"""core/settings/policy.py's checks across sections: a vendor section HAMi would not read, a policy whose
 whole-GPU setting cannot go with what it adds to GPU containers, and a policy with other webhook
 settings."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from hami_dra_webhook.core.policy import DEFAULT_POLICY, PolicyError, policy_from_mapping
+from hami_dra_webhook.core.settings.policy import DEFAULT_POLICY, PolicyError, policy_from_mapping
 
 WHOLE = {"hamiDraWebhook": {"wholeGpusByExtendedResource": True}}
 

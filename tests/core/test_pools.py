@@ -8,10 +8,9 @@ from typing import Any
 
 import pytest
 
-from hami_dra_webhook.core.holdings import ClaimIndex
-from hami_dra_webhook.core.policy import DEFAULT_POLICY
-from hami_dra_webhook.core.pool_plan import Inventory, gpu_pod, plan_move
-from hami_dra_webhook.core.pools import (
+from hami_dra_webhook.core.migration.holdings import ClaimIndex
+from hami_dra_webhook.core.migration.pool_plan import Inventory, gpu_pod, plan_move
+from hami_dra_webhook.core.migration.pools import (
     Free,
     Need,
     Scope,
@@ -21,6 +20,7 @@ from hami_dra_webhook.core.pools import (
     slice_devices,
     template_needs,
 )
+from hami_dra_webhook.core.settings.policy import DEFAULT_POLICY
 
 DRIVER = "hami-core-gpu.project-hami.io"
 GIB = 1024**3

@@ -9,10 +9,10 @@ import jsonpatch
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from hami_dra_webhook.core.claims import CONVERTED_FROM_ANNOTATION, DRA_LABEL
-from hami_dra_webhook.core.decision import Converted, Refusal, Unchanged
-from hami_dra_webhook.core.policy import Policy
-from hami_dra_webhook.core.translate import translate_pod
+from hami_dra_webhook.core.outcome.decision import Converted, Refusal, Unchanged
+from hami_dra_webhook.core.settings.policy import Policy
+from hami_dra_webhook.core.translate.claims import CONVERTED_FROM_ANNOTATION, DRA_LABEL
+from hami_dra_webhook.core.translate.pod import translate_pod
 from tests.support import dra_limits, k8s_schema
 from tests.support.cel_k8s import program
 from tests.support.strategies import pods, policies, valid_gpu_pods, valid_policies

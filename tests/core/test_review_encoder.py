@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from hami_dra_webhook.core import patch
-from hami_dra_webhook.core.decision import Converted, Refusal, Unchanged
-from hami_dra_webhook.core.review import MalformedReview, encode, parse_review
+from hami_dra_webhook.core.model import patch
+from hami_dra_webhook.core.outcome.decision import Converted, Refusal, Unchanged
+from hami_dra_webhook.core.review.wire import MalformedReview, encode, parse_review
 
 OPS = [patch.remove("/spec/containers/0/resources/limits")]
 

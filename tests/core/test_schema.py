@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from hami_dra_webhook.core.translate import translate_pod
+from hami_dra_webhook.core.translate.pod import translate_pod
 from tests.support import dra_limits, k8s_schema
 from tests.support.cases import CASE_NAMES, CASES, load_case
 

@@ -15,8 +15,15 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hami_dra_webhook.core.claims import HASH_LENGTH, LEGACY_REQUEST_ANNOTATION, content_digest
-from hami_dra_webhook.core.template_identity import metadata_differs, not_written_by_webhook
+from hami_dra_webhook.core.translate.claims import (
+    HASH_LENGTH,
+    LEGACY_REQUEST_ANNOTATION,
+    content_digest,
+)
+from hami_dra_webhook.core.translate.template_identity import (
+    metadata_differs,
+    not_written_by_webhook,
+)
 
 CASES = Path(__file__).parents[1] / "cases"
 

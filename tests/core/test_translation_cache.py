@@ -9,11 +9,11 @@ from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 
-from hami_dra_webhook.core.decision import Converted
-from hami_dra_webhook.core.pod_view import pod_view
-from hami_dra_webhook.core.policy import DEFAULT_POLICY, Policy, policy_from_mapping
-from hami_dra_webhook.core.translate import translate_pod
-from hami_dra_webhook.core.translation_cache import TranslationCache
+from hami_dra_webhook.core.outcome.decision import Converted
+from hami_dra_webhook.core.review.translation_cache import TranslationCache
+from hami_dra_webhook.core.settings.policy import DEFAULT_POLICY, Policy, policy_from_mapping
+from hami_dra_webhook.core.translate.pod import translate_pod
+from hami_dra_webhook.core.translate.pod_view import pod_view
 from tests.support.strategies import odd_pods, pods, policies
 
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -10,9 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hami_dra_webhook.core import cel, patch
-from hami_dra_webhook.core.claims import Taken, claim_name
-from hami_dra_webhook.core.quantity import (
+from hami_dra_webhook.core.model import cel, patch
+from hami_dra_webhook.core.model.quantity import (
     QuantityError,
     format_bytes,
     format_mib,
@@ -20,6 +19,7 @@ from hami_dra_webhook.core.quantity import (
     parse_plain_integer,
     parse_quantity,
 )
+from hami_dra_webhook.core.translate.claims import Taken, claim_name
 from tests.support.cel_k8s import program
 from tests.support.dra_limits import DNS_LABEL
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from hami_dra_webhook.core.policy import DEFAULT_POLICY
-from hami_dra_webhook.core.types import Attention
+from hami_dra_webhook.core.model.types import Attention
+from hami_dra_webhook.core.settings.policy import DEFAULT_POLICY
 from hami_dra_webhook.core.vendors.unknown import _either, _split, unknown_keys, unknown_names
 
 PENDING = "no device plugin offers it, so the pod stays Pending"
@@ -105,7 +105,7 @@ def test_splitting_and_listing() -> None:
 
 
 def test_the_hint_is_of_the_kind_asked_and_at_most_four_names() -> None:
-    from hami_dra_webhook.core.policy import policy_from_mapping
+    from hami_dra_webhook.core.settings.policy import policy_from_mapping
 
     hint = unknown_keys(_container({"nvidia.com/gpu-percentage": "1"}), DEFAULT_POLICY)
     assert hint["nvidia.com/gpu-percentage"].endswith("(NVIDIA GPU: nvidia.com/gpumem-percentage)")

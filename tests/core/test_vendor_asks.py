@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from hami_dra_webhook.core.decision import Converted, Refusal
-from hami_dra_webhook.core.policy import policy_from_yaml
-from hami_dra_webhook.core.translate import translate_pod
-from hami_dra_webhook.core.vendors.ask import MAX_CAPACITY_ENTRIES, Alternative, DeviceAsk
+from hami_dra_webhook.core.outcome.ask import MAX_CAPACITY_ENTRIES, Alternative, DeviceAsk
+from hami_dra_webhook.core.outcome.decision import Converted, Refusal
+from hami_dra_webhook.core.settings.policy import policy_from_yaml
+from hami_dra_webhook.core.translate.pod import translate_pod
 
 CONVERTING = policy_from_yaml(
     """
@@ -175,7 +175,7 @@ def test_a_vendors_annotation_too_long_is_refused() -> None:
 
 
 def test_which_annotations_are_ascends_uuid_lists() -> None:
-    from hami_dra_webhook.core.vendors.annotations import is_ascend_uuid_key
+    from hami_dra_webhook.core.legacy.annotations import is_ascend_uuid_key
 
     assert is_ascend_uuid_key("hami.io/use-Ascend310P-uuid")
     assert is_ascend_uuid_key("hami.io/no-use-Ascend910B3-uuid")
@@ -189,8 +189,8 @@ def test_which_annotations_are_ascends_uuid_lists() -> None:
 
 
 def test_an_annotation_at_its_bound_is_read_and_one_over_it_refused() -> None:
-    from hami_dra_webhook.core.selectors import MAX_ANNOTATION_VALUE
-    from hami_dra_webhook.core.vendors.annotations import annotation_items
+    from hami_dra_webhook.core.legacy.annotations import annotation_items
+    from hami_dra_webhook.core.legacy.selectors import MAX_ANNOTATION_VALUE
 
     warnings: list[str] = []
     at_bound = "a" * MAX_ANNOTATION_VALUE
@@ -218,7 +218,7 @@ def test_amds_cores_100_alone_is_one_whole_gpu() -> None:
 
 
 def test_nvidias_plan_carries_the_notes_it_warned() -> None:
-    from hami_dra_webhook.core.decision import EXCLUSIVE_CORES_NOTE, PRIORITY_NOTE
+    from hami_dra_webhook.core.outcome.decision import EXCLUSIVE_CORES_NOTE, PRIORITY_NOTE
 
     limits = {
         "nvidia.com/gpu": "1",

@@ -1,4 +1,4 @@
-"""core/vendor_config.py: HAMi's vendor sections of device-config.yaml read as HAMi reads them
+"""core/settings/vendor_config.py: HAMi's vendor sections of device-config.yaml read as HAMi reads them
 (absent ones: HAMi v2.10's defaults), and this webhook's `hamiDraWebhook.vendors` settings."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from hami_dra_webhook.core.vendor_config import (
+from hami_dra_webhook.core.settings.vendor_config import (
     DEFAULT_VNPUS,
     HAMI_VENDOR_SECTIONS,
     HygonSettings,

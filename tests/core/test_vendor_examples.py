@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 import yaml
 
-from hami_dra_webhook.core.decision import Converted, Refusal, Unchanged
-from hami_dra_webhook.core.policy import DEFAULT_POLICY, policy_from_yaml
-from hami_dra_webhook.core.translate import translate_pod
+from hami_dra_webhook.core.outcome.decision import Converted, Refusal, Unchanged
+from hami_dra_webhook.core.settings.policy import DEFAULT_POLICY, policy_from_yaml
+from hami_dra_webhook.core.translate.pod import translate_pod
 from tests.support.shared import shared_path
 
 CONVERTING = policy_from_yaml(

@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from hami_dra_webhook.core.decision import Converted
-from hami_dra_webhook.core.gpu_quota import claims_charge, legacy_charge, quota_keys
-from hami_dra_webhook.core.policy import policy_from_yaml
-from hami_dra_webhook.core.quota_groups import cards_for, percent_of_units
-from hami_dra_webhook.core.translate import translate_pod
+from hami_dra_webhook.core.outcome.decision import Converted
+from hami_dra_webhook.core.quota.gpu_quota import claims_charge, legacy_charge, quota_keys
+from hami_dra_webhook.core.quota.quota_groups import cards_for, percent_of_units
+from hami_dra_webhook.core.settings.policy import policy_from_yaml
+from hami_dra_webhook.core.translate.pod import translate_pod
 
 POLICY = policy_from_yaml(
     """
@@ -177,7 +177,7 @@ def _claims_of(pod: dict[str, Any], policy: Any, allocate: bool) -> list[dict[st
 
 
 def _driver(way: dict[str, Any], policy: Any) -> str:
-    from hami_dra_webhook.core.quota_groups import groups
+    from hami_dra_webhook.core.quota.quota_groups import groups
 
     return next(g.driver for g in groups(policy) if g.device_class == way["deviceClassName"])
 

@@ -1,14 +1,14 @@
-"""core/volcano_jobs.py: a Volcano Job's task templates decided as their pods would be, when
+"""core/workloads/volcano_jobs.py: a Volcano Job's task templates decided as their pods would be, when
 Volcano Jobs are converted at their admission."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from hami_dra_webhook.core.decision import Converted, Refusal, Unchanged
-from hami_dra_webhook.core.policy import DEFAULT_POLICY
-from hami_dra_webhook.core.translate import translate_pod
-from hami_dra_webhook.core.volcano_jobs import is_volcano_job, job_decision
+from hami_dra_webhook.core.outcome.decision import Converted, Refusal, Unchanged
+from hami_dra_webhook.core.settings.policy import DEFAULT_POLICY
+from hami_dra_webhook.core.translate.pod import translate_pod
+from hami_dra_webhook.core.workloads.volcano_jobs import is_volcano_job, job_decision
 
 VOLCANO = frozenset({"volcano"})
 

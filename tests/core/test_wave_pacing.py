@@ -1,4 +1,4 @@
-"""core/wave_pacing.py: when a wave's pods keep kube-controller-manager busy, and which pods
+"""core/migration/wave_pacing.py: when a wave's pods keep kube-controller-manager busy, and which pods
 still wait for the claims of their templates (the real controller's side of it:
 tests/cluster/test_wave_settle.py)."""
 
@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from hami_dra_webhook.core.pool_plan import Step
-from hami_dra_webhook.core.wave_pacing import (
+from hami_dra_webhook.core.migration.pool_plan import Step
+from hami_dra_webhook.core.migration.wave_pacing import (
     PACING_WARN_SECONDS,
     awaiting_claims,
     claim_seconds,

@@ -1,4 +1,4 @@
-"""A fleet's waves without a cluster (core/wave_plan.py): which nodes, a canary first, waves
+"""A fleet's waves without a cluster (core/migration/wave_plan.py): which nodes, a canary first, waves
 bounded by --batch and --max-unavailable, resumed moves first, and each wave's plan with all
 of its nodes left out as destinations."""
 
@@ -9,9 +9,13 @@ from typing import Any
 
 import pytest
 
-from hami_dra_webhook.core.policy import DEFAULT_POLICY
-from hami_dra_webhook.core.pool_plan import plan_move
-from hami_dra_webhook.core.wave_plan import MaxUnavailable, parse_max_unavailable, plan_fleet
+from hami_dra_webhook.core.migration.pool_plan import plan_move
+from hami_dra_webhook.core.migration.wave_plan import (
+    MaxUnavailable,
+    parse_max_unavailable,
+    plan_fleet,
+)
+from hami_dra_webhook.core.settings.policy import DEFAULT_POLICY
 from tests.core.test_pools import inventory, legacy_pod, node, resource_slice
 
 
@@ -92,7 +96,7 @@ def test_a_waves_pods_must_fit_outside_the_whole_wave() -> None:
 
 
 def _nobody() -> Any:
-    from hami_dra_webhook.core.pools import Scope
+    from hami_dra_webhook.core.migration.pools import Scope
 
     return Scope("namespaces")  # no namespace opted in: every pod stays legacy
 
@@ -102,7 +106,7 @@ def test_the_fleet_summary_counts_pools_moves_and_the_oldest() -> None:
     import calendar
     import time
 
-    from hami_dra_webhook.core.move_state import fleet_summary
+    from hami_dra_webhook.core.migration.move_state import fleet_summary
 
     def state(step: str, started: str, error: str = "") -> str:
         data = {"to": "dra", "from": "legacy", "step": step, "cordonedByMove": True}
@@ -132,7 +136,7 @@ def test_moves_followed_across_checks_give_durations_and_stops_once() -> None:
     import calendar
     import time
 
-    from hami_dra_webhook.core.move_state import MoveWatch
+    from hami_dra_webhook.core.migration.move_state import MoveWatch
 
     def at(stamp: str) -> float:
         return float(calendar.timegm(time.strptime(stamp, "%Y-%m-%dT%H:%M:%S")))

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-from hami_dra_webhook.core.gpu_quota import GATE, NAMESPACE_LABEL
+from hami_dra_webhook.core.quota.gpu_quota import GATE, NAMESPACE_LABEL
 from tests.support.cluster import Cluster, Release, wait_for
 from tests.support.pods import gpu_pod
 from tests.support.webhook_process import Webhook

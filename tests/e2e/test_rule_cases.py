@@ -8,7 +8,7 @@ from typing import Any
 
 import yaml
 
-from hami_dra_webhook.core.translate import translate_pod
+from hami_dra_webhook.core.translate.pod import translate_pod
 from tests.support.cases import CASE_NAMES, load_case
 from tests.support.cluster import Cluster
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hami_dra_webhook.core.containers import containers
-from hami_dra_webhook.core.types import ContainerRef
+from hami_dra_webhook.core.model.containers import containers
+from hami_dra_webhook.core.model.types import ContainerRef
 from tests.migrate.test_round_three import INFERENCE_SERVICE, converted, dry_run, run, scanned
 
 NAMELESS_MODEL = INFERENCE_SERVICE.replace("    model:\n", '    model:\n      name: ""\n', 1)

@@ -123,7 +123,7 @@ def test_edited_text_equals_the_round_trip(monkeypatch: pytest.MonkeyPatch) -> N
     """Converted documents are edited in place (libyaml positions) where they are block style;
     the result reads back exactly as the ruamel round trip's, and keeps every comment line."""
     from hami_dra_webhook.admission.admitted import AdmissionRules
-    from hami_dra_webhook.core.policy import DEFAULT_POLICY
+    from hami_dra_webhook.core.settings.policy import DEFAULT_POLICY
     from hami_dra_webhook.migrate import convert
 
     for path in sorted(TREE.rglob("*.yaml")):
@@ -154,7 +154,7 @@ def test_edited_text_equals_the_round_trip(monkeypatch: pytest.MonkeyPatch) -> N
 )
 def test_what_cannot_be_edited_in_place_is_still_converted(pod: str) -> None:
     from hami_dra_webhook.admission.admitted import AdmissionRules
-    from hami_dra_webhook.core.policy import DEFAULT_POLICY
+    from hami_dra_webhook.core.settings.policy import DEFAULT_POLICY
     from hami_dra_webhook.migrate.convert import convert_text
 
     result = convert_text(pod, AdmissionRules(DEFAULT_POLICY), None, False)
@@ -171,7 +171,7 @@ def test_alike_workloads_are_converted_alike_by_either_path(
     was for the next. Three alike Deployments of two GPU containers each, in block and flow
     style, converted together, each read back as when converted alone."""
     from hami_dra_webhook.admission.admitted import AdmissionRules
-    from hami_dra_webhook.core.policy import DEFAULT_POLICY
+    from hami_dra_webhook.core.settings.policy import DEFAULT_POLICY
     from hami_dra_webhook.migrate import convert
 
     containers = "".join(

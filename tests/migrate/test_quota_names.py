@@ -1,5 +1,5 @@
 """Quota judgements follow the names the policy converts (issue 49, class 2): every quota rule
-goes through `core.gpu_quota.counts_converted`. Under a renamed count resource
+goes through `core.quota.gpu_quota.counts_converted`. Under a renamed count resource
 (`nvidia.com/gpualloc`), `nvidia.com/gpu` belongs to NVIDIA's own device plugin, whose pods are
 never converted: a quota or ClusterQueue on it is not affected, so no row, no warning, exit 0."""
 
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from hami_dra_webhook.core.gpu_quota import counts_converted
-from hami_dra_webhook.core.policy import DEFAULT_POLICY, policy_from_yaml
+from hami_dra_webhook.core.quota.gpu_quota import counts_converted
+from hami_dra_webhook.core.settings.policy import DEFAULT_POLICY, policy_from_yaml
 from tests.migrate.test_scan import scan
 
 RENAMED = "nvidia:\n  resourceCountName: nvidia.com/gpualloc\n"

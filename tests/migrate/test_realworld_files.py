@@ -16,8 +16,8 @@ import yaml
 
 from hami_dra_webhook.cli.inputs import DEFAULT_EXCLUDED
 from hami_dra_webhook.cli.main import main
-from hami_dra_webhook.core.policy import policy_from_yaml
-from hami_dra_webhook.core.translate import translate_pod
+from hami_dra_webhook.core.settings.policy import policy_from_yaml
+from hami_dra_webhook.core.translate.pod import translate_pod
 from hami_dra_webhook.core.vendors.families import names_a_family
 from hami_dra_webhook.files.embedded import embedded_pods
 from hami_dra_webhook.files.manifests import api_group, pod_template, read_manifests

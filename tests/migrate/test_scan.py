@@ -225,7 +225,7 @@ def test_cluster_scan_as_someone_without_rights_says_so(kube: Cluster) -> None:
 
 def test_annotations_without_a_dra_equivalent_need_attention() -> None:
     from hami_dra_webhook.admission.admitted import AdmissionRules
-    from hami_dra_webhook.core.policy import DEFAULT_POLICY
+    from hami_dra_webhook.core.settings.policy import DEFAULT_POLICY
     from hami_dra_webhook.migrate.report import assess
     from hami_dra_webhook.migrate.sources import Workload
 
@@ -270,8 +270,8 @@ def test_annotations_without_a_dra_equivalent_need_attention() -> None:
 def test_init_and_app_gpu_containers_need_attention() -> None:
     """Legacy HAMi counted the peak of init and app containers; DRA holds both claims at once."""
     from hami_dra_webhook.admission.admitted import AdmissionRules
-    from hami_dra_webhook.core.decision import INIT_CLAIMS_HELD
-    from hami_dra_webhook.core.policy import DEFAULT_POLICY
+    from hami_dra_webhook.core.outcome.decision import INIT_CLAIMS_HELD
+    from hami_dra_webhook.core.settings.policy import DEFAULT_POLICY
     from hami_dra_webhook.migrate.report import assess
     from hami_dra_webhook.migrate.sources import Workload
 
@@ -341,7 +341,7 @@ def test_cluster_scan_reads_a_page_at_a_time(kube: Cluster) -> None:
     """Lists go page by page (`limit`, `continue`) and only what a report needs outlives its
     page: here 2 items a page over 7 GPU pods, 5 pods without GPUs and 3 pods of one foreign
     controller (one row), against the real kube-apiserver."""
-    from hami_dra_webhook.core.policy import DEFAULT_POLICY
+    from hami_dra_webhook.core.settings.policy import DEFAULT_POLICY
     from hami_dra_webhook.core.vendors.families import uses_legacy
     from hami_dra_webhook.migrate.sources import from_cluster
     from tests.support.cluster import api_for

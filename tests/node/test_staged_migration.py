@@ -29,7 +29,7 @@ from typing import Any
 import pytest
 import yaml
 
-from hami_dra_webhook.core.quantity import parse_quantity
+from hami_dra_webhook.core.model.quantity import parse_quantity
 from tests.node.conftest import (
     DEVICE_CONFIG,
     LEGACY_NODE,

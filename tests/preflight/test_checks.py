@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from hami_dra_webhook.certs.pki import issue, service_names
-from hami_dra_webhook.core.policy import DEFAULT_POLICY, Policy, policy_from_yaml
-from hami_dra_webhook.core.pool_plan import Inventory
-from hami_dra_webhook.core.pools import Scope, node_gpus, slice_devices
+from hami_dra_webhook.core.migration.pool_plan import Inventory
+from hami_dra_webhook.core.migration.pools import Scope, node_gpus, slice_devices
+from hami_dra_webhook.core.settings.policy import DEFAULT_POLICY, Policy, policy_from_yaml
 from hami_dra_webhook.preflight.checks import judge
 from hami_dra_webhook.preflight.report import Installation, Report
 from hami_dra_webhook.preflight.snapshot import MISSING, Failed, Snapshot, UrlAnswer

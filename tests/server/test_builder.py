@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from hami_dra_webhook.core.policy import DEFAULT_POLICY
+from hami_dra_webhook.core.settings.policy import DEFAULT_POLICY
 from hami_dra_webhook.server.builder import StartupError, WebhookProcess, build_server
 from hami_dra_webhook.server.operations import readiness
 from hami_dra_webhook.server.settings import Settings

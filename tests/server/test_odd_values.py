@@ -143,8 +143,8 @@ def test_odd_annotation_values_stay_one_cel_literal(webhook: Webhook, value: str
 def test_odd_annotation_values_compile_to_one_literal() -> None:
     """What the test above cannot see offline (templates are not returned): the selectors the
     core makes for these values, evaluated by CEL."""
-    from hami_dra_webhook.core.policy import DEFAULT_POLICY
-    from hami_dra_webhook.core.translate import translate_pod
+    from hami_dra_webhook.core.settings.policy import DEFAULT_POLICY
+    from hami_dra_webhook.core.translate.pod import translate_pod
 
     for value in ODD_TYPES:
         pod = replica_pod()

@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from hami_dra_webhook.core.policy import DEFAULT_POLICY, Policy, policy_from_yaml
+from hami_dra_webhook.core.settings.policy import DEFAULT_POLICY, Policy, policy_from_yaml
 
 CASES = Path(__file__).parents[1] / "cases"
 CASE_NAMES = sorted(p.name for p in CASES.iterdir() if (p / "input.yaml").is_file())

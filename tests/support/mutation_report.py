@@ -47,13 +47,14 @@ def main() -> int:
             else:
                 counts["alive"] += 1
                 survivors.append(name)
-        module = meta.name.removesuffix(".py.meta")
+        module = str(meta.relative_to(ROOT / "mutants" / "hami_dra_webhook" / "core"))
+        module = module.removesuffix(".py.meta")
         rows.append((module, counts))
     if not rows:
         print("no results in mutants/: run scripts/mutation", file=sys.stderr)
         return 2
     total: Counter[str] = Counter()
-    print(f"{'module':<12}{'mutants':>9}{'killed':>8}{'equiv.':>8}{'alive':>7}{'score':>8}")
+    print(f"{'module':<28}{'mutants':>9}{'killed':>8}{'equiv.':>8}{'alive':>7}{'score':>8}")
     for module, counts in rows:
         total.update(counts)
         print(_row(module, counts))
@@ -70,7 +71,7 @@ def _row(module: str, counts: Counter[str]) -> str:
     mutants = counts["killed"] + counts["equivalent"] + counts["alive"]
     score = counts["killed"] / max(1, counts["killed"] + counts["alive"])
     return (
-        f"{module:<12}{mutants:>9}{counts['killed']:>8}{counts['equivalent']:>8}"
+        f"{module:<28}{mutants:>9}{counts['killed']:>8}{counts['equivalent']:>8}"
         f"{counts['alive']:>7}{score:>8.1%}"
     )
 

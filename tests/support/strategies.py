@@ -8,7 +8,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from hami_dra_webhook.core.policy import Policy, policy_from_mapping
+from hami_dra_webhook.core.settings.policy import Policy, policy_from_mapping
 
 LEGACY = (
     "nvidia.com/gpu",

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from hami_dra_webhook.core.claims import template_labels
+from hami_dra_webhook.core.translate.claims import template_labels
 from hami_dra_webhook.kube.client import KubernetesApi
 from tests.support.cluster import Cluster, api_for
 from tests.support.loop import run

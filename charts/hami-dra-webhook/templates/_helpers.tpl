@@ -128,7 +128,7 @@ a name set to "" means that resource does not exist, as in legacy HAMi). */}}
 {{- printf "[%s]" (join ", " $quoted) -}}
 {{- end -}}
 
-{{/* The ResourceQuota keys the webhook keeps for converted pods (core/gpu_quota.quota_keys):
+{{/* The ResourceQuota keys the webhook keeps for converted pods (core/quota/gpu_quota.quota_keys):
 HAMi's limits.<memory|cores> and kube-apiserver's requests.<count|memory|cores>, as a CEL list. */}}
 {{- define "hdw.quotaKeys" -}}
 {{- $config := fromYaml .Values.deviceConfig -}}
@@ -159,7 +159,7 @@ HAMi's limits.<memory|cores> and kube-apiserver's requests.<count|memory|cores>,
 converts, each with its role, as a JSON list of "role|name" (role: count, memory, cores, or
 requestCores: a core name whose HAMi key is not kept, AWS Neuron's), read from HAMi's own
 sections of deviceConfig as the webhook reads them (core/vendors/families.py,
-core/quota_groups.py; tests/chart checks that they agree). */}}
+core/quota/quota_groups.py; tests/chart checks that they agree). */}}
 {{- define "hdw.vendorRoles" -}}
 {{- $config := fromYaml .Values.deviceConfig -}}
 {{- $web := default dict (get $config "hamiDraWebhook") -}}
@@ -241,7 +241,7 @@ which: drivers that ship their own class are left to do so), as a JSON list of
 {{- end -}}
 
 {{/* CEL: is the pod count-only (hamiDraWebhook.wholeGpusByExtendedResource, as
-core/whole_gpus.py judges it): no legacy resource but the count in any app container, none in
+core/translate/whole_gpus.py judges it): no legacy resource but the count in any app container, none in
 an init container, no annotation the webhook reads, kube-scheduler as its scheduler. Such a
 pod is left to kube-scheduler's extended-resource claims. Arguments: the root context and the
 CEL list of legacy names. */}}
@@ -287,7 +287,7 @@ webhook), else empty. */}}
 {{- fail (printf "deviceConfig: %s must be a map of settings" $section) -}}
 {{- end -}}
 {{- end -}}
-{{- /* The webhook's policy refuses the same list (core/policy.py _whole_gpus_conflict). */ -}}
+{{- /* The webhook's policy refuses the same list (core/settings/policy.py _whole_gpus_conflict). */ -}}
 {{- $web := default dict (get $config "hamiDraWebhook") -}}
 {{- if eq (toString (default false (get $web "wholeGpusByExtendedResource"))) "true" -}}
 {{- $nvidia := default dict (get $config "nvidia") -}}

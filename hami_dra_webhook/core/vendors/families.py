@@ -10,10 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from hami_dra_webhook.core.containers import containers
-from hami_dra_webhook.core.legacy import has_legacy_keys, resource_maps
-from hami_dra_webhook.core.policy import Policy
-from hami_dra_webhook.core.vendor_config import OTHER_FAMILIES
+from hami_dra_webhook.core.legacy.request import has_legacy_keys, resource_maps
+from hami_dra_webhook.core.model.containers import containers
+from hami_dra_webhook.core.settings.policy import Policy
+from hami_dra_webhook.core.settings.vendor_config import OTHER_FAMILIES
 from hami_dra_webhook.core.vendors import ascend, hygon, nvidia, whole
 from hami_dra_webhook.core.vendors.profile import Family, Profile
 

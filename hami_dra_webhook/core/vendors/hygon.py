@@ -14,21 +14,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from hami_dra_webhook.core import cel
-from hami_dra_webhook.core.decision import ContainerPlan
-from hami_dra_webhook.core.legacy import (
+from hami_dra_webhook.core.legacy.annotations import annotation_items, literal_list
+from hami_dra_webhook.core.legacy.request import (
     MAX_CLAIM_DEVICES,
     MAX_MEMORY_MIB,
     LegacyRequest,
     read_vendor_request,
 )
-from hami_dra_webhook.core.policy import Policy
-from hami_dra_webhook.core.quantity import format_mib
-from hami_dra_webhook.core.selectors import ascii_upper
-from hami_dra_webhook.core.types import Attention, ContainerRef, NotConvertible
-from hami_dra_webhook.core.vendor_config import HamiVendorSections, HygonSettings
-from hami_dra_webhook.core.vendors.annotations import annotation_items, literal_list
-from hami_dra_webhook.core.vendors.ask import Alternative, DeviceAsk
+from hami_dra_webhook.core.legacy.selectors import ascii_upper
+from hami_dra_webhook.core.model import cel
+from hami_dra_webhook.core.model.quantity import format_mib
+from hami_dra_webhook.core.model.types import Attention, ContainerRef, NotConvertible
+from hami_dra_webhook.core.outcome.ask import Alternative, DeviceAsk
+from hami_dra_webhook.core.outcome.decision import ContainerPlan
+from hami_dra_webhook.core.settings.policy import Policy
+from hami_dra_webhook.core.settings.vendor_config import HamiVendorSections, HygonSettings
 from hami_dra_webhook.core.vendors.profile import Family, Resolved, legacy_values, requests_only
 
 FAMILY = "hygon"

@@ -1,6 +1,6 @@
 """NVIDIA (docs/kubernetes-facts.md; docs/translation.md): a container's legacy request read and
-resolved into a share (`GpuShare`, core/legacy.py), and the share as a device ask to the HAMi
-DRA driver, like every other family's. The ask is made once the pod's selectors are known
+resolved into a share (`GpuShare`, core/legacy/request.py), and the share as a device ask to the
+HAMi DRA driver, like every other family's. The ask is made once the pod's selectors are known
 (`device_ask`): the GPU type and UUID annotations apply to every share of the pod.
 One request of one device per GPU, distinct by `uuid`; cores always explicit (the driver's
 default, 100, would make a share exclusive); gpumem-percentage as one `firstAvailable`
@@ -11,24 +11,24 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from hami_dra_webhook.core import cel
-from hami_dra_webhook.core.decision import (
-    EXCLUSIVE_CORES_NOTE,
-    PRIORITY_NOTE,
-    ContainerPlan,
-    describe,
-)
-from hami_dra_webhook.core.legacy import (
+from hami_dra_webhook.core.legacy.request import (
     GpuShare,
     LegacyRequest,
     read_request,
     resolve_share,
     resource_maps,
 )
-from hami_dra_webhook.core.policy import DEFAULT_POLICY, Policy
-from hami_dra_webhook.core.quantity import MIB, format_bytes, format_mib
-from hami_dra_webhook.core.types import Attention, ContainerRef, NotConvertible
-from hami_dra_webhook.core.vendors.ask import Alternative, DeviceAsk
+from hami_dra_webhook.core.model import cel
+from hami_dra_webhook.core.model.quantity import MIB, format_bytes, format_mib
+from hami_dra_webhook.core.model.types import Attention, ContainerRef, NotConvertible
+from hami_dra_webhook.core.outcome.ask import Alternative, DeviceAsk
+from hami_dra_webhook.core.outcome.decision import (
+    EXCLUSIVE_CORES_NOTE,
+    PRIORITY_NOTE,
+    ContainerPlan,
+    describe,
+)
+from hami_dra_webhook.core.settings.policy import DEFAULT_POLICY, Policy
 from hami_dra_webhook.core.vendors.profile import Family, Resolved, requests_only
 
 FAMILY = "nvidia"

@@ -9,12 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from hami_dra_webhook.core.legacy import LegacyRequest, resource_maps
-from hami_dra_webhook.core.types import ContainerRef
+from hami_dra_webhook.core.legacy.request import LegacyRequest, resource_maps
+from hami_dra_webhook.core.model.types import ContainerRef
 
 if TYPE_CHECKING:
-    from hami_dra_webhook.core.decision import ContainerPlan
-    from hami_dra_webhook.core.policy import Policy
+    from hami_dra_webhook.core.outcome.decision import ContainerPlan
+    from hami_dra_webhook.core.settings.policy import Policy
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from hami_dra_webhook.core.containers import containers
-from hami_dra_webhook.core.legacy import resource_maps
-from hami_dra_webhook.core.policy import Policy
-from hami_dra_webhook.core.types import Attention
+from hami_dra_webhook.core.legacy.request import resource_maps
+from hami_dra_webhook.core.model.containers import containers
+from hami_dra_webhook.core.model.types import Attention
+from hami_dra_webhook.core.settings.policy import Policy
 from hami_dra_webhook.core.vendors.families import families
 
 # Names HAMi used and then replaced: name -> (the releases that used it, its replacements).

@@ -1,0 +1,1 @@
+"""Reading what a legacy HAMi manifest asks: resources, annotations, selectors."""

@@ -1,0 +1,183 @@
+"""What a pod holds of each GPU pool, read from what the cluster allocated to it, never from a
+label: a tenant can remove `hami.io/dra` from its own pod, and two kinds of pods that hold the
+DRA driver's devices never carry it (a count-only pod given whole GPUs by kube-scheduler through
+the DeviceClass's `extendedResourceName`, and a pod that uses a ResourceClaim of its own).
+
+- The DRA side: the allocated ResourceClaims whose results name the driver and that the pod
+  uses: those its spec names (`resourceClaimName`), those generated for it
+  (`status.resourceClaimStatuses`, `status.extendedResourceClaimStatus`), and those reserved
+  for it (`status.reservedFor`, by the pod's uid).
+- The legacy side: a container that names a legacy resource of a converted family, unless
+  kube-scheduler turned it into a claim (`extendedResourceClaimStatus`: then the claim holds
+  the device), or HAMi's own record of where it placed the pod (`hami.io/vgpu-node`).
+
+A claim is on a node when its allocation's node selector names the node, when a result's pool
+is one of the node's pools (the driver publishes one pool per node), or when a pod it is
+reserved for is bound there. No I/O here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from hami_dra_webhook.core.legacy.request import has_legacy_keys
+from hami_dra_webhook.core.model.containers import containers
+from hami_dra_webhook.core.model.types import JsonObject
+from hami_dra_webhook.core.settings.policy import Policy
+from hami_dra_webhook.core.vendors.families import converted_names
+
+# Written by hami-scheduler on the pods it placed (the node's name): HAMi's own quota counts
+# exactly these pods (docs/quotas.md).
+HAMI_NODE_ANNOTATION = "hami.io/vgpu-node"
+ClaimKey = tuple[str, str]  # (namespace, name)
+
+
+def claim_key(claim: JsonObject) -> ClaimKey:
+    metadata = claim.get("metadata") or {}
+    return (str(metadata.get("namespace", "")), str(metadata.get("name", "")))
+
+
+def driver_results(claim: JsonObject, driver: str) -> list[JsonObject]:
+    """The allocation results of `claim` that name `driver` ([] when it is not allocated)."""
+    allocation = (claim.get("status") or {}).get("allocation")
+    if not isinstance(allocation, dict):
+        return []
+    results = (allocation.get("devices") or {}).get("results") or []
+    return [r for r in results if isinstance(r, dict) and r.get("driver") == driver]
+
+
+def _kept(claim: JsonObject) -> JsonObject:
+    """What the index keeps of a claim: its identity, allocation and reservations (all that
+    holdings, plans and moves read); its spec (CEL selectors) and device status are dropped, a
+    thousand nodes' claims being many."""
+    metadata = claim.get("metadata") or {}
+    status = claim.get("status") or {}
+    return {
+        "metadata": {k: metadata[k] for k in ("name", "namespace", "uid") if k in metadata},
+        "status": {k: status[k] for k in ("allocation", "reservedFor") if k in status},
+    }
+
+
+@dataclass
+class ClaimIndex:
+    """The allocated claims with results of the driver, by (namespace, name) and by the uid of
+    each pod they are reserved for."""
+
+    driver: str
+    by_name: dict[ClaimKey, JsonObject] = field(default_factory=dict)
+    by_pod_uid: dict[str, list[JsonObject]] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, claims: Iterable[JsonObject], driver: str) -> ClaimIndex:
+        index = cls(driver)
+        index.add(claims)
+        return index
+
+    def add(self, claims: Iterable[JsonObject]) -> None:
+        """More claims (a list's page at a time: the whole list is never held)."""
+        for whole in claims:
+            if not driver_results(whole, self.driver):
+                continue
+            claim = _kept(whole)
+            self.by_name[claim_key(claim)] = claim
+            for reserved in (claim.get("status") or {}).get("reservedFor") or []:
+                if isinstance(reserved, dict) and reserved.get("resource") == "pods":
+                    self.by_pod_uid.setdefault(str(reserved.get("uid")), []).append(claim)
+
+    def held_by(self, pod: JsonObject) -> list[JsonObject]:
+        """The driver's allocated claims the pod uses, each once."""
+        metadata = pod.get("metadata") or {}
+        namespace = str(metadata.get("namespace", ""))
+        found: dict[ClaimKey, JsonObject] = {}
+        for name in _claim_names(pod):
+            claim = self.by_name.get((namespace, name))
+            if claim is not None:
+                found[(namespace, name)] = claim
+        uid = metadata.get("uid")
+        for claim in self.by_pod_uid.get(str(uid), []) if uid else []:
+            found[claim_key(claim)] = claim
+        return list(found.values())
+
+
+def _claim_names(pod: JsonObject) -> list[str]:
+    """The names of every ResourceClaim the pod uses: named in its spec, generated from its
+    templates, or made by kube-scheduler for its extended resources."""
+    spec = pod.get("spec") or {}
+    status = pod.get("status") or {}
+    names = [
+        str(entry["resourceClaimName"])
+        for entry in spec.get("resourceClaims") or []
+        if isinstance(entry, dict) and entry.get("resourceClaimName")
+    ]
+    names += [
+        str(entry["resourceClaimName"])
+        for entry in status.get("resourceClaimStatuses") or []
+        if isinstance(entry, dict) and entry.get("resourceClaimName")
+    ]
+    extended = status.get("extendedResourceClaimStatus")
+    if isinstance(extended, dict) and extended.get("resourceClaimName"):
+        names.append(str(extended["resourceClaimName"]))
+    return names
+
+
+def holds_legacy(pod: JsonObject, policy: Policy) -> bool:
+    """Whether the legacy side (HAMi's device plugin) serves the pod's GPUs: a container names
+    a legacy resource that kube-scheduler did not turn into a claim, or hami-scheduler placed
+    it (its annotation names the node the pod is bound to)."""
+    annotations = (pod.get("metadata") or {}).get("annotations") or {}
+    bound = (pod.get("spec") or {}).get("nodeName")
+    if bound and isinstance(annotations, dict) and annotations.get(HAMI_NODE_ANNOTATION) == bound:
+        return True
+    if (pod.get("status") or {}).get("extendedResourceClaimStatus"):
+        return False
+    names = converted_names(policy)
+    every = [c for _, c in containers(pod.get("spec") or {}) if isinstance(c, dict)]
+    return any(has_legacy_keys(c, names) for c in every)
+
+
+def node_pools(node: str, slice_pools: Iterable[str]) -> frozenset[str]:
+    """The driver's pools of `node`: those its ResourceSlices name, and the node's own name
+    (the pool a node-local driver publishes, still known after its slices are gone)."""
+    return frozenset((node, *slice_pools))
+
+
+def claim_on_node(
+    claim: JsonObject, node: str, pools: frozenset[str], pod_nodes: Mapping[str, str], driver: str
+) -> bool:
+    """Whether the claim's allocation of `driver` is on `node`; `pod_nodes`: the node of each
+    pod by uid, for the pods it is reserved for."""
+    results = driver_results(claim, driver)
+    if not results:
+        return False
+    if any(str(r.get("pool")) in pools for r in results):
+        return True
+    allocation = (claim.get("status") or {}).get("allocation") or {}
+    if node in _selected_nodes(allocation.get("nodeSelector")):
+        return True
+    reserved = (claim.get("status") or {}).get("reservedFor") or []
+    return any(isinstance(r, dict) and pod_nodes.get(str(r.get("uid"))) == node for r in reserved)
+
+
+def _selected_nodes(selector: object) -> set[str]:
+    """The node names a NodeSelector's terms pick by `metadata.name` (how kube-scheduler pins
+    an allocation of node-local devices)."""
+    names: set[str] = set()
+    if not isinstance(selector, dict):
+        return names
+    for term in selector.get("nodeSelectorTerms") or []:
+        for requirement in (term or {}).get("matchFields") or []:
+            if requirement.get("key") == "metadata.name" and requirement.get("operator") == "In":
+                names.update(str(v) for v in requirement.get("values") or [])
+    return names
+
+
+def claim_words(claim: JsonObject) -> str:
+    """`namespace/name (for pod a, b)` of a claim, for messages."""
+    namespace, name = claim_key(claim)
+    pods = [
+        str(r.get("name"))
+        for r in (claim.get("status") or {}).get("reservedFor") or []
+        if isinstance(r, dict) and r.get("resource") == "pods"
+    ]
+    return f"{namespace}/{name}" + (f" (reserved for pod {', '.join(pods)})" if pods else "")

@@ -1,0 +1,216 @@
+"""One namespace's quota pass, decided from its live pods and claims: the usage of every pod
+that is counted, and which held pods (scheduling gate `hami.io/gpu-quota`) may go, oldest
+first, each only while every limit still holds with it. No I/O.
+
+Counted: every pod not held, not Succeeded or Failed (a terminating pod keeps its charge until
+it is gone, as HAMi's count and kube-apiserver's do), legacy and converted alike, each claim
+once (two pods sharing a claim share its charge). So the sum over the namespace stays within
+`hard` whichever pool a pod lands in, as long as every GPU pod created in it is held first
+(docs/quotas.md states the rule and its proof).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from hami_dra_webhook.core.legacy.request import has_legacy_keys
+from hami_dra_webhook.core.model.types import JsonObject
+from hami_dra_webhook.core.quota.gpu_quota import (
+    GATE,
+    HELD_LABEL,
+    HELD_LABEL_VALUE,
+    Charge,
+    KeyRule,
+    Limit,
+    claims_charge,
+    exceeded,
+    legacy_charge,
+)
+from hami_dra_webhook.core.quota.quota_groups import Cards
+from hami_dra_webhook.core.settings.policy import Policy
+from hami_dra_webhook.core.vendors.families import converted_names
+
+ENDED = ("Succeeded", "Failed")
+WAITING_FOR_CLAIMS = "waiting for its ResourceClaims to be created"
+
+
+@dataclass(frozen=True, slots=True)
+class Held:
+    name: str
+    uid: str
+    resource_version: str
+    gate_index: int  # where the gate sits in spec.schedulingGates
+    reason: str  # kube-apiserver's words for the limit it would exceed, or what it waits for
+    quota: str  # the quota it would exceed ("" when it waits for something else)
+    key: str = ""  # the key of that quota it would exceed
+    labelled: bool = False  # carries the held label (removed with the gate)
+
+
+@dataclass
+class QuotaPass:
+    usage: Charge = field(default_factory=Charge)
+    release: list[Held] = field(default_factory=list)  # reason "": fits
+    held: list[Held] = field(default_factory=list)
+
+
+def gate_index(pod: JsonObject) -> int | None:
+    gates = (pod.get("spec") or {}).get("schedulingGates") or []
+    for index, gate in enumerate(gates if isinstance(gates, list) else []):
+        if isinstance(gate, dict) and gate.get("name") == GATE:
+            return index
+    return None
+
+
+class Count:
+    """A namespace's usage, counted one pod at a time (pages of pods are streamed through it,
+    so that only held pods are kept), from its claims' charges (computed once each)."""
+
+    def __init__(
+        self,
+        claims: Mapping[str, Charge],  # claim_charges(...)
+        policy: Policy,
+        keys: Mapping[str, KeyRule],
+        cards: Cards,
+    ) -> None:
+        self.policy, self.keys, self.cards = policy, keys, cards
+        self.names = frozenset(converted_names(policy))
+        self.claims = claims
+        self.usage = Charge()
+        self.counted: set[str] = set()  # claim names already charged
+        self.held: list[JsonObject] = []
+
+    def add(self, pod: JsonObject) -> None:
+        """Count a pod (or keep it, when it is held)."""
+        if (pod.get("status") or {}).get("phase") in ENDED:
+            return
+        if gate_index(pod) is not None:
+            self.held.append(pod)
+            return
+        charge, missing = self.charge(pod, self.counted)
+        self.usage.add(charge)
+        if missing:  # a claim made between our reads, or never: counted as unknown (held)
+            self.usage.unknown |= set(self.keys)
+
+    def charge(self, pod: JsonObject, counted: set[str]) -> tuple[Charge, bool]:
+        """The pod's charge (its claims not in `counted`, which it adds them to) and whether a
+        claim it uses does not exist yet."""
+        charge = Charge()
+        spec = pod.get("spec") or {}
+        if any(has_legacy_keys(c, self.names) for c in _containers(spec)):
+            charge.add(legacy_charge(pod, self.policy, self.keys, self.cards))
+        wanted, missing = _claim_names(pod)
+        for name in wanted:
+            claim = self.claims.get(name)
+            if claim is None:
+                missing = True
+            elif name not in counted:
+                counted.add(name)
+                charge.add(claim)
+        return charge, missing
+
+
+def claim_charges(
+    claims: Iterable[Any],
+    policy: Policy,
+    keys: Mapping[str, KeyRule],
+    cards: Cards,
+    into: dict[str, Charge] | None = None,
+) -> dict[str, Charge]:
+    """Each claim's charge by its name (`into`, when given, gets them); claims charged alike
+    share one (read-only) Charge, so ten thousand claims of one shape hold one."""
+    found = {} if into is None else into
+    shared: dict[tuple[Any, ...], Charge] = {}
+    for claim in claims:
+        if not isinstance(claim, dict):
+            continue
+        charge = claims_charge([claim], policy, keys, cards)
+        key = (tuple(sorted(charge.amounts.items())), frozenset(charge.unknown))
+        found[str((claim.get("metadata") or {}).get("name", ""))] = shared.setdefault(key, charge)
+    return found
+
+
+def plan_pass(
+    pods: Iterable[JsonObject],
+    claims: Iterable[JsonObject],
+    limits: list[Limit],
+    policy: Policy,
+    keys: Mapping[str, KeyRule],
+    cards: Cards,
+) -> QuotaPass:
+    """The namespace's usage and what each held pod gets: released while it fits (every pod
+    when there is no limit), held with the reason otherwise."""
+    count = Count(claim_charges(claims, policy, keys, cards), policy, keys, cards)
+    for pod in pods:
+        count.add(pod)
+    return release(count, limits)
+
+
+def release(count: Count, limits: list[Limit]) -> QuotaPass:
+    """What each held pod of a finished count gets, oldest first."""
+    result = QuotaPass(usage=count.usage)
+    held = sorted(
+        count.held,
+        key=lambda p: (str(_meta(p).get("creationTimestamp", "")), str(_meta(p).get("name"))),
+    )
+    for pod in held:
+        charge, missing = count.charge(pod, set(count.counted))
+        meta = _meta(pod)
+        base = (
+            str(meta.get("name", "")),
+            str(meta.get("uid", "")),
+            str(meta.get("resourceVersion", "")),
+            gate_index(pod) or 0,
+        )
+        labelled = (meta.get("labels") or {}).get(HELD_LABEL) == HELD_LABEL_VALUE
+        if missing:
+            result.held.append(Held(*base, WAITING_FOR_CLAIMS, "", labelled=labelled))
+            continue
+        over = exceeded(limits, result.usage, charge)
+        if over is not None:
+            result.held.append(Held(*base, over[1], over[0].quota, over[0].key, labelled))
+            continue
+        count.charge(pod, count.counted)  # its claims now counted
+        result.usage.add(charge)
+        result.release.append(Held(*base, "", "", labelled=labelled))
+    return result
+
+
+def _meta(pod: JsonObject) -> JsonObject:
+    meta = pod.get("metadata")
+    return meta if isinstance(meta, dict) else {}
+
+
+def _containers(spec: JsonObject) -> list[object]:
+    found: list[object] = []
+    for key in ("containers", "initContainers"):
+        items = spec.get(key)
+        found += items if isinstance(items, list) else []
+    return found
+
+
+def _claim_names(pod: JsonObject) -> tuple[list[str], bool]:
+    """The claims the pod uses, and whether one from a template has no claim yet."""
+    spec, status = pod.get("spec") or {}, pod.get("status") or {}
+    generated = {
+        str(s.get("name")): s.get("resourceClaimName")
+        for s in status.get("resourceClaimStatuses") or []
+        if isinstance(s, dict)
+    }
+    names, missing = [], False
+    for entry in spec.get("resourceClaims") or []:
+        if not isinstance(entry, dict):
+            continue
+        if entry.get("resourceClaimName"):
+            names.append(str(entry["resourceClaimName"]))
+        elif entry.get("resourceClaimTemplateName"):
+            made = generated.get(str(entry.get("name")))
+            if made:
+                names.append(str(made))
+            elif str(entry.get("name")) not in generated:
+                missing = True  # not made yet (a made-None entry needs no claim)
+    extended = status.get("extendedResourceClaimStatus")
+    if isinstance(extended, dict) and extended.get("resourceClaimName"):
+        names.append(str(extended["resourceClaimName"]))
+    return names, missing

@@ -1,0 +1,1 @@
+"""Workloads converted at their own admission (Volcano Jobs)."""
