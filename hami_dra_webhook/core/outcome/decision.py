@@ -35,10 +35,11 @@ class ContainerPlan(NamedTuple):
 
     ref: ContainerRef
     request: LegacyRequest
-    share: GpuShare | None  # None: no device (count 0, or defaultGPUNum 0); keys still removed
+    share: GpuShare | None  # NVIDIA's share; None: no device (count 0, defaultGPUNum 0), or
+    # another family (its `ask`); legacy keys are removed either way
+    family: str  # the device family (core/vendors/families.py): no default, every plan says
     template: str | None = None  # the ResourceClaimTemplate's name, when it gets a device
     claim: str | None = None  # the name of its entry in spec.resourceClaims
-    family: str = "nvidia"  # the device family (core/vendors/families.py)
     ask: DeviceAsk | None = None  # another family's devices (`share` is NVIDIA's)
     # What the decision said of this container beside its devices (also among its warnings):
     # `scan` reports them from here instead of deciding again.

@@ -40,16 +40,13 @@ from hami_dra_webhook.core.translate.pod_patch import (
     annotation_ops,
     container_claim_op,
     env_ops,
-    gpu_env,
     hide_ops,
     pod_ops,
     strip_ops,
 )
 from hami_dra_webhook.core.translate.whole_gpus import left_to_scheduler
-from hami_dra_webhook.core.vendors import nvidia
 from hami_dra_webhook.core.vendors.families import (
     BY_KEY,
-    NVIDIA,
     Families,
     container_families,
     families,
@@ -151,9 +148,9 @@ class _Translation:
         ops += strip_ops(gpus)
         claimed: ContainerRef | None = None  # the container last given a claim (families adjoin)
         for gpu in gpus:
-            planned, ask, record = gpu.plan, gpu.plan.ask, gpu.record
-            if gpu.share is not None:  # NVIDIA's share: its ask needs the pod's selectors
-                ask = nvidia.device_ask(gpu.share, selectors, gpu.ref, policy)
+            planned, record = gpu.plan, gpu.record
+            profile = BY_KEY[planned.family]
+            ask = profile.device_ask(planned, selectors, policy)
             if ask is not None:
                 template = ask_template(ask, record, policy, self.namespace)
                 template_name = template["metadata"]["name"]
@@ -166,8 +163,7 @@ class _Translation:
                 records.append((gpu.ref.shown, record))
                 planned = _with_claim(planned, template_name, claim, ask)
             plan.append(planned)
-            if planned.family == NVIDIA:
-                ops += env_ops(gpu.ref, gpu.container, gpu_env(gpu, policy), warnings)
+            ops += env_ops(gpu.ref, gpu.container, profile.environment(gpu.plan, policy), warnings)
         names = policy.legacy_resource_names
         if policy.nvidia.overwrite_env:
             ops += hide_ops(every, names, warnings)
@@ -193,9 +189,9 @@ def _with_claim(planned: ContainerPlan, template: str, claim: str, ask: DeviceAs
         planned.ref,
         planned.request,
         planned.share,
+        planned.family,
         template,
         claim,
-        planned.family,
         ask,
         planned.notes,
     )
@@ -228,8 +224,9 @@ def _annotations(metadata: JsonObject | None) -> JsonObject:
 def _selectors(
     metadata: JsonObject | None, gpus: list[GpuContainer], policy: Policy, warnings: list[str]
 ) -> tuple[str, ...]:
-    """The CEL selectors of the pod's GPU type and UUID annotations (shares only)."""
-    if not any(gpu.share for gpu in gpus):
+    """The CEL selectors of the pod's GPU type and UUID annotations, where a container's
+    family reads them (NVIDIA's shares)."""
+    if not any(BY_KEY[gpu.plan.family].reads_pod_selectors(gpu.plan) for gpu in gpus):
         return ()
     annotations = (metadata or {}).get("annotations")
     devices = device_filter(annotations if isinstance(annotations, dict) else {}, policy)

@@ -1,5 +1,5 @@
 """The JSON patch operations of a converted pod: legacy keys stripped, claims added to the
-containers and the pod, NVIDIA's environment, the pod's label, annotation, scheduler and
+containers and the pod, each family's environment, the pod's label, annotation, scheduler and
 runtime class."""
 
 from __future__ import annotations
@@ -13,15 +13,7 @@ from hami_dra_webhook.core.model.types import ContainerRef, JsonObject, NotConve
 from hami_dra_webhook.core.settings.policy import Policy
 from hami_dra_webhook.core.translate.claims import DRA_LABEL
 from hami_dra_webhook.core.translate.gpu_container import GpuContainer
-from hami_dra_webhook.core.vendors.nvidia import TASK_PRIORITY_ENV
-
-CORE_POLICY_ENV = "GPU_CORE_UTILIZATION_POLICY"
-
-
-LOG_LEVEL_ENV = "LIBCUDA_LOG_LEVEL"
-
-
-VISIBLE_DEVICES_ENV = "NVIDIA_VISIBLE_DEVICES"
+from hami_dra_webhook.core.vendors.nvidia import VISIBLE_DEVICES_ENV
 
 
 def hide_ops(
@@ -86,21 +78,6 @@ def container_claim_op(gpu: GpuContainer, claim: str, appended: bool) -> patch.P
             f"{gpu.ref.label}: resources.claims is not a list", code=400, reason="malformed-pod"
         )
     return patch.add(patch.pointer(*path, "-"), {"name": claim})
-
-
-def gpu_env(gpu: GpuContainer, policy: Policy) -> dict[str, str]:
-    env = {}
-    if gpu.share is None and policy.nvidia.overwrite_env:
-        # No device (count 0, or no count with defaultGPUNum 0): hidden like a CPU container.
-        env[VISIBLE_DEVICES_ENV] = "none"
-    if gpu.request.priority is not None:
-        env[TASK_PRIORITY_ENV] = str(gpu.request.priority)
-    if gpu.share is not None:
-        if policy.nvidia.gpu_core_policy != "default":
-            env[CORE_POLICY_ENV] = policy.nvidia.gpu_core_policy
-        if policy.nvidia.lib_cuda_log_level is not None:
-            env[LOG_LEVEL_ENV] = str(policy.nvidia.lib_cuda_log_level)
-    return env
 
 
 def env_ops(

@@ -29,7 +29,13 @@ from hami_dra_webhook.core.outcome.ask import Alternative, DeviceAsk
 from hami_dra_webhook.core.outcome.decision import ContainerPlan
 from hami_dra_webhook.core.settings.policy import Policy
 from hami_dra_webhook.core.settings.vendor_config import AscendSettings, VnpuChip
-from hami_dra_webhook.core.vendors.profile import Family, Resolved, legacy_values, requests_only
+from hami_dra_webhook.core.vendors.profile import (
+    AsksAlone,
+    Family,
+    Resolved,
+    legacy_values,
+    requests_only,
+)
 
 FAMILY = "ascend"
 DEVICE_TYPE = "HAMivNPUCore"
@@ -247,7 +253,7 @@ def _summary(chip: VnpuChip, count: int, memory_mib: int | None, cores: int) -> 
     return f"{npus}, {memory}, {compute}"
 
 
-class AscendProfile:
+class AscendProfile(AsksAlone):
     key = FAMILY
 
     def family(self, policy: Policy) -> Family:

@@ -29,7 +29,13 @@ from hami_dra_webhook.core.outcome.ask import Alternative, DeviceAsk
 from hami_dra_webhook.core.outcome.decision import ContainerPlan
 from hami_dra_webhook.core.settings.policy import Policy
 from hami_dra_webhook.core.settings.vendor_config import HamiVendorSections, HygonSettings
-from hami_dra_webhook.core.vendors.profile import Family, Resolved, legacy_values, requests_only
+from hami_dra_webhook.core.vendors.profile import (
+    AsksAlone,
+    Family,
+    Resolved,
+    legacy_values,
+    requests_only,
+)
 
 FAMILY = "hygon"
 DEVICE_TYPE = "hcu"
@@ -194,7 +200,7 @@ def _summary(count: int, memory_mib: int | None, cores: int) -> str:
     return f"{cards}, {memory}, {compute}"
 
 
-class HygonProfile:
+class HygonProfile(AsksAlone):
     key = FAMILY
 
     def family(self, policy: Policy) -> Family:

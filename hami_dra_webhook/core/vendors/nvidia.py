@@ -33,6 +33,9 @@ from hami_dra_webhook.core.vendors.profile import Family, Resolved, requests_onl
 
 FAMILY = "nvidia"
 TASK_PRIORITY_ENV = "CUDA_TASK_PRIORITY"
+CORE_POLICY_ENV = "GPU_CORE_UTILIZATION_POLICY"
+LOG_LEVEL_ENV = "LIBCUDA_LOG_LEVEL"
+VISIBLE_DEVICES_ENV = "NVIDIA_VISIBLE_DEVICES"
 MAX_SUBREQUESTS = 8  # DRA's limit on firstAvailable alternatives
 
 
@@ -164,12 +167,37 @@ class NvidiaProfile:
                     )
                 )
         plan = (
-            ContainerPlan(ref, request, share, notes=notes)
+            ContainerPlan(ref, request, share, FAMILY, notes=notes)
             if notes
-            else ContainerPlan(ref, request, share)
+            else ContainerPlan(ref, request, share, FAMILY)
         )
         record = legacy_record(request, policy) if share is not None else ""
         return (plan, record, policy.nvidia.runtime_class_name)
+
+    def reads_pod_selectors(self, plan: ContainerPlan) -> bool:
+        return plan.share is not None
+
+    def device_ask(
+        self, plan: ContainerPlan, selectors: tuple[str, ...], policy: Policy
+    ) -> DeviceAsk | None:
+        """The share as an ask, with the pod's GPU type and UUID selectors."""
+        share = plan.share
+        return None if share is None else device_ask(share, selectors, plan.ref, policy)
+
+    def environment(self, plan: ContainerPlan, policy: Policy) -> dict[str, str]:
+        """HAMi-core's settings (priority, core policy, log level); overwriteEnv hides every
+        GPU from a container given no device, as from a CPU container."""
+        env = {}
+        if plan.share is None and policy.nvidia.overwrite_env:
+            env[VISIBLE_DEVICES_ENV] = "none"
+        if plan.request.priority is not None:
+            env[TASK_PRIORITY_ENV] = str(plan.request.priority)
+        if plan.share is not None:
+            if policy.nvidia.gpu_core_policy != "default":
+                env[CORE_POLICY_ENV] = policy.nvidia.gpu_core_policy
+            if policy.nvidia.lib_cuda_log_level is not None:
+                env[LOG_LEVEL_ENV] = str(policy.nvidia.lib_cuda_log_level)
+        return env
 
 
 PROFILE = NvidiaProfile()

@@ -13,6 +13,7 @@ from hami_dra_webhook.core.legacy.request import LegacyRequest, resource_maps
 from hami_dra_webhook.core.model.types import ContainerRef
 
 if TYPE_CHECKING:
+    from hami_dra_webhook.core.outcome.ask import DeviceAsk
     from hami_dra_webhook.core.outcome.decision import ContainerPlan
     from hami_dra_webhook.core.settings.policy import Policy
 
@@ -67,6 +68,39 @@ class Profile(Protocol):
     ) -> Resolved:
         """The container's legacy values read, checked and planned (NotConvertible: refused)."""
         ...
+
+    def reads_pod_selectors(self, plan: ContainerPlan) -> bool:
+        """Whether the plan's device ask waits for the pod's device selectors (the GPU type and
+        UUID annotations that apply to every share of the pod: `device_ask`)."""
+        ...
+
+    def device_ask(
+        self, plan: ContainerPlan, selectors: tuple[str, ...], policy: Policy
+    ) -> DeviceAsk | None:
+        """What the container asks of the family's driver once the pod's device selectors are
+        known (`()` where `reads_pod_selectors` said no); None: no device."""
+        ...
+
+    def environment(self, plan: ContainerPlan, policy: Policy) -> dict[str, str]:
+        """The variables the container gets beside its devices (a variable the container sets
+        itself is kept, with a warning)."""
+        ...
+
+
+class AsksAlone:
+    """What a profile whose `resolve` makes the whole device ask needs for the rest of
+    `Profile`: no pod selectors, the plan's own ask, no environment."""
+
+    def reads_pod_selectors(self, plan: ContainerPlan) -> bool:
+        return False
+
+    def device_ask(
+        self, plan: ContainerPlan, selectors: tuple[str, ...], policy: Policy
+    ) -> DeviceAsk | None:
+        return plan.ask
+
+    def environment(self, plan: ContainerPlan, policy: Policy) -> dict[str, str]:
+        return {}
 
 
 def requests_only(request: LegacyRequest, ref: ContainerRef, warnings: list[str]) -> None:

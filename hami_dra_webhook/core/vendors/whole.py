@@ -20,7 +20,13 @@ from hami_dra_webhook.core.outcome.ask import Alternative, DeviceAsk
 from hami_dra_webhook.core.outcome.decision import ContainerPlan
 from hami_dra_webhook.core.settings.policy import Policy
 from hami_dra_webhook.core.settings.vendor_config import WholeDeviceNames, WholeDeviceSettings
-from hami_dra_webhook.core.vendors.profile import Family, Resolved, legacy_values, requests_only
+from hami_dra_webhook.core.vendors.profile import (
+    AsksAlone,
+    Family,
+    Resolved,
+    legacy_values,
+    requests_only,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,7 +162,7 @@ def _type_selectors(
     return selectors
 
 
-class WholeDeviceProfile:
+class WholeDeviceProfile(AsksAlone):
     """A family whose driver allocates whole devices, with HAMi's names under `section` of the
     device config and this webhook's settings under hamiDraWebhook.vendors.<settings_key>."""
 
