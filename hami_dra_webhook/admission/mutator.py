@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from hami_dra_webhook.admission.admitted import AdmissionRules
-from hami_dra_webhook.cluster.state import ClusterState, with_cluster_facts
+from hami_dra_webhook.cluster.state import ClusterState
 from hami_dra_webhook.cluster.template_store import TemplateStore, TemplateUnavailable
 from hami_dra_webhook.core.outcome.decision import (
     Converted,
@@ -33,6 +33,7 @@ from hami_dra_webhook.core.translate.ephemeral import privileged_ephemeral
 from hami_dra_webhook.core.translate.pod import translate_pod
 from hami_dra_webhook.core.translate.pod_checks import MAX_CONTAINERS_PER_POD, too_many_containers
 from hami_dra_webhook.core.translate.reapply import strip_reapplied
+from hami_dra_webhook.core.vendors.facts import ClusterFacts, with_cluster_facts
 
 T = TypeVar("T")
 
@@ -98,7 +99,7 @@ class PodMutator:
     # event loop gets the interpreter back every switch interval (5 ms) while a pod of tens of
     # thousands of containers is read; None: on the loop.
     off_loop: Executor | None = None
-    _variants: dict[tuple[tuple[int, ...], tuple[int, ...], bool], AdmissionRules] = field(
+    _variants: dict[tuple[ClusterFacts, bool], AdmissionRules] = field(
         default_factory=dict, repr=False
     )
 
@@ -245,16 +246,15 @@ class PodMutator:
 
     def rules_now(self) -> AdmissionRules:
         """The rules, with what the cluster says when one is reachable in their policy: the GPU
-        memory sizes and Hygon compute units its ResourceSlices publish (configured values are
-        the fallback), and no capacity requests where kube-apiserver drops them (so templates
-        are stored as written)."""
-        sizes = self.cluster.memory_sizes if self.cluster is not None else ()
-        units = self.cluster.compute_units if self.cluster is not None else ()
+        memory sizes and Hygon compute units its ResourceSlices publish (each family's facts:
+        core/vendors/facts.py; configured values are the fallback), and no capacity requests
+        where kube-apiserver drops them (so templates are stored as written)."""
+        facts = self.cluster.facts if self.cluster is not None else ()
         capacity = self.policy.webhook.consumable_capacity and not self._capacity_dropped()
-        key = (sizes, units, capacity)
+        key = (facts, capacity)
         cached = self._variants.get(key)
         if cached is None:
-            policy = with_cluster_facts(self.policy, sizes, units, capacity)
+            policy = with_cluster_facts(self.policy, facts, capacity)
             cached = self.rules.with_policy(policy)
             self._variants = {key: cached}  # only the current one is kept
         return cached

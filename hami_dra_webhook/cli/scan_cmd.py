@@ -169,11 +169,8 @@ def _cluster_workloads(
     args: argparse.Namespace, policy: Any, stderr: TextIO
 ) -> tuple[list[Any], Any, list[Any]]:
     from hami_dra_webhook.cluster.quota_usage import read_gpu_quotas
-    from hami_dra_webhook.cluster.state import (
-        device_memory_sizes,
-        hygon_compute_units,
-        with_cluster_facts,
-    )
+    from hami_dra_webhook.cluster.state import read_facts
+    from hami_dra_webhook.core.vendors.facts import ClusterFacts, with_cluster_facts
     from hami_dra_webhook.core.vendors.families import uses_legacy
     from hami_dra_webhook.kube.port import ApiError
     from hami_dra_webhook.migrate.sources import from_cluster
@@ -185,29 +182,21 @@ def _cluster_workloads(
         def step(kind: str) -> None:
             progress.advance(f"listing {kind}s")
 
-        async def collect(
-            api: Any,
-        ) -> tuple[list[Any], tuple[int, ...], tuple[int, ...], list[Any]]:
-            slices = await api.list_resource_slices(policy.webhook.driver_name, timeout=30)
-            hygon = policy.webhook.vendors.hygon
-            units: tuple[int, ...] = ()
-            if hygon.convert:
-                hygon_slices = await api.list_resource_slices(hygon.driver_name, timeout=30)
-                units = hygon_compute_units(hygon_slices, policy)
+        async def collect(api: Any) -> tuple[list[Any], ClusterFacts, list[Any]]:
+            facts = await read_facts(api, policy, 30)
             workloads = await from_cluster(
                 api, namespace, step, lambda pod: uses_legacy(pod, policy)
             )
-            sizes = device_memory_sizes(slices, policy)
-            facts = with_cluster_facts(policy, sizes, units, policy.webhook.consumable_capacity)
+            known = with_cluster_facts(policy, facts, policy.webhook.consumable_capacity)
             try:
-                gpu_quotas = await read_gpu_quotas(api, facts, 30, namespace)
+                gpu_quotas = await read_gpu_quotas(api, known, 30, namespace)
             except ApiError as error:  # quotas are a part of the report, not a reason to fail it
                 stderr.write(f"warning: GPU quotas not read: {error}\n")
                 gpu_quotas = []
-            return workloads, sizes, units, gpu_quotas
+            return workloads, facts, gpu_quotas
 
-        workloads, sizes, units, gpu_quotas = on_cluster(args, collect)
-    policy = with_cluster_facts(policy, sizes, units, policy.webhook.consumable_capacity)
+        workloads, facts, gpu_quotas = on_cluster(args, collect)
+    policy = with_cluster_facts(policy, facts, policy.webhook.consumable_capacity)
     return workloads, policy, gpu_quotas
 
 

@@ -10,16 +10,16 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
 from hami_dra_webhook.core.migration.move_state import FleetSummary, MoveWatch, fleet_summary
-from hami_dra_webhook.core.model.quantity import QuantityError, parse_byte_size
 from hami_dra_webhook.core.model.types import JsonObject
 from hami_dra_webhook.core.settings.policy import Policy
-from hami_dra_webhook.core.settings.vendor_config import MAX_CU_ALTERNATIVES
 from hami_dra_webhook.core.translate.claims import API_VERSION, KIND, template_labels
+from hami_dra_webhook.core.vendors.facts import ClusterFacts, fact_drivers, read_cluster_facts
+from hami_dra_webhook.core.vendors.nvidia import driver_gpus
 from hami_dra_webhook.kube.port import ApiError, KubeApi, paths
 
 Capacity = Literal["unknown", "effective", "dropped"]
@@ -62,82 +62,29 @@ def capacity_kept(answer: JsonObject) -> bool:
         return False
 
 
-def driver_gpus(slices: list[JsonObject], policy: Policy) -> Iterator[tuple[str, JsonObject]]:
-    """(node, device) for each GPU the driver publishes (its driver name and device type)."""
-    web = policy.webhook
-    for resource_slice in slices:
-        spec = resource_slice.get("spec") or {}
-        if spec.get("driver") != web.driver_name:
-            continue
-        for device in spec.get("devices") or []:
-            attributes = device.get("attributes") or {}
-            if (attributes.get(web.attributes.type) or {}).get("string") == web.device_type:
-                yield str(spec.get("nodeName", "")), device
-
-
 def published(slices: list[JsonObject], policy: Policy) -> tuple[int, int]:
     """How many GPUs the driver publishes, and on how many nodes."""
     found = list(driver_gpus(slices, policy))
     return len(found), len({node for node, _ in found})
 
 
-def device_memory_sizes(slices: list[JsonObject], policy: Policy) -> tuple[int, ...]:
-    """The distinct memory sizes (bytes) of the driver's GPUs, largest first."""
-    key = policy.webhook.capacity_keys.memory
-    sizes: set[int] = set()
-    for _, device in driver_gpus(slices, policy):
-        memory = ((device.get("capacity") or {}).get(key) or {}).get("value")
-        if memory is None:
-            continue
-        try:
-            sizes.add(parse_byte_size(str(memory)))
-        except QuantityError:
-            log.warning(
-                "device %s publishes an unreadable memory size %r", device.get("name"), memory
-            )
-    return tuple(sorted(sizes, reverse=True))
-
-
-def hygon_compute_units(slices: list[JsonObject], policy: Policy) -> tuple[int, ...]:
-    """The distinct `cores` capacities (compute units per card) of the Hygon driver's devices,
-    largest first: one firstAvailable alternative each (core/vendors/hygon.py)."""
-    driver = policy.webhook.vendors.hygon.driver_name
-    units: set[int] = set()
-    for resource_slice in slices:
-        spec = resource_slice.get("spec") or {}
-        if spec.get("driver") != driver:
-            continue
-        for device in spec.get("devices") or []:
-            value = ((device.get("capacity") or {}).get("cores") or {}).get("value")
-            try:
-                units.add(int(str(value)))
-            except ValueError:
-                log.warning(
-                    "Hygon device %s publishes unreadable cores %r", device.get("name"), value
-                )
-    return tuple(sorted(units, reverse=True))
-
-
-def with_cluster_facts(
-    policy: Policy, memory_sizes: tuple[int, ...], compute_units: tuple[int, ...], capacity: bool
-) -> Policy:
-    """The policy with what the cluster's ResourceSlices say (configured values are the
-    fallback where they say nothing) and whether consumable capacity is kept."""
-    web = policy.webhook
-    sizes = memory_sizes or web.device_memory_sizes
-    hygon = web.vendors.hygon
-    units = compute_units[:MAX_CU_ALTERNATIVES] or hygon.compute_units
-    if (sizes, units, capacity) == (
-        web.device_memory_sizes,
-        hygon.compute_units,
-        web.consumable_capacity,
-    ):
-        return policy
-    vendors = web.vendors.model_copy(
-        update={"hygon": hygon.model_copy(update={"compute_units": units})}
-    )
-    changed = {"device_memory_sizes": sizes, "consumable_capacity": capacity, "vendors": vendors}
-    return policy.with_webhook(web.model_copy(update=changed))
+async def read_facts(
+    api: KubeApi,
+    policy: Policy,
+    timeout: float,
+    listed: Mapping[str, list[JsonObject]] | None = None,
+) -> ClusterFacts:
+    """What the families' drivers publish that their asks need (core/vendors/facts.py), with
+    each device that publishes something unreadable logged. A driver's slices in `listed`
+    (driver -> slices) are not listed again."""
+    slices = dict(listed or {})
+    for driver in fact_drivers(policy):
+        if driver not in slices:
+            slices[driver] = await api.list_resource_slices(driver, timeout=timeout)
+    facts, unreadable = read_cluster_facts(slices, policy)
+    for words in unreadable:
+        log.warning("%s", words)
+    return facts
 
 
 @dataclass
@@ -148,10 +95,9 @@ class ClusterState:
     extended_resources: dict[str, str] = field(default_factory=dict)
     last_error: str = ""
     failed_checks: list[int] = field(default_factory=list)  # HTTP status of each failure, 0: none
-    # GPU memory sizes the driver publishes, for gpumem-percentage; empty: none seen (yet).
-    memory_sizes: tuple[int, ...] = ()
-    # Compute units per Hygon card model, when Hygon is converted; empty: none seen (yet).
-    compute_units: tuple[int, ...] = ()
+    # What the families' drivers publish that their asks need (NVIDIA's card memory sizes,
+    # Hygon's compute units: core/vendors/facts.py); empty: none seen (yet).
+    facts: ClusterFacts = ()
     # GPUs the driver publishes, and on how many nodes; -1: not read yet.
     published_gpus: int = -1
     publishing_nodes: int = -1
@@ -210,12 +156,9 @@ class ClusterState:
                 and spec.get("extendedResourceName") in legacy
             }
             slices = await api.list_resource_slices(policy.webhook.driver_name, timeout=timeout)
-            self.memory_sizes = device_memory_sizes(slices, policy)
             self.published_gpus, self.publishing_nodes = published(slices, policy)
-            hygon = policy.webhook.vendors.hygon
-            if hygon.convert:
-                hygon_slices = await api.list_resource_slices(hygon.driver_name, timeout=timeout)
-                self.compute_units = hygon_compute_units(hygon_slices, policy)
+            listed = {policy.webhook.driver_name: slices}
+            self.facts = await read_facts(api, policy, timeout, listed)
             await self._read_fleet(api, timeout)
             self.last_error = ""
         except ApiError as error:

@@ -17,6 +17,7 @@ from hami_dra_webhook.cluster.state import ClusterState
 from hami_dra_webhook.cluster.template_store import ApiTemplateStore, OfflineTemplateStore
 from hami_dra_webhook.core.review.wire import parse_review
 from hami_dra_webhook.core.settings.policy import DEFAULT_POLICY, Policy, policy_from_mapping
+from hami_dra_webhook.core.vendors.facts import facts_of
 from hami_dra_webhook.kube.client import KubernetesApi
 from tests.controlplane.for_pytest import start_plane
 from tests.controlplane.gpu_node import Gpu, GpuNode
@@ -308,7 +309,7 @@ def test_memory_sizes_come_from_resource_slices(
         for item in extra:
             kube.kubectl("delete", "resourceslice", item["metadata"]["name"])
     # The GPU node's own cards (24Gi, 80Gi) and the extra hami-gpu slices (80Gi, 40Gi).
-    assert cluster.memory_sizes == (80 << 30, 40 << 30, 24 << 30)
+    assert facts_of(cluster.facts, "nvidia") == (80 << 30, 40 << 30, 24 << 30)
     # What hami_dra_driver_gpus and _nodes say: the node's 3 cards and the extra slices' 3
     # hami-gpu devices (not another driver's, not a mig device), on their 3 nodes.
     assert (cluster.published_gpus, cluster.publishing_nodes) == (6, 3)

@@ -30,8 +30,8 @@ from hami_dra_webhook.core.outcome.decision import ContainerPlan
 from hami_dra_webhook.core.settings.policy import Policy
 from hami_dra_webhook.core.settings.vendor_config import AscendSettings, VnpuChip
 from hami_dra_webhook.core.vendors.profile import (
-    AsksAlone,
     Family,
+    ProfileDefaults,
     Resolved,
     legacy_values,
     requests_only,
@@ -253,7 +253,7 @@ def _summary(chip: VnpuChip, count: int, memory_mib: int | None, cores: int) -> 
     return f"{npus}, {memory}, {compute}"
 
 
-class AscendProfile(AsksAlone):
+class AscendProfile(ProfileDefaults):
     key = FAMILY
 
     def family(self, policy: Policy) -> Family:

@@ -24,15 +24,20 @@ from hami_dra_webhook.core.legacy.request import (
 from hami_dra_webhook.core.legacy.selectors import ascii_upper
 from hami_dra_webhook.core.model import cel
 from hami_dra_webhook.core.model.quantity import format_mib
-from hami_dra_webhook.core.model.types import Attention, ContainerRef, NotConvertible
+from hami_dra_webhook.core.model.types import Attention, ContainerRef, JsonObject, NotConvertible
 from hami_dra_webhook.core.outcome.ask import Alternative, DeviceAsk
 from hami_dra_webhook.core.outcome.decision import ContainerPlan
 from hami_dra_webhook.core.settings.policy import Policy
-from hami_dra_webhook.core.settings.vendor_config import HamiVendorSections, HygonSettings
+from hami_dra_webhook.core.settings.vendor_config import (
+    MAX_CU_ALTERNATIVES,
+    HamiVendorSections,
+    HygonSettings,
+)
 from hami_dra_webhook.core.vendors.profile import (
-    AsksAlone,
     Family,
+    ProfileDefaults,
     Resolved,
+    SliceFacts,
     legacy_values,
     requests_only,
 )
@@ -200,7 +205,7 @@ def _summary(count: int, memory_mib: int | None, cores: int) -> str:
     return f"{cards}, {memory}, {compute}"
 
 
-class HygonProfile(AsksAlone):
+class HygonProfile(ProfileDefaults):
     key = FAMILY
 
     def family(self, policy: Policy) -> Family:
@@ -214,6 +219,7 @@ class HygonProfile(AsksAlone):
             settings.device_class_name,
             cel.driver_device_of_type(settings.driver_name, "type", DEVICE_TYPE),
             "hamiDraWebhook.vendors.hygon.convert: true",
+            node_label=("hcu", "on"),
         )
 
     def resolve(
@@ -231,6 +237,41 @@ class HygonProfile(AsksAlone):
         ask = device_ask(request, ref, annotations, sections, settings, warnings)
         plan = ContainerPlan(ref, request, None, family=FAMILY, ask=ask)
         return (plan, legacy_values(container, request), "")
+
+    def facts_driver(self, policy: Policy) -> str | None:
+        settings = policy.webhook.vendors.hygon
+        return settings.driver_name if settings.convert else None
+
+    def read_facts(self, slices: list[JsonObject], policy: Policy) -> SliceFacts:
+        """The distinct `cores` capacities (compute units per card) of the driver's devices,
+        largest first: one firstAvailable alternative each (`device_ask`)."""
+        driver = policy.webhook.vendors.hygon.driver_name
+        units: set[int] = set()
+        unreadable: list[str] = []
+        for resource_slice in slices:
+            spec = resource_slice.get("spec") or {}
+            if spec.get("driver") != driver:
+                continue
+            for device in spec.get("devices") or []:
+                value = ((device.get("capacity") or {}).get("cores") or {}).get("value")
+                try:
+                    units.add(int(str(value)))
+                except ValueError:
+                    unreadable.append(
+                        f"Hygon device {device.get('name')} publishes unreadable cores {value!r}"
+                    )
+        return SliceFacts(tuple(sorted(units, reverse=True)), tuple(unreadable))
+
+    def with_facts(self, policy: Policy, values: tuple[int, ...]) -> Policy:
+        web = policy.webhook
+        hygon = web.vendors.hygon
+        units = values[:MAX_CU_ALTERNATIVES] or hygon.compute_units
+        if units == hygon.compute_units:
+            return policy
+        vendors = web.vendors.model_copy(
+            update={"hygon": hygon.model_copy(update={"compute_units": units})}
+        )
+        return policy.with_webhook(web.model_copy(update={"vendors": vendors}))
 
 
 PROFILE = HygonProfile()

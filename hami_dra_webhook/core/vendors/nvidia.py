@@ -9,6 +9,7 @@ alternative per card memory size."""
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterator
 from typing import Any
 
 from hami_dra_webhook.core.legacy.request import (
@@ -19,8 +20,14 @@ from hami_dra_webhook.core.legacy.request import (
     resource_maps,
 )
 from hami_dra_webhook.core.model import cel
-from hami_dra_webhook.core.model.quantity import MIB, format_bytes, format_mib
-from hami_dra_webhook.core.model.types import Attention, ContainerRef, NotConvertible
+from hami_dra_webhook.core.model.quantity import (
+    MIB,
+    QuantityError,
+    format_bytes,
+    format_mib,
+    parse_byte_size,
+)
+from hami_dra_webhook.core.model.types import Attention, ContainerRef, JsonObject, NotConvertible
 from hami_dra_webhook.core.outcome.ask import Alternative, DeviceAsk
 from hami_dra_webhook.core.outcome.decision import (
     EXCLUSIVE_CORES_NOTE,
@@ -29,7 +36,7 @@ from hami_dra_webhook.core.outcome.decision import (
     describe,
 )
 from hami_dra_webhook.core.settings.policy import DEFAULT_POLICY, Policy
-from hami_dra_webhook.core.vendors.profile import Family, Resolved, requests_only
+from hami_dra_webhook.core.vendors.profile import Family, Resolved, SliceFacts, requests_only
 
 FAMILY = "nvidia"
 TASK_PRIORITY_ENV = "CUDA_TASK_PRIORITY"
@@ -199,8 +206,48 @@ class NvidiaProfile:
                 env[LOG_LEVEL_ENV] = str(policy.nvidia.lib_cuda_log_level)
         return env
 
+    def facts_driver(self, policy: Policy) -> str | None:
+        return policy.webhook.driver_name
+
+    def read_facts(self, slices: list[JsonObject], policy: Policy) -> SliceFacts:
+        """The distinct memory sizes (bytes) of the driver's GPUs, largest first."""
+        key = policy.webhook.capacity_keys.memory
+        sizes: set[int] = set()
+        unreadable: list[str] = []
+        for _, device in driver_gpus(slices, policy):
+            memory = ((device.get("capacity") or {}).get(key) or {}).get("value")
+            if memory is None:
+                continue
+            try:
+                sizes.add(parse_byte_size(str(memory)))
+            except QuantityError:
+                unreadable.append(
+                    f"device {device.get('name')} publishes an unreadable memory size {memory!r}"
+                )
+        return SliceFacts(tuple(sorted(sizes, reverse=True)), tuple(unreadable))
+
+    def with_facts(self, policy: Policy, values: tuple[int, ...]) -> Policy:
+        web = policy.webhook
+        sizes = values or web.device_memory_sizes
+        if sizes == web.device_memory_sizes:
+            return policy
+        return policy.with_webhook(web.model_copy(update={"device_memory_sizes": sizes}))
+
 
 PROFILE = NvidiaProfile()
+
+
+def driver_gpus(slices: list[JsonObject], policy: Policy) -> Iterator[tuple[str, JsonObject]]:
+    """(node, device) for each GPU the HAMi driver publishes (its driver name and device type)."""
+    web = policy.webhook
+    for resource_slice in slices:
+        spec = resource_slice.get("spec") or {}
+        if spec.get("driver") != web.driver_name:
+            continue
+        for device in spec.get("devices") or []:
+            attributes = device.get("attributes") or {}
+            if (attributes.get(web.attributes.type) or {}).get("string") == web.device_type:
+                yield str(spec.get("nodeName", "")), device
 
 
 HAMI_DEFAULT_NAMES = frozenset(DEFAULT_POLICY.legacy_resource_names)

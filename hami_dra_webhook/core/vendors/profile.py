@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from hami_dra_webhook.core.legacy.request import LegacyRequest, resource_maps
-from hami_dra_webhook.core.model.types import ContainerRef
+from hami_dra_webhook.core.model.types import ContainerRef, JsonObject
 
 if TYPE_CHECKING:
     from hami_dra_webhook.core.outcome.ask import DeviceAsk
@@ -28,6 +28,8 @@ class Family:
     device_class: str | None = None
     class_expression: str | None = None  # the DeviceClass's CEL selector
     enable: str = ""  # the policy setting that converts it ("" where no driver exists)
+    # A node label that says the family's cards are there (Hygon's `hcu=on`), for `check`.
+    node_label: tuple[str, str] | None = None
 
     def not_converted(self, asked: list[str]) -> str:
         """Why this webhook does not convert the family (its pods can stay on legacy HAMi),
@@ -38,6 +40,16 @@ class Family:
                 f" (set {self.enable} to convert it to {self.driver})"
             )
         return f"{self.title} has no DRA driver, so this webhook cannot convert it"
+
+
+@dataclass(frozen=True, slots=True)
+class SliceFacts:
+    """What a family's driver publishes that its asks need (NVIDIA's card memory sizes,
+    Hygon's compute units per card model): distinct values, largest first, and each device
+    whose value could not be read, in words (the caller logs them)."""
+
+    values: tuple[int, ...] = ()
+    unreadable: tuple[str, ...] = ()
 
 
 # One container of a family, read and validated: its plan (with the device ask, where the
@@ -86,10 +98,25 @@ class Profile(Protocol):
         itself is kept, with a warning)."""
         ...
 
+    def facts_driver(self, policy: Policy) -> str | None:
+        """The driver whose ResourceSlices say what the family's asks need from the cluster;
+        None: they need nothing, or the family is not converted (core/vendors/facts.py)."""
+        ...
 
-class AsksAlone:
-    """What a profile whose `resolve` makes the whole device ask needs for the rest of
-    `Profile`: no pod selectors, the plan's own ask, no environment."""
+    def read_facts(self, slices: list[JsonObject], policy: Policy) -> SliceFacts:
+        """What `facts_driver`'s slices say (a slice of another driver is passed over)."""
+        ...
+
+    def with_facts(self, policy: Policy, values: tuple[int, ...]) -> Policy:
+        """The policy with `values` in the family's settings; the configured ones where the
+        cluster says nothing. The same object when nothing changes (callers cache on it)."""
+        ...
+
+
+class ProfileDefaults:
+    """The rest of `Profile` for a family whose `resolve` makes the whole device ask and that
+    needs nothing from the cluster: no pod selectors, the plan's own ask, no environment, no
+    facts."""
 
     def reads_pod_selectors(self, plan: ContainerPlan) -> bool:
         return False
@@ -101,6 +128,15 @@ class AsksAlone:
 
     def environment(self, plan: ContainerPlan, policy: Policy) -> dict[str, str]:
         return {}
+
+    def facts_driver(self, policy: Policy) -> str | None:
+        return None
+
+    def read_facts(self, slices: list[JsonObject], policy: Policy) -> SliceFacts:
+        return SliceFacts()
+
+    def with_facts(self, policy: Policy, values: tuple[int, ...]) -> Policy:
+        return policy
 
 
 def requests_only(request: LegacyRequest, ref: ContainerRef, warnings: list[str]) -> None:

@@ -21,8 +21,8 @@ from hami_dra_webhook.core.outcome.decision import ContainerPlan
 from hami_dra_webhook.core.settings.policy import Policy
 from hami_dra_webhook.core.settings.vendor_config import WholeDeviceNames, WholeDeviceSettings
 from hami_dra_webhook.core.vendors.profile import (
-    AsksAlone,
     Family,
+    ProfileDefaults,
     Resolved,
     legacy_values,
     requests_only,
@@ -162,7 +162,7 @@ def _type_selectors(
     return selectors
 
 
-class WholeDeviceProfile(AsksAlone):
+class WholeDeviceProfile(ProfileDefaults):
     """A family whose driver allocates whole devices, with HAMi's names under `section` of the
     device config and this webhook's settings under hamiDraWebhook.vendors.<settings_key>."""
 
