@@ -1,8 +1,11 @@
-"""The default run's three pytest runs are chosen by marker (tests/support/suite.py): `node`
-beside the quiet tests, then `timed` alone. These checks keep the markers where they belong."""
+"""The default run's pytest runs are chosen by marker (tests/support/suite.py): `node` beside the
+quiet tests, then `timed` alone. These checks keep the markers where they belong: `node` on the
+modules of tests/node (they all need the real node), `timed` on each test that measures under
+load, and on no module as a whole (a module's other tests run with the quiet ones)."""
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
@@ -10,15 +13,49 @@ import pytest
 
 TESTS = Path(__file__).parent
 # What a test calls when it measures latencies or the process's memory under load.
-MEASURES = re.compile(r"\b(assert_held|latency_bound|warmed_baseline|Established)\(")
+MEASURES = re.compile(r"\b(assert_held|latency_bound|warmed_baseline|Established|rss_mib)\(")
 
 
 def _modules() -> list[Path]:
     return sorted(TESTS.rglob("test_*.py"))
 
 
-def _marked(text: str, marker: str) -> bool:
+def _module_marked(text: str, marker: str) -> bool:
     return re.search(rf"^pytestmark = .*pytest\.mark\.{marker}\b", text, re.MULTILINE) is not None
+
+
+def _timed(function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    return any(ast.unparse(d).startswith("pytest.mark.timed") for d in function.decorator_list)
+
+
+def measuring_tests(text: str) -> dict[str, bool]:
+    """Each test function of a module -> whether it measures: it calls one of MEASURES, itself
+    or through the module's own functions it calls."""
+    tree = ast.parse(text)
+    functions = {
+        node.name: node
+        for node in tree.body
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+    }
+    found: dict[str, bool] = {}
+
+    def measures(name: str, seen: frozenset[str]) -> bool:
+        if name in found:
+            return found[name]
+        function = functions[name]
+        if MEASURES.search(ast.get_source_segment(text, function) or ""):
+            return True
+        called = {
+            call.func.id
+            for call in ast.walk(function)
+            if isinstance(call, ast.Call) and isinstance(call.func, ast.Name)
+        }
+        return any(measures(c, seen | {name}) for c in called if c in functions and c not in seen)
+
+    for name in functions:
+        if name.startswith("test_"):
+            found[name] = measures(name, frozenset())
+    return found
 
 
 def test_the_test_modules_are_found() -> None:
@@ -28,11 +65,42 @@ def test_the_test_modules_are_found() -> None:
 @pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(TESTS)))
 def test_each_module_runs_where_it_belongs(path: Path) -> None:
     text = path.read_text()
-    node, timed = _marked(text, "node"), _marked(text, "timed")
-    assert not (node and timed), "a test is either the node's or timed, not both"
+    node = _module_marked(text, "node")
+    assert not _module_marked(text, "timed"), (
+        "mark each test that measures @pytest.mark.timed, not the module: its other tests run"
+        " with the quiet ones"
+    )
     if path.parent.name == "node":
         assert node, "tests/node needs the real node: mark the module pytest.mark.node"
     else:
         assert not node, "only tests/node runs on the real node"
-    if MEASURES.search(text):
-        assert timed, "it measures under load: mark the module pytest.mark.timed"
+    tree = ast.parse(text)
+    functions = {
+        f.name: f for f in tree.body if isinstance(f, ast.FunctionDef | ast.AsyncFunctionDef)
+    }
+    unmarked = [
+        name
+        for name, measures in measuring_tests(text).items()
+        if measures and not _timed(functions[name])
+    ]
+    assert not unmarked, f"they measure under load: mark them @pytest.mark.timed: {unmarked}"
+    if node:
+        timed = [name for name, f in functions.items() if _timed(f)]
+        assert not timed, f"a test is either the node's or timed, not both: {timed}"
+
+
+def test_a_test_that_measures_through_a_helper_is_found() -> None:
+    """The check reads through the module's own helpers, and only there. (The calls are written
+    apart so that this module itself measures nothing.)"""
+    text = (
+        "def _load(w):\n    return latency_bound" + "(w)\n\n"
+        "def _outer(w):\n    return _load(w)\n\n"
+        "def test_direct(w):\n    assert_held" + "(w)\n\n"
+        "def test_through(w):\n    _outer(w)\n\n"
+        "def test_plain(w):\n    w.post()\n"
+    )
+    assert measuring_tests(text) == {
+        "test_direct": True,
+        "test_through": True,
+        "test_plain": False,
+    }

@@ -626,7 +626,9 @@ def test_a_move_to_legacy_evicts_every_holder_of_the_drivers_devices(mixed: Node
             "the DaemonSet's pod running", 120,
         )  # fmt: skip
 
-        stopped = cli(mixed, "migrate", "node", LEGACY_NODE, "--to", "legacy", "--force", "--timeout", "90s", "-o", "json")  # fmt: skip
+        # It stops at its timeout: 40 s is the steps before the wait (drained at 3.5 s here)
+        # many times over, and no more idling than that (it was 90 s).
+        stopped = cli(mixed, "migrate", "node", LEGACY_NODE, "--to", "legacy", "--force", "--timeout", "40s", "-o", "json")  # fmt: skip
         assert stopped.returncode == 3, stopped.stdout + stopped.stderr
         result = json.loads(stopped.stdout)
         assert result["moved"] is False and result["resumable"] is True, result
@@ -819,7 +821,9 @@ def test_a_move_to_dra_fails_closed_until_the_driver_is_ready(mixed: NodeCluster
     node goes back to legacy."""
     mixed.kubectl("taint", "node", LEGACY_NODE, f"{NO_DRIVER_TAINT}=true:NoSchedule")
     try:
-        stopped = cli(mixed, "migrate", "node", LEGACY_NODE, "--to", "dra", "--timeout", "75s", "-o", "json")  # fmt: skip
+        # It stops at its timeout: 40 s is the steps before the wait for the driver (unserved
+        # at about 12 s here) three times over (it was 75 s).
+        stopped = cli(mixed, "migrate", "node", LEGACY_NODE, "--to", "dra", "--timeout", "40s", "-o", "json")  # fmt: skip
         assert stopped.returncode == 3, stopped.stdout + stopped.stderr
         result = json.loads(stopped.stdout)
         assert result["moved"] is False and result["resumable"] is True, result

@@ -20,8 +20,6 @@ from hami_dra_webhook.core.review.wire import parse_review
 from hami_dra_webhook.core.settings.policy import DEFAULT_POLICY, policy_from_mapping
 from tests.support.strategies import RICH_POD, odd_pods, pods_with_odd_fields
 
-pytestmark = pytest.mark.timed  # latencies, memory or timeouts: run alone on a quiet machine
-
 SIZES = {"deviceMemorySizes": ["24Gi", "80Gi"]}
 POLICIES = [
     policy_from_mapping({"hamiDraWebhook": SIZES}).policy,

@@ -21,8 +21,6 @@ from tests.support.loop import run
 from tests.support.reviews import replica_pod, review
 from tests.support.webhook_process import free_port
 
-pytestmark = pytest.mark.timed  # latencies, memory or timeouts: run alone on a quiet machine
-
 
 def _post(port: int, ca: Path, body: bytes) -> tuple[int, dict[str, object]]:
     context = ssl.create_default_context(cafile=str(ca))

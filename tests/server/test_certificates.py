@@ -10,7 +10,6 @@ import ssl
 import threading
 from pathlib import Path
 
-import pytest
 from cryptography import x509
 
 from hami_dra_webhook.certs.pki import issue, write
@@ -18,8 +17,6 @@ from hami_dra_webhook.cli.main import main
 from tests.support.cluster import wait_for
 from tests.support.reviews import replica_pod, review
 from tests.support.webhook_process import Webhook, served_serial
-
-pytestmark = pytest.mark.timed  # latencies, memory or timeouts: run alone on a quiet machine
 
 
 def test_certs_command_writes_files_sans_and_ca_bundle(tmp_path: Path) -> None:

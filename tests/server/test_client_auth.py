@@ -21,8 +21,6 @@ from tests.support.cluster import Cluster
 from tests.support.pods import gpu_pod
 from tests.support.webhook_process import Webhook
 
-pytestmark = pytest.mark.timed  # latencies, memory or timeouts: run alone on a quiet machine
-
 
 @pytest.fixture(scope="module")
 def callers(tmp_path_factory: pytest.TempPathFactory) -> Pki:

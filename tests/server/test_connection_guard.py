@@ -7,11 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import pytest
-
 from hami_dra_webhook.server.connections import ConnectionGuard, ConnectionLimits
-
-pytestmark = pytest.mark.timed  # latencies, memory or timeouts: run alone on a quiet machine
 
 
 @dataclass(eq=False)

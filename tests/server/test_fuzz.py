@@ -28,8 +28,6 @@ from tests.support.reviews import replica_pod, review
 from tests.support.strategies import LEGACY
 from tests.support.webhook_process import Webhook
 
-pytestmark = pytest.mark.timed  # latencies, memory or timeouts: run alone on a quiet machine
-
 EXAMPLES = int(os.environ.get("HAMI_FUZZ_EXAMPLES", "2000"))
 LEFT_ALONE = "left unchanged:"
 

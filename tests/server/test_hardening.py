@@ -23,8 +23,6 @@ from tests.support.cluster import Cluster, wait_for
 from tests.support.reviews import replica_pod, review
 from tests.support.webhook_process import Webhook, free_port
 
-pytestmark = pytest.mark.timed  # latencies, memory or timeouts: run alone on a quiet machine
-
 BUDGET = 1.0  # --admission-budget of these webhooks
 HEAD_TIMEOUT_DEFAULT = 10.0  # --head-timeout's default (server/settings.py)
 
@@ -111,6 +109,7 @@ def test_a_body_that_is_not_json_gets_415(webhook: Webhook) -> None:
     charset.close()
 
 
+@pytest.mark.timed  # it measures under load, or holds a time bound: alone
 def test_a_trickling_body_gets_408_and_others_are_served(webhook: Webhook) -> None:
     sock = raw_tls(webhook)
     sock.sendall(
@@ -324,6 +323,7 @@ FAULTS = {
 }
 
 
+@pytest.mark.timed  # it measures under load, or holds a time bound: alone
 @pytest.mark.parametrize("fault", sorted(FAULTS))
 def test_api_faults_end_within_budget_and_leave_nothing_broken(
     faulty: Webhook, standin: StandIn, fault: str
@@ -364,6 +364,7 @@ def test_api_faults_end_within_budget_and_leave_nothing_broken(
     assert "hami_dra_api_errors_total" in metrics and 'outcome="refused"' in metrics
 
 
+@pytest.mark.timed  # it measures under load, or holds a time bound: alone
 def test_api_unreachable_refuses_quickly(faulty: Webhook, standin: StandIn) -> None:
     webhook = faulty
     standin.stop()

@@ -32,8 +32,6 @@ from tests.support.cluster import wait_for
 from tests.support.reviews import replica_pod, review
 from tests.support.webhook_process import Webhook
 
-pytestmark = pytest.mark.timed  # latencies, memory or timeouts: run alone on a quiet machine
-
 HEAD_TIMEOUT = 2.0
 
 
@@ -88,6 +86,7 @@ def status_of(sock: socket.socket) -> int:
     return int(data.split(b" ")[1]) if data.startswith(b"HTTP/1.1") else 0
 
 
+@pytest.mark.timed  # it measures under load, or holds a time bound: alone
 def test_idle_and_half_sent_connections_starve_nobody(webhook: Webhook) -> None:
     """Finding 1: ~1,030 idle or half-sent TLS connections made every request 503 for 75 s."""
     baseline = warmed_baseline(webhook)
@@ -123,6 +122,7 @@ def test_idle_and_half_sent_connections_starve_nobody(webhook: Webhook) -> None:
     )
 
 
+@pytest.mark.timed  # it measures under load, or holds a time bound: alone
 def test_a_head_that_never_ends_is_cut(webhook: Webhook) -> None:
     """Findings 2 and 3: 400 MiB of headers (or 150 MiB of request target) were all kept."""
     baseline = warmed_baseline(webhook)
@@ -152,6 +152,7 @@ def test_a_head_that_never_ends_is_cut(webhook: Webhook) -> None:
     assert_held(prober, baseline)
 
 
+@pytest.mark.timed  # it measures under load, or holds a time bound: alone
 def test_a_head_that_trickles_is_closed_at_its_deadline(webhook: Webhook) -> None:
     """Finding 1's half-sent connections, and slow heads on a connection already proven."""
     proven = tls_socket(webhook)
@@ -189,6 +190,7 @@ def _large_review(size: int) -> bytes:
     return json.dumps(review(pod)).encode()
 
 
+@pytest.mark.timed  # it measures under load, or holds a time bound: alone
 def test_many_large_bodies_at_once_are_bounded_together(webhook: Webhook) -> None:
     """Finding 4: 40 concurrent 6 MiB bodies took RSS from 74 to 351 MiB, kept afterwards."""
     baseline = warmed_baseline(webhook)
@@ -229,6 +231,7 @@ def test_many_large_bodies_at_once_are_bounded_together(webhook: Webhook) -> Non
     assert settled <= baseline + RETURNED_WITHIN_MIB, (baseline, settled)
 
 
+@pytest.mark.timed  # it measures under load, or holds a time bound: alone
 def test_connections_that_never_start_tls_are_bounded(webhook: Webhook) -> None:
     """Finding 5: 4,000 TCP connections that never start TLS took 277 MiB (822 MiB after
     repeated rounds), never returned."""
@@ -252,6 +255,7 @@ def test_connections_that_never_start_tls_are_bounded(webhook: Webhook) -> None:
     assert settled <= baseline + RETURNED_WITHIN_MIB, (baseline, settled)
 
 
+@pytest.mark.timed  # it measures under load, or holds a time bound: alone
 def test_connections_reset_by_their_peer_are_let_go_at_once(webhook: Webhook) -> None:
     """A caller that resets its connections after an answer (wrk at its end; a client killed
     mid-stream): uvicorn cancelled the keep-alive timer only on a clean close, so each reset

@@ -37,8 +37,6 @@ from tests.support.metrics import sample_sum, samples_by
 from tests.support.reviews import replica_pod, review
 from tests.support.webhook_process import Webhook
 
-pytestmark = pytest.mark.timed  # latencies, memory or timeouts: run alone on a quiet machine
-
 WRITE_TIMEOUT = 2.0
 MAX_PIPELINED = 4  # the server's default
 
@@ -155,6 +153,7 @@ def _flood(webhook: Webhook, connections: int, payload: bytes, answers: list[lis
         thread.join(timeout=60)
 
 
+@pytest.mark.timed  # it measures under load, or holds a time bound: alone
 def test_pipelined_heads_with_huge_header_lists_hold_nothing(webhook: Webhook) -> None:
     """Finding 1: 10 connections each sent 200 pipelined requests of 7,500 empty headers (30 KB
     each, under the 32 KiB head limit), 62 MB in all. Now more than --max-headers (128) is a
@@ -178,6 +177,7 @@ def test_pipelined_heads_with_huge_header_lists_hold_nothing(webhook: Webhook) -
     )
 
 
+@pytest.mark.timed  # it measures under load, or holds a time bound: alone
 def test_deep_pipelines_are_cut_and_a_fair_one_is_answered(webhook: Webhook) -> None:
     """Finding 1, the queue: 10 connections each pipelining 200 admissions (few headers) are
     answered at most 1 + --max-pipelined (4) times, then closed (nothing more is parsed; a
@@ -217,6 +217,7 @@ def _big_answer_review() -> bytes:
     return _admission(json.dumps(review(pod)).encode())
 
 
+@pytest.mark.timed  # it measures under load, or holds a time bound: alone
 @pytest.mark.parametrize("connections", [600, pytest.param(2000, marks=pytest.mark.long)])
 def test_slow_readers_are_closed_and_hold_nothing(webhook: Webhook, connections: int) -> None:
     """Finding 2: connections sent pipelined admissions whose answers are ~108 KB and never
@@ -295,6 +296,7 @@ def _send_reviews(webhook: Webhook, containers: int, times: int) -> list[tuple[i
     return answers
 
 
+@pytest.mark.timed  # it measures under load, or holds a time bound: alone
 def test_a_large_review_does_not_hold_the_event_loop(webhook: Webhook) -> None:
     """Finding 7 as the issue played it: a 4.3 MB review of 40,000 containers was decoded and
     translated on the event loop, holding it 0.6 s (the established connection waited 559 ms).
@@ -350,6 +352,7 @@ CONVERTED_LEFT_MIB = 48
 REUSED_WITHIN_MIB = 6  # what three more conversions may add to the reserve once it is taken
 
 
+@pytest.mark.timed  # it measures under load, or holds a time bound: alone
 def test_the_largest_converted_pod_does_not_hold_the_event_loop(webhook: Webhook) -> None:
     """Three conversions of a 10,000-container GPU pod beside the established connection: no
     failure, p99 under CONVERT_HOLD_MS (scaled), RSS within CONVERT_PEAK_MIB of the warmed

@@ -22,8 +22,6 @@ from tests.support.cluster import Cluster, wait_for
 from tests.support.reviews import replica_pod, review
 from tests.support.webhook_process import Webhook
 
-pytestmark = pytest.mark.timed  # latencies, memory or timeouts: run alone on a quiet machine
-
 
 @pytest.fixture
 def webhook(kube: Cluster, tmp_path: Path) -> Iterator[Webhook]:
@@ -92,6 +90,7 @@ def test_privileged_ephemeral_container_in_a_gpu_pod_is_refused(webhook: Webhook
     assert webhook.post(request)[1]["response"]["allowed"] is True
 
 
+@pytest.mark.timed  # it measures under load, or holds a time bound: alone
 def test_an_api_answering_a_byte_at_a_time_holds_nothing_up(
     standin: StandIn, tmp_path: Path
 ) -> None:
@@ -128,6 +127,7 @@ def test_an_api_answering_a_byte_at_a_time_holds_nothing_up(
         webhook.stop()
 
 
+@pytest.mark.timed  # it measures under load, or holds a time bound: alone
 def test_sigterm_drains_before_the_listener_closes(tmp_path: Path) -> None:
     """Finding 15: SIGTERM stopped accepting connections at once, while kube-apiserver still
     sends to the endpoint that is going away."""
@@ -187,6 +187,7 @@ def _closed_by_the_server(connection: ssl.SSLSocket) -> bool:
         return False
 
 
+@pytest.mark.timed  # it measures under load, or holds a time bound: alone
 def test_the_drain_closes_kept_connections_after_an_answer_never_under_a_request(
     tmp_path: Path,
 ) -> None:
@@ -263,6 +264,7 @@ def test_sighup_loses_nothing(tmp_path: Path) -> None:
         webhook.stop()
 
 
+@pytest.mark.timed  # it measures under load, or holds a time bound: alone
 def test_many_containers_of_one_name_hold_nothing_up(tmp_path: Path) -> None:
     """Finding 9: one 1.58 MB pod of same-named containers held the event loop 47.7 s (claim
     naming was quadratic), and a normal request waited 47.2 s."""
@@ -291,6 +293,7 @@ def test_many_containers_of_one_name_hold_nothing_up(tmp_path: Path) -> None:
         webhook.stop()
 
 
+@pytest.mark.timed  # it measures under load, or holds a time bound: alone
 def test_large_and_distinct_annotations_do_not_grow_the_process(tmp_path: Path) -> None:
     """Findings 7 and 8 through the real process: 100 pods with 2.9 MB numa-bind values took
     RSS from 77 to 360 MiB; distinct type/UUID lists of valid size grew the caches to 636 MiB."""

@@ -11,8 +11,6 @@ import pytest
 
 from hami_dra_webhook.server import memory
 
-pytestmark = pytest.mark.timed  # latencies, memory or timeouts: run alone on a quiet machine
-
 # Counts the heaps glibc reports, after a thread has allocated (the thread's first malloc is
 # where glibc gives it a heap of its own, unless it may not).
 _HEAPS_AFTER_A_THREAD = textwrap.dedent(

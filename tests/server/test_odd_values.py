@@ -22,8 +22,6 @@ from tests.support.cel_k8s import hami_device, selects
 from tests.support.reviews import replica_pod, review
 from tests.support.webhook_process import Webhook
 
-pytestmark = pytest.mark.timed  # latencies, memory or timeouts: run alone on a quiet machine
-
 
 @pytest.fixture(scope="module")
 def webhook(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Webhook]:

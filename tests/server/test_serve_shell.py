@@ -33,8 +33,6 @@ from tests.support.reviews import replica_pod, review
 from tests.support.templates import templates
 from tests.support.webhook_process import free_port
 
-pytestmark = pytest.mark.timed  # latencies, memory or timeouts: run alone on a quiet machine
-
 
 class BrokenStore:
     async def ensure(

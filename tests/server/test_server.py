@@ -20,8 +20,6 @@ from tests.support.cluster import Cluster, wait_for
 from tests.support.reviews import replica_pod, review
 from tests.support.webhook_process import Webhook
 
-pytestmark = pytest.mark.timed  # latencies, memory or timeouts: run alone on a quiet machine
-
 
 @pytest.fixture
 def webhook(kube: Cluster, tmp_path: Path) -> Iterator[Webhook]:

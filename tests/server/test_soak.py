@@ -22,8 +22,6 @@ from tests.support.cluster import Cluster
 from tests.support.reviews import replica_pod, review
 from tests.support.webhook_process import Webhook, served_serial
 
-pytestmark = pytest.mark.timed  # latencies, memory or timeouts: run alone on a quiet machine
-
 REQUESTS = int(os.environ.get("HAMI_SOAK_REQUESTS", "3000"))
 CLIENTS = 4
 
@@ -48,6 +46,7 @@ def _wait_for_half(done: list[int]) -> None:
         time.sleep(0.05)
 
 
+@pytest.mark.timed  # it measures under load, or holds a time bound: alone
 def test_soak_with_rotation(kube: Cluster, tmp_path: Path) -> None:
     kube.empty_namespace("team-a")
     webhook = Webhook(

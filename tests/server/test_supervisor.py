@@ -27,8 +27,6 @@ from hami_dra_webhook.server.supervisor import Job, Supervisor
 from hami_dra_webhook.server.tls import ReloadingTLS
 from tests.support.loop import run
 
-pytestmark = pytest.mark.timed  # latencies, memory or timeouts: run alone on a quiet machine
-
 
 class Dies:
     """A job that raises the first `times` times it is started, then runs until cancelled."""

@@ -19,12 +19,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-import pytest
 import uvicorn
 from uvicorn.protocols.http import flow_control, httptools_impl
 from uvicorn.server import ServerState
-
-pytestmark = pytest.mark.timed  # latencies, memory or timeouts: run alone on a quiet machine
 
 PROTOCOL_METHODS = (
     "connection_made",

@@ -1,4 +1,5 @@
-"""The mutation score per core module, from the results `mutmut run` left in mutants/.
+"""The mutation score per module of the core and the admission use case, from the results
+`mutmut run` left in mutants/ (the exit code says whether the core reaches TARGET).
 
     python -m tests.support.mutation_report            (scripts/mutation runs mutmut first)
 
@@ -32,10 +33,10 @@ def equivalent() -> dict[str, str]:
 
 def main() -> int:
     explained = equivalent()
-    rows = []
+    rows: dict[str, list[tuple[str, Counter[str]]]] = {}
     survivors: list[str] = []
     stale = set(explained)
-    for meta in sorted((ROOT / "mutants").rglob("*.py.meta")):
+    for meta in sorted((ROOT / "mutants" / "hami_dra_webhook").rglob("*.py.meta")):
         results: dict[str, int] = json.loads(meta.read_text())["exit_code_by_key"]
         counts: Counter[str] = Counter()
         for name, code in results.items():
@@ -47,23 +48,26 @@ def main() -> int:
             else:
                 counts["alive"] += 1
                 survivors.append(name)
-        module = str(meta.relative_to(ROOT / "mutants" / "hami_dra_webhook" / "core"))
-        module = module.removesuffix(".py.meta")
-        rows.append((module, counts))
+        module = str(meta.relative_to(ROOT / "mutants" / "hami_dra_webhook"))
+        package, _, rest = module.removesuffix(".py.meta").partition("/")
+        rows.setdefault(package, []).append((rest, counts))
     if not rows:
         print("no results in mutants/: run scripts/mutation", file=sys.stderr)
         return 2
-    total: Counter[str] = Counter()
+    totals: dict[str, Counter[str]] = {}
     print(f"{'module':<28}{'mutants':>9}{'killed':>8}{'equiv.':>8}{'alive':>7}{'score':>8}")
-    for module, counts in rows:
-        total.update(counts)
-        print(_row(module, counts))
-    print(_row("core", total))
+    for package, modules in rows.items():
+        total = totals[package] = Counter()
+        for module, counts in modules:
+            total.update(counts)
+            print(_row(f"{package}/{module}", counts))
+        print(_row(package, total))
     for name in survivors:
         print(f"alive: {name}")
     for name in sorted(stale):
         print(f"listed as equivalent but no longer a mutant: {name}")
-    score = total["killed"] / max(1, total["killed"] + total["alive"])
+    core = totals.get("core", Counter())
+    score = core["killed"] / max(1, core["killed"] + core["alive"])
     return 0 if score >= TARGET else 1
 
 

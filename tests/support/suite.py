@@ -1,15 +1,19 @@
 """`./scripts/test`'s pytest runs (`python -m tests.support.suite [--long]`).
 
-The default run is three pytest runs, chosen by marker: the tests marked `node` (the real node:
-they mostly wait on the kubelet and the pods) run beside the tests marked neither `node` nor
-`timed`; then the tests marked `timed`, which measure an established connection's latency and
-the process's memory while they attack it, run alone on a quiet machine (beside the node, they
-failed their 50 ms and 64 MiB bounds). tests/test_suite_markers.py keeps the markers true. `--long` runs the longer sizes instead: the
-soak and the fuzzing with more requests and examples, and every test marked `long`.
+The default run is four pytest runs, chosen by marker: the tests marked `node` (the real node:
+they mostly wait on the kubelet and the pods) and the end-to-end tests of the later Kubernetes
+flavors (`tests/e2e` with HAMI_E2E_FLAVORS=1.36,1.37,1.38: they mostly wait on their control
+plane) run beside the other tests marked neither `node` nor `timed` (with the earlier flavors'
+end-to-end tests); then the tests marked `timed`, which measure an established connection's
+latency, the process's memory or a time bound while they attack it, run alone on a quiet
+machine (beside the node, they failed their 50 ms and 64 MiB bounds). A HAMI_E2E_FLAVORS set by
+the caller is kept: the end-to-end tests then run in one run. tests/test_suite_markers.py keeps
+the markers true. `--long` runs the longer sizes instead: the soak and the fuzzing with more
+requests and examples, and every test marked `long`.
 
-Each run's output is shown whole (the one beside is shown when it ends), and the last line is
-the runs' total: "N passed, N failed, N skipped" (errors count as failed; a run that collected
-nothing is a failure too).
+Each run's output is shown whole (the ones beside are shown when they end), and the last line
+is the runs' total: "N passed, N failed, N skipped" (errors count as failed; a run that
+collected nothing is a failure too).
 """
 
 from __future__ import annotations
@@ -28,6 +32,11 @@ ROOT = Path(__file__).resolve().parents[2]
 NODE = ["-m", "node and not long", "tests"]
 TIMED = ["-m", "timed and not long", "tests"]
 QUIET = ["-m", "not node and not timed and not long", "tests"]
+LATER_E2E = ["-m", "not node and not timed and not long", "tests/e2e"]
+# The end-to-end flavors in two halves of about equal time (measured 2026-12-06: 624 s of the
+# earlier flavors with every test outside tests/e2e, 690 s of the later ones).
+FIRST_FLAVORS = "1.34-off,1.34-on,1.35-on"
+LATER_FLAVORS = "1.36,1.37,1.38"
 LONG_SIZES = {"HAMI_SOAK_REQUESTS": "100000", "HAMI_FUZZ_EXAMPLES": "20000"}
 
 
@@ -60,6 +69,22 @@ def _foreground(run: Run, arguments: list[str], env: dict[str, str] | None = Non
     run.seconds = time.monotonic() - started
 
 
+def _beside(
+    run: Run, arguments: list[str], log: Path, env: dict[str, str] | None = None
+) -> tuple[subprocess.Popen[bytes], float, Path]:
+    """Start a run beside the foreground one, its output into `log`."""
+    print(f"== pytest {shlex.join(arguments)} ({run.name}: beside the next run)", flush=True)
+    with log.open("wb") as output:
+        process = subprocess.Popen(
+            _command(run.junit, *arguments),
+            cwd=ROOT,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
+    return process, time.monotonic(), log
+
+
 def main(argv: list[str]) -> int:
     folder = Path(tempfile.mkdtemp(prefix="hami-suite-"))
     runs: list[Run] = []
@@ -74,25 +99,25 @@ def main(argv: list[str]) -> int:
         _foreground(marked, ["--timeout=3600", "-m", "long", "tests"])
         runs += [sized, marked]
     else:
+        split = not os.environ.get("HAMI_E2E_FLAVORS")
         node = Run("node", folder / "node.xml")
-        log = folder / "node.log"
-        print(
-            f"== pytest {shlex.join(NODE)} (beside the next run; its output follows it)", flush=True
-        )
-        started = time.monotonic()
-        with log.open("wb") as output:
-            beside = subprocess.Popen(
-                _command(node.junit, *NODE), cwd=ROOT, stdout=output, stderr=subprocess.STDOUT
-            )
+        beside = [(node, _beside(node, NODE, folder / "node.log"))]
         quiet = Run("quiet", folder / "quiet.xml")
-        _foreground(quiet, QUIET)
-        node.code = beside.wait()
-        node.seconds = time.monotonic() - started
-        print(f"== pytest {shlex.join(NODE)}: its output", flush=True)
-        sys.stdout.write(log.read_text(errors="replace"))
+        if split:
+            later = Run("end-to-end, later flavors", folder / "later.xml")
+            env = {**os.environ, "HAMI_E2E_FLAVORS": LATER_FLAVORS}
+            beside.append((later, _beside(later, LATER_E2E, folder / "later.log", env)))
+            _foreground(quiet, QUIET, env={**os.environ, "HAMI_E2E_FLAVORS": FIRST_FLAVORS})
+        else:
+            _foreground(quiet, QUIET)
+        for run, (process, started, log) in beside:
+            run.code = process.wait()
+            run.seconds = time.monotonic() - started
+            print(f"== pytest ({run.name}): its output", flush=True)
+            sys.stdout.write(log.read_text(errors="replace"))
         timed = Run("timed", folder / "timed.xml")
         _foreground(timed, TIMED)
-        runs += [node, quiet, timed]
+        runs += [run for run, _ in beside] + [quiet, timed]
     totals = [0, 0, 0]
     for run in runs:
         passed, failed, skipped = run.counts()
