@@ -61,7 +61,7 @@ def test_each_family_reads_its_own_drivers_slices() -> None:
     assert facts == (("nvidia", (80 << 30, 24 << 30)), ("hygon", (128, 120)))
     assert unreadable == [
         "device g3 publishes an unreadable memory size 'lots'",
-        "Hygon device h2 publishes unreadable cores '?'",
+        "device h2 publishes an unreadable Hygon compute-unit count '?'",
     ]
     assert facts_of(facts, "hygon") == (128, 120) and facts_of(facts, "ascend") == ()
 

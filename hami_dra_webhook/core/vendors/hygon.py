@@ -38,6 +38,7 @@ from hami_dra_webhook.core.vendors.profile import (
     ProfileDefaults,
     Resolved,
     SliceFacts,
+    distinct_capacities,
     legacy_values,
     requests_only,
 )
@@ -246,21 +247,13 @@ class HygonProfile(ProfileDefaults):
         """The distinct `cores` capacities (compute units per card) of the driver's devices,
         largest first: one firstAvailable alternative each (`device_ask`)."""
         driver = policy.webhook.vendors.hygon.driver_name
-        units: set[int] = set()
-        unreadable: list[str] = []
-        for resource_slice in slices:
-            spec = resource_slice.get("spec") or {}
-            if spec.get("driver") != driver:
-                continue
-            for device in spec.get("devices") or []:
-                value = ((device.get("capacity") or {}).get("cores") or {}).get("value")
-                try:
-                    units.add(int(str(value)))
-                except ValueError:
-                    unreadable.append(
-                        f"Hygon device {device.get('name')} publishes unreadable cores {value!r}"
-                    )
-        return SliceFacts(tuple(sorted(units, reverse=True)), tuple(unreadable))
+        devices = (
+            device
+            for resource_slice in slices
+            if (spec := resource_slice.get("spec") or {}).get("driver") == driver
+            for device in spec.get("devices") or []
+        )
+        return distinct_capacities(devices, "cores", int, "Hygon compute-unit count")
 
     def with_facts(self, policy: Policy, values: tuple[int, ...]) -> Policy:
         web = policy.webhook

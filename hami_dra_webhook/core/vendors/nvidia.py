@@ -22,7 +22,6 @@ from hami_dra_webhook.core.legacy.request import (
 from hami_dra_webhook.core.model import cel
 from hami_dra_webhook.core.model.quantity import (
     MIB,
-    QuantityError,
     format_bytes,
     format_mib,
     parse_byte_size,
@@ -36,7 +35,13 @@ from hami_dra_webhook.core.outcome.decision import (
     describe,
 )
 from hami_dra_webhook.core.settings.policy import DEFAULT_POLICY, Policy
-from hami_dra_webhook.core.vendors.profile import Family, Resolved, SliceFacts, requests_only
+from hami_dra_webhook.core.vendors.profile import (
+    Family,
+    Resolved,
+    SliceFacts,
+    distinct_capacities,
+    requests_only,
+)
 
 FAMILY = "nvidia"
 TASK_PRIORITY_ENV = "CUDA_TASK_PRIORITY"
@@ -211,20 +216,9 @@ class NvidiaProfile:
 
     def read_facts(self, slices: list[JsonObject], policy: Policy) -> SliceFacts:
         """The distinct memory sizes (bytes) of the driver's GPUs, largest first."""
+        devices = (device for _, device in driver_gpus(slices, policy))
         key = policy.webhook.capacity_keys.memory
-        sizes: set[int] = set()
-        unreadable: list[str] = []
-        for _, device in driver_gpus(slices, policy):
-            memory = ((device.get("capacity") or {}).get(key) or {}).get("value")
-            if memory is None:
-                continue
-            try:
-                sizes.add(parse_byte_size(str(memory)))
-            except QuantityError:
-                unreadable.append(
-                    f"device {device.get('name')} publishes an unreadable memory size {memory!r}"
-                )
-        return SliceFacts(tuple(sorted(sizes, reverse=True)), tuple(unreadable))
+        return distinct_capacities(devices, key, parse_byte_size, "memory size")
 
     def with_facts(self, policy: Policy, values: tuple[int, ...]) -> Policy:
         web = policy.webhook

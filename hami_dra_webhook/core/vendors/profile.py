@@ -6,6 +6,7 @@ A vendor is one module under core/vendors/ with one `Profile` and one entry in
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -50,6 +51,26 @@ class SliceFacts:
 
     values: tuple[int, ...] = ()
     unreadable: tuple[str, ...] = ()
+
+
+def distinct_capacities(
+    devices: Iterable[JsonObject], key: str, parse: Callable[[str], int], what: str
+) -> SliceFacts:
+    """The distinct values of the devices' `key` capacity, largest first; a device without it
+    is passed over, one whose value `parse` refuses (ValueError) is named in `unreadable`."""
+    values: set[int] = set()
+    unreadable: list[str] = []
+    for device in devices:
+        value = ((device.get("capacity") or {}).get(key) or {}).get("value")
+        if value is None:
+            continue
+        try:
+            values.add(parse(str(value)))
+        except ValueError:
+            unreadable.append(
+                f"device {device.get('name')} publishes an unreadable {what} {value!r}"
+            )
+    return SliceFacts(tuple(sorted(values, reverse=True)), tuple(unreadable))
 
 
 # One container of a family, read and validated: its plan (with the device ask, where the
