@@ -14,15 +14,9 @@ import yaml
 from hami_dra_webhook.core.settings.policy import policy_from_yaml
 from hami_dra_webhook.core.vendors.families import families
 from tests.support.chart_tools import CHART, run_helm
+from tests.support.policies import EVERY_VENDOR
 
-ALL_VENDORS = """\
-hamiDraWebhook:
-  vendors:
-    hygon: {convert: true}
-    ascend: {convert: true}
-    amd: {convert: true}
-    awsNeuron: {convert: true}
-"""
+ALL_VENDORS = EVERY_VENDOR
 RENAMED = """\
 hygon:
   resourceCountName: example.com/dcu

@@ -11,17 +11,9 @@ from hami_dra_webhook.core.outcome.ask import MAX_CAPACITY_ENTRIES, Alternative,
 from hami_dra_webhook.core.outcome.decision import Converted, Refusal
 from hami_dra_webhook.core.settings.policy import policy_from_yaml
 from hami_dra_webhook.core.translate.pod import translate_pod
+from tests.support.policies import every_vendor
 
-CONVERTING = policy_from_yaml(
-    """
-hamiDraWebhook:
-  vendors:
-    hygon: {convert: true, computeUnits: [120]}
-    ascend: {convert: true}
-    amd: {convert: true}
-    awsNeuron: {convert: true}
-"""
-).policy
+CONVERTING = policy_from_yaml(every_vendor(hygon="computeUnits: [120]")).policy
 HAMI_CORE = {"huawei.com/vnpu-mode": "hami-core"}
 
 

@@ -13,18 +13,10 @@ import yaml
 from hami_dra_webhook.core.outcome.decision import Converted, Refusal, Unchanged
 from hami_dra_webhook.core.settings.policy import DEFAULT_POLICY, policy_from_yaml
 from hami_dra_webhook.core.translate.pod import translate_pod
+from tests.support.policies import every_vendor
 from tests.support.shared import shared_path
 
-CONVERTING = policy_from_yaml(
-    """
-hamiDraWebhook:
-  vendors:
-    hygon: {convert: true, computeUnits: [120, 128]}
-    ascend: {convert: true}
-    amd: {convert: true}
-    awsNeuron: {convert: true}
-"""
-).policy
+CONVERTING = policy_from_yaml(every_vendor(hygon="computeUnits: [120, 128]")).policy
 NO_DRIVER = {
     "enflame": "Enflame GCU",
     "metax": "MetaX GPU",

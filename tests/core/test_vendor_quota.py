@@ -14,17 +14,10 @@ from hami_dra_webhook.core.quota.gpu_quota import claims_charge, legacy_charge, 
 from hami_dra_webhook.core.quota.quota_groups import cards_for, percent_of_units
 from hami_dra_webhook.core.settings.policy import policy_from_yaml
 from hami_dra_webhook.core.translate.pod import translate_pod
+from tests.support.policies import every_vendor
 
 POLICY = policy_from_yaml(
-    """
-hamiDraWebhook:
-  deviceMemorySizes: [80Gi]
-  vendors:
-    hygon: {convert: true, computeUnits: [120]}
-    ascend: {convert: true}
-    amd: {convert: true}
-    awsNeuron: {convert: true}
-"""
+    every_vendor(hygon="computeUnits: [120]", webhook="deviceMemorySizes: [80Gi]")
 ).policy
 TWO_MODELS = policy_from_yaml(
     "hamiDraWebhook: {vendors: {hygon: {convert: true, computeUnits: [120, 64]}}}"

@@ -21,17 +21,11 @@ from tests.e2e.test_gpu_quotas import _create_all, _gated, _quota, _settled
 from tests.e2e.test_operations import _cli
 from tests.support.cluster import Cluster, Release, wait_for
 from tests.support.pods import gpu_pod
+from tests.support.policies import EVERY_VENDOR
 
 pytestmark = pytest.mark.e2e_on(capacity=True, versions=("1.36", "1.37"))
 
-DEVICE_CONFIG = """\
-hamiDraWebhook:
-  vendors:
-    hygon: {convert: true}
-    ascend: {convert: true}
-    amd: {convert: true}
-    awsNeuron: {convert: true}
-"""
+DEVICE_CONFIG = EVERY_VENDOR
 # What the Hygon driver's deployment creates (deployments/static/hcu-dra-driver.yaml).
 HYGON_CLASS = {
     "apiVersion": "resource.k8s.io/v1",
