@@ -8,7 +8,7 @@ Same answers, always: `decode_fast` returns None, and the caller parses the whol
 (`review.parse_review`), for every review that is not a pod CREATE of this shape and wherever it
 cannot tell that the full parse would accept the body and read the same (invalid UTF-8, a number
 that could overflow, nesting that could pass orjson's limit, a shape msgspec refuses).
-`tests/core/test_decode_differential.py` checks that both paths give the same answers; the
+`tests/core/review/test_decode_differential.py` checks that both paths give the same answers; the
 reasoning in full: docs/design/2026-12-01-fast-review-reader.md.
 """
 

@@ -9,7 +9,7 @@ import ast
 import re
 from pathlib import Path
 
-ROOT = Path(__file__).parents[2]
+ROOT = Path(__file__).parents[3]
 PACKAGE = ROOT / "hami_dra_webhook"
 TAG = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 

@@ -16,7 +16,7 @@ from hami_dra_webhook.core.migration.wave_plan import (
     plan_fleet,
 )
 from hami_dra_webhook.core.settings.policy import DEFAULT_POLICY
-from tests.core.test_pools import inventory, legacy_pod, node, resource_slice
+from tests.core.migration.test_pools import inventory, legacy_pod, node, resource_slice
 
 
 def _state(to: str, step: str) -> str:

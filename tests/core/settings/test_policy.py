@@ -9,7 +9,7 @@ import pytest
 from hami_dra_webhook.core.settings.policy import DEFAULT_POLICY, PolicyError, policy_from_yaml
 from hami_dra_webhook.core.vendors.families import families
 
-EXAMPLE = Path(__file__).parents[2] / "examples" / "device-config.yaml"
+EXAMPLE = Path(__file__).parents[3] / "examples" / "device-config.yaml"
 
 
 def test_no_file_gives_working_defaults() -> None:

@@ -17,7 +17,7 @@ from hami_dra_webhook.core.migration.holdings import (
 from hami_dra_webhook.core.migration.pool_plan import gpu_pod, plan_move
 from hami_dra_webhook.core.migration.pools import Scope
 from hami_dra_webhook.core.settings.policy import DEFAULT_POLICY
-from tests.core.test_pools import DRIVER, inventory, legacy_pod, node, resource_slice
+from tests.core.migration.test_pools import DRIVER, inventory, legacy_pod, node, resource_slice
 
 OWNER = [{"kind": "ReplicaSet", "name": "a-1", "controller": True}]
 

@@ -1,6 +1,6 @@
 """core/review/fast.py's choices of where the full parse must decide (a number that could
 overflow) and of what the fast pod holds. Either way the answer is the same
-(tests/core/test_decode_differential.py); these pin that the fast path is taken wherever it
+(tests/core/review/test_decode_differential.py); these pin that the fast path is taken wherever it
 can be, so that a normal review is never read twice. (Whether msgspec refuses deep nesting
 depends on the stack's depth when it is asked: not pinned here.)"""
 

@@ -25,7 +25,7 @@ from hami_dra_webhook.core.translate.template_identity import (
     not_written_by_webhook,
 )
 
-CASES = Path(__file__).parents[1] / "cases"
+CASES = Path(__file__).parents[2] / "cases"
 
 
 def _every_case_template() -> list[dict[str, Any]]:
