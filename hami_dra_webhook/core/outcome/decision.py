@@ -28,6 +28,21 @@ INIT_CLAIMS_HELD = (
 )
 
 
+# What a family's profile read a container to want (core/vendors/): NVIDIA's share (its device
+# ask waits for the pod's selectors), another family's device ask, or no device (count 0,
+# defaultGPUNum 0). One of the three, never two: legacy keys are removed either way.
+Wanted = GpuShare | DeviceAsk | None
+
+
+class Claimed(NamedTuple):
+    """What a container that gets devices was given: its ResourceClaimTemplate, the name of its
+    entry in spec.resourceClaims and the device ask that template holds."""
+
+    template: str
+    claim: str
+    ask: DeviceAsk
+
+
 class ContainerPlan(NamedTuple):
     """One container with legacy keys: what it asked for and what it gets under DRA. (A tuple:
     immutable as a frozen dataclass, and made in a fifth of the time; two are made for every
@@ -35,33 +50,56 @@ class ContainerPlan(NamedTuple):
 
     ref: ContainerRef
     request: LegacyRequest
-    share: GpuShare | None  # NVIDIA's share; None: no device (count 0, defaultGPUNum 0), or
-    # another family (its `ask`); legacy keys are removed either way
+    wants: Wanted
     family: str  # the device family (core/vendors/families.py): no default, every plan says
-    template: str | None = None  # the ResourceClaimTemplate's name, when it gets a device
-    claim: str | None = None  # the name of its entry in spec.resourceClaims
-    ask: DeviceAsk | None = None  # another family's devices (`share` is NVIDIA's)
+    claimed: Claimed | None = None  # set once the translation gave it a claim
     # What the decision said of this container beside its devices (also among its warnings):
     # `scan` reports them from here instead of deciding again.
     notes: tuple[str, ...] = ()
 
     @property
+    def share(self) -> GpuShare | None:
+        """NVIDIA's share, as legacy HAMi read it (None for every other family)."""
+        wants = self.wants
+        return wants if isinstance(wants, GpuShare) else None
+
+    @property
+    def ask(self) -> DeviceAsk | None:
+        """What the container asks of its driver: the claim's, or the profile's own."""
+        if self.claimed is not None:
+            return self.claimed.ask
+        wants = self.wants
+        return wants if isinstance(wants, DeviceAsk) else None
+
+    @property
+    def template(self) -> str | None:
+        return self.claimed.template if self.claimed is not None else None
+
+    @property
+    def claim(self) -> str | None:
+        return self.claimed.claim if self.claimed is not None else None
+
+    @property
     def gets_devices(self) -> bool:
-        return self.share is not None or self.ask is not None
+        return self.wants is not None
 
     @property
     def shares_a_gpu(self) -> bool:
         """Less than a whole device: needs DRA consumable capacity to be placed as asked."""
-        if self.ask is not None:
-            return not self.ask.whole
-        return self.share is not None and not self.share.is_whole
+        ask = self.ask
+        if ask is not None:
+            return not ask.whole
+        share = self.share
+        return share is not None and not share.is_whole
 
     @property
     def summary(self) -> str:
         """What the container gets, in words."""
-        if self.ask is not None:
-            return self.ask.summary
-        return describe(self.share) if self.share is not None else "no device"
+        ask = self.ask
+        if ask is not None:
+            return ask.summary
+        share = self.share
+        return describe(share) if share is not None else "no device"
 
 
 def describe(share: GpuShare) -> str:

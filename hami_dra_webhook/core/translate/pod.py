@@ -11,6 +11,7 @@ from hami_dra_webhook.core.model.types import ContainerRef, JsonObject, NotConve
 from hami_dra_webhook.core.outcome.ask import DeviceAsk
 from hami_dra_webhook.core.outcome.decision import (
     INIT_CLAIMS_HELD,
+    Claimed,
     ContainerPlan,
     Converted,
     Decision,
@@ -188,11 +189,9 @@ def _with_claim(planned: ContainerPlan, template: str, claim: str, ask: DeviceAs
     return ContainerPlan(
         planned.ref,
         planned.request,
-        planned.share,
+        planned.wants,
         planned.family,
-        template,
-        claim,
-        ask,
+        Claimed(template, claim, ask),
         planned.notes,
     )
 

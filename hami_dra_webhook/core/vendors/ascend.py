@@ -290,7 +290,7 @@ class AscendProfile(ProfileDefaults):
         )
         requests_only(request, ref, warnings)
         ask = device_ask(chip, request, ref, annotations, settings, warnings)
-        plan = ContainerPlan(ref, request, None, family=FAMILY, ask=ask)
+        plan = ContainerPlan(ref, request, ask, FAMILY)
         runtime_class = chip.runtime_class_name or settings.runtime_class_name
         return (plan, legacy_values(container, request), runtime_class if ask else "")
 

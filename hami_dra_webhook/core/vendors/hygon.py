@@ -236,7 +236,7 @@ class HygonProfile(ProfileDefaults):
         requests_only(request, ref, warnings)
         settings = policy.webhook.vendors.hygon
         ask = device_ask(request, ref, annotations, sections, settings, warnings)
-        plan = ContainerPlan(ref, request, None, family=FAMILY, ask=ask)
+        plan = ContainerPlan(ref, request, ask, FAMILY)
         return (plan, legacy_values(container, request), "")
 
     def facts_driver(self, policy: Policy) -> str | None:

@@ -216,7 +216,7 @@ class WholeDeviceProfile(ProfileDefaults):
         )
         requests_only(request, ref, warnings)
         ask = device_ask(self.device, names, request, ref, annotations, settings, warnings)
-        plan = ContainerPlan(ref, request, None, family=self.device.key, ask=ask)
+        plan = ContainerPlan(ref, request, ask, self.device.key)
         return (plan, legacy_values(container, request), "")
 
 

@@ -152,3 +152,29 @@ def test_overwrite_env_alone_converts_with_an_empty_plan() -> None:
     assert isinstance(decision, Converted) and decision.patch
     assert decision.plan == () and decision.resources == [] and decision.templates == []
     assert decision.shares_a_gpu is False and decision.init_claims_held is False
+
+
+def test_a_plan_wants_one_thing_and_its_claim_holds_the_ask() -> None:
+    """`wants` is NVIDIA's share, another family's ask or nothing, never two; the ask a claim
+    holds comes with its template and claim name, all three or none."""
+    policy = policy_from_mapping({"hamiDraWebhook": {"vendors": {"amd": {"convert": True}}}}).policy
+    pod = {
+        "spec": {
+            "containers": [
+                container("share", gpu="1", mem="1000"),
+                {"name": "amd", "resources": {"limits": {"amd.com/gpu": "1"}}},
+                container("none", gpu="0"),
+            ]
+        }
+    }
+    decision = translate_pod(pod, policy, "ml")
+    assert isinstance(decision, Converted), decision
+    share, amd, none = decision.plan
+    assert isinstance(share.wants, GpuShare) and share.share is share.wants
+    assert share.claimed is not None and share.ask is share.claimed.ask
+    assert (share.template, share.claim) == (share.claimed.template, share.claimed.claim)
+    assert amd.share is None and amd.ask is not None and amd.ask.family == "amd"
+    assert amd.claimed is not None and amd.template and amd.claim
+    assert none.wants is None and none.claimed is None
+    assert (none.share, none.ask, none.template, none.claim) == (None, None, None, None)
+    assert not none.gets_devices and none.summary == "no device"
