@@ -17,7 +17,6 @@ from hami_dra_webhook.core.quota.gpu_quota import (
     quota_keys,
 )
 from hami_dra_webhook.core.quota.quota_groups import (
-    SIZED_BY_SLICES,
     Cards,
     cards_for,
     groups,
@@ -125,7 +124,7 @@ async def read_cards(api: KubeApi, policy: Policy, timeout: float) -> Cards:
     AMD's drivers publish (read from their ResourceSlices when they are converted)."""
     memory = {}
     for group in groups(policy):
-        if group.key in SIZED_BY_SLICES:
+        if group.sized_by_slices:
             slices = await api.list_resource_slices(group.driver, timeout=timeout)
             memory[group.key] = largest_memory_mib(slices, group.driver)
     return cards_for(policy, memory)

@@ -25,14 +25,12 @@ from hami_dra_webhook.core.model.quantity import MIB, QuantityError, parse_quant
 from hami_dra_webhook.core.model.types import JsonObject
 from hami_dra_webhook.core.outcome.decision import Converted
 from hami_dra_webhook.core.quota.quota_groups import (
-    AMD,
-    HYGON,
-    NEURON,
     NVIDIA,
     Cards,
     Option,
     container_use,
     group_by_driver,
+    group_named,
     groups,
     option_of,
     percent_of_units,
@@ -296,18 +294,15 @@ def _asked(exact: JsonObject, name: str, option: Option, policy: Policy) -> list
 def _device(request: str, capacity: Any, option: Option, policy: Policy) -> Device:
     """A device's charge from the capacity it asks or consumed, as its group counts it."""
     capacity = capacity if isinstance(capacity, dict) else {}
-    group = option.groups[0] if option.groups else NVIDIA
-    if group == NVIDIA:
-        keys = policy.webhook.capacity_keys
-        memory_key, cores_key = keys.memory, keys.cores
-    else:
-        memory_key, cores_key = "memory", "cores"
-    memory = _amount(capacity.get(memory_key), MIB)
-    cores = _amount(capacity.get(cores_key), 1)
-    if group == HYGON and cores is not None:
+    group = group_named(option.groups[0] if option.groups else NVIDIA, policy)
+    if group is None:
+        return Device(request, option.groups, None, 100)
+    if group.whole_cores is not None:  # allocated whole
+        return Device(request, option.groups, None, group.whole_cores)
+    memory = _amount(capacity.get(group.memory_capacity), MIB)
+    cores = _amount(capacity.get(group.cores_capacity), 1)
+    if group.cores_in_units and cores is not None:
         cores = percent_of_units(cores, option.card_units)
-    if group in (AMD, NEURON):
-        memory, cores = None, 100 if group == AMD else 0  # whole devices
     return Device(request, option.groups, memory, 100 if cores is None else min(cores, 100))
 
 

@@ -1,19 +1,8 @@
-"""The device groups GPU quotas are kept for, one per device kind a quota key names: NVIDIA,
-Hygon, each Ascend chip (HAMi names every chip's resources apart), AMD, AWS Neuron; what one
-container with legacy resources holds in its group; and which group a claim's request is of.
-Rules and sources: docs/quotas.md ("Other vendors"). No I/O.
-
-HAMi v2.10 keeps a quota on `limits.<memory name>` and `limits.<core name>` of every device
-(`pkg/device/quota.go`; its webhook checks every device's request, `fitResourceQuota`):
-- Hygon: memory MiB x memoryFactor, absent = the whole card's; cores percent, absent = 100,
-  clamped to 100 (`pkg/device/hygon/device.go`). Its DRA driver counts absolute compute units
-  (CU), so a claim's CU are turned back into the least percent that asks for them on its card.
-- Ascend: per chip; memory as asked (hami-core) or the vNPU template it is rounded to, absent or
-  above the largest template = the chip's `memoryAllocatable`; cores percent, absent = 0
-  (`pkg/device/ascend/device.go` `MutateAdmission`, `GenerateResourceRequests`, `Fit`).
-- AMD (whole cards only here): the card's memory, cores 100 per card (`pkg/device/amd`).
-- AWS Neuron: no memory; its `neuroncore` charge depends on the node's instance type, unknown
-  before a node is chosen: that key is not kept (HAMi counts a core bit mask there).
+"""The device groups GPU quotas are kept for, one per device kind a quota key names (NVIDIA,
+Hygon, each Ascend chip, AMD, AWS Neuron: each family's profile says its own, with how HAMi
+counts it; core/vendors/quota_group.py); what one container with legacy resources holds in its
+group; and which group a claim's request is of. Rules and sources: docs/quotas.md ("Other
+vendors"). No I/O.
 """
 
 from __future__ import annotations
@@ -24,32 +13,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hami_dra_webhook.core.model import cel
-from hami_dra_webhook.core.model.quantity import MIB, QuantityError, parse_byte_size, parse_quantity
+from hami_dra_webhook.core.model.quantity import MIB, QuantityError, parse_byte_size
 from hami_dra_webhook.core.outcome.decision import ContainerPlan
 from hami_dra_webhook.core.settings.policy import Policy
-from hami_dra_webhook.core.vendors import hygon
+from hami_dra_webhook.core.vendors import nvidia
+from hami_dra_webhook.core.vendors.families import BY_KEY, PROFILES
+from hami_dra_webhook.core.vendors.quota_group import QuotaGroup
 
-NVIDIA = "nvidia"
-HYGON = "hygon"
-AMD = "amd"
-NEURON = "aws-neuron"
-ASCEND_PREFIX = "ascend/"  # + the chip's commonWord: one group per chip
-
-
-@dataclass(frozen=True, slots=True)
-class Group:
-    """The legacy resource names of one device kind, and which of HAMi's keys are kept."""
-
-    key: str  # "nvidia", "hygon", "ascend/Ascend910B3", "amd", "aws-neuron"
-    count: tuple[str, ...]
-    memory: tuple[str, ...]
-    cores: tuple[str, ...]
-    memory_factor: int = 1  # HAMi scales the memory asked and the limit by it
-    hami_memory: bool = True  # limits.<memory> kept
-    hami_cores: bool = True  # limits.<cores> kept
-    driver: str = ""  # its DRA driver and DeviceClass: a claim of them is of this group
-    device_class: str = ""
-    chip: str = ""  # Ascend: the chip's productName, which the webhook's claims pin
+NVIDIA = nvidia.FAMILY  # the group of a device no other group claims
+Group = QuotaGroup
 
 
 # Policies asked about (one or two a process), by identity: a claim's every request asks.
@@ -57,78 +29,18 @@ _KNOWN: dict[int, tuple[Policy, tuple[Group, ...]]] = {}
 
 
 def groups(policy: Policy) -> tuple[Group, ...]:
-    """Every group this policy converts."""
+    """Every group this policy converts, each family's profile's (core/vendors/)."""
     found = _KNOWN.get(id(policy))
     if found is None or found[0] is not policy:
         if len(_KNOWN) >= 64:
             _KNOWN.clear()
-        found = _KNOWN[id(policy)] = (policy, _groups(policy))
+        kept = tuple(group for profile in PROFILES for group in profile.quota_groups(policy))
+        found = _KNOWN[id(policy)] = (policy, kept)
     return found[1]
 
 
-def _groups(policy: Policy) -> tuple[Group, ...]:
-    names, web = policy.legacy_resource_names, policy.webhook
-    found = [
-        Group(
-            NVIDIA,
-            _names(names.gpus),
-            _names(names.memory),
-            _names(names.cores),
-            policy.nvidia.memory_factor,
-            driver=web.driver_name,
-            device_class=web.device_class_name,
-        )
-    ]
-    vendors, sections = web.vendors, policy.hami_vendors
-    if vendors.hygon.convert:
-        counts, memories, cores = hygon.role_names(sections)
-        found.append(
-            Group(
-                HYGON,
-                counts,
-                memories,
-                cores,
-                sections.hygon.memory_factor,
-                driver=vendors.hygon.driver_name,
-                device_class=vendors.hygon.device_class_name,
-            )
-        )
-    if vendors.ascend.convert:
-        found += [
-            Group(
-                ASCEND_PREFIX + chip.common_word,
-                _names(chip.resource_name),
-                _names(chip.resource_memory_name),
-                _names(chip.resource_core_name),
-                chip.memory_factor,
-                driver=vendors.ascend.driver_name,
-                device_class=vendors.ascend.device_class_name,
-                chip=chip.chip_name,
-            )
-            for chip in sections.vnpus
-        ]
-    for key, section, settings, hami in (
-        (AMD, sections.amd, vendors.amd, True),
-        (NEURON, sections.awsneuron, vendors.aws_neuron, False),
-    ):
-        if settings.convert:
-            found.append(
-                Group(
-                    key,
-                    _names(section.resource_count_name),
-                    _names(section.resource_memory_name),
-                    _names(section.resource_core_name),
-                    hami_memory=hami,
-                    hami_cores=hami,
-                    driver=settings.driver_name,
-                    device_class=settings.device_class_name,
-                )
-            )
-    return tuple(found)
-
-
-def _names(*names: str | None) -> tuple[str, ...]:
-    return tuple(n for n in names if n)
+def group_named(key: str, policy: Policy) -> Group | None:
+    return next((group for group in groups(policy) if group.key == key), None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,18 +57,12 @@ class Cards:
 
 
 def cards_for(policy: Policy, vendor_memory: Mapping[str, int] | None = None) -> Cards:
-    """The devices' sizes: NVIDIA's from its ResourceSlices or settings (the policy's), every
-    Ascend chip's from HAMi's `vnpus` (`memoryAllocatable`), Hygon's and AMD's from their
-    drivers' ResourceSlices (`vendor_memory`, by group; absent: unknown)."""
+    """The devices' sizes: what the settings say (NVIDIA's from its ResourceSlices or settings,
+    every Ascend chip's `memoryAllocatable`), and what the drivers' ResourceSlices say of the
+    groups `sized_by_slices` (`vendor_memory`, by group; absent: unknown)."""
     largest = dict(vendor_memory or {})
-    largest[NVIDIA] = policy.largest_memory_mib
-    for chip in policy.hami_vendors.vnpus:
-        largest[ASCEND_PREFIX + chip.common_word] = chip.memory_allocatable * chip.memory_factor
+    largest.update({g.key: g.largest_mib for g in groups(policy) if not g.sized_by_slices})
     return Cards(largest)
-
-
-# The groups whose device memory only their drivers' ResourceSlices tell.
-SIZED_BY_SLICES = (HYGON, AMD)
 
 
 def largest_memory_mib(slices: Iterable[Any], driver: str) -> int:
@@ -191,54 +97,32 @@ class Use:
 
 
 def container_use(planned: ContainerPlan, policy: Policy) -> Use | None:
-    """The container's use, from the translation's plan of it (None: no group kept)."""
+    """The container's use, from the translation's plan of it and its family's profile (None:
+    no group kept)."""
     request = planned.request
     asked = {
         "count": request.count or 0,
         "memory": request.memory or 0,
         "cores": request.cores or 0,
     }
-    share, ask = planned.share, planned.ask
-    if planned.family == NVIDIA or (ask is None and share is not None):
-        if share is None:
-            return Use(NVIDIA, 0, None, None, 0, asked)
-        return Use(NVIDIA, share.count, share.memory_mib, share.percentage, share.cores, asked)
-    group = _group_of(planned, policy)
+    profile = BY_KEY[planned.family]
+    group = _group_of(planned, profile.quota_groups(policy))
     if group is None:
         return None
-    if ask is None:
+    if not planned.gets_devices:
         return Use(group.key, 0, None, None, 0, asked)
-    memory, cores = _legacy_share(group, planned, policy)
-    return Use(group.key, ask.count, memory, None, min(cores, 100), asked)
+    held = profile.held(group, planned)
+    return Use(
+        group.key, held.devices, held.memory_mib, held.percentage, min(held.cores, 100), asked
+    )
 
 
-def _group_of(planned: ContainerPlan, policy: Policy) -> Group | None:
+def _group_of(planned: ContainerPlan, kept: tuple[Group, ...]) -> Group | None:
+    """The family's one group, or the one whose names the container asks (an Ascend chip)."""
+    if len(kept) == 1:
+        return kept[0]
     named = set(planned.request.in_limits) | set(planned.request.in_requests)
-    for group in groups(policy):
-        if named & {*group.count, *group.memory, *group.cores}:
-            return group
-    return None
-
-
-def _legacy_share(group: Group, planned: ContainerPlan, policy: Policy) -> tuple[int | None, int]:
-    """Per device: memory MiB (None: the whole device's) and cores percent, as HAMi charges."""
-    request = planned.request
-    if group.key == HYGON:
-        memory = request.memory * group.memory_factor if request.memory else None
-        return memory, 100 if request.cores is None else request.cores
-    if group.key.startswith(ASCEND_PREFIX):
-        # The memory legacy gave: as asked (hami-core) or its template (the plan's ask)
-        asked = planned.ask.alternatives[0].capacity if planned.ask else ()
-        memory = next((_mib(v) for k, v in asked if k == "memory"), None)
-        return memory, request.cores or 0
-    return None, 100  # AMD: whole cards
-
-
-def _mib(value: str) -> int | None:
-    try:
-        return -(-int(parse_quantity(value)) // MIB)
-    except (QuantityError, ValueError):
-        return None
+    return next((g for g in kept if named & {*g.count, *g.memory, *g.cores}), None)
 
 
 # What the webhook writes to pin a Hygon card model (core/vendors/hygon.py) and an Ascend chip

@@ -23,7 +23,7 @@ from hami_dra_webhook.core.legacy.request import (
     resource_maps,
 )
 from hami_dra_webhook.core.model import cel
-from hami_dra_webhook.core.model.quantity import format_mib
+from hami_dra_webhook.core.model.quantity import MIB, QuantityError, format_mib, parse_quantity
 from hami_dra_webhook.core.model.types import Attention, ContainerRef, NotConvertible
 from hami_dra_webhook.core.outcome.ask import Alternative, DeviceAsk
 from hami_dra_webhook.core.outcome.decision import ContainerPlan
@@ -36,8 +36,10 @@ from hami_dra_webhook.core.vendors.profile import (
     legacy_values,
     requests_only,
 )
+from hami_dra_webhook.core.vendors.quota_group import DeviceHold, QuotaGroup, present
 
 FAMILY = "ascend"
+QUOTA_PREFIX = "ascend/"  # + the chip's commonWord: one quota group per chip
 DEVICE_TYPE = "HAMivNPUCore"
 VNPU_MODE = "huawei.com/vnpu-mode"
 HAMI_CORE = "hami-core"
@@ -294,6 +296,35 @@ class AscendProfile(ProfileDefaults):
         runtime_class = chip.runtime_class_name or settings.runtime_class_name
         return (plan, legacy_values(container, request), runtime_class if ask else "")
 
+    def quota_groups(self, policy: Policy) -> tuple[QuotaGroup, ...]:
+        """HAMi names every chip's resources apart: one group per chip, its size the chip's
+        `memoryAllocatable` (`pkg/device/ascend/device.go`)."""
+        settings = policy.webhook.vendors.ascend
+        if not settings.convert:
+            return ()
+        return tuple(
+            QuotaGroup(
+                QUOTA_PREFIX + chip.common_word,
+                present(chip.resource_name),
+                present(chip.resource_memory_name),
+                present(chip.resource_core_name),
+                chip.memory_factor,
+                driver=settings.driver_name,
+                device_class=settings.device_class_name,
+                chip=chip.chip_name,
+                largest_mib=chip.memory_allocatable * chip.memory_factor,
+            )
+            for chip in policy.hami_vendors.vnpus
+        )
+
+    def held(self, group: QuotaGroup, plan: ContainerPlan) -> DeviceHold:
+        """Memory as asked (hami-core) or the vNPU template it is rounded to (the ask's);
+        absent: the chip's; cores percent, absent = 0."""
+        ask = plan.ask
+        asked = ask.alternatives[0].capacity if ask else ()
+        memory = next((_mib(v) for k, v in asked if k == "memory"), None)
+        return DeviceHold(ask.count if ask else 0, memory, None, plan.request.cores or 0)
+
 
 def _chip(container: Any, ref: ContainerRef, chips: tuple[VnpuChip, ...]) -> VnpuChip:
     """The one chip whose resources the container names (legacy gives a container one chip)."""
@@ -313,6 +344,13 @@ def _chip(container: Any, ref: ContainerRef, chips: tuple[VnpuChip, ...]) -> Vnp
             reason="several-npu-chips",
         )
     return named[0]
+
+
+def _mib(value: str) -> int | None:
+    try:
+        return -(-int(parse_quantity(value)) // MIB)
+    except (QuantityError, ValueError):
+        return None
 
 
 PROFILE = AscendProfile()

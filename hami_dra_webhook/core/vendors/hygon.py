@@ -42,6 +42,7 @@ from hami_dra_webhook.core.vendors.profile import (
     legacy_values,
     requests_only,
 )
+from hami_dra_webhook.core.vendors.quota_group import DeviceHold, QuotaGroup
 
 FAMILY = "hygon"
 DEVICE_TYPE = "hcu"
@@ -265,6 +266,34 @@ class HygonProfile(ProfileDefaults):
             update={"hygon": hygon.model_copy(update={"compute_units": units})}
         )
         return policy.with_webhook(web.model_copy(update={"vendors": vendors}))
+
+    def quota_groups(self, policy: Policy) -> tuple[QuotaGroup, ...]:
+        """HAMi's Hygon quota (`pkg/device/hygon/device.go`): memory MiB x memoryFactor, cores
+        percent. Its driver counts compute units: a claim's are charged as the percent of its
+        card; the cards' memory only the driver's slices say."""
+        settings, sections = policy.webhook.vendors.hygon, policy.hami_vendors
+        if not settings.convert:
+            return ()
+        counts, memories, cores = role_names(sections)
+        group = QuotaGroup(
+            FAMILY,
+            counts,
+            memories,
+            cores,
+            sections.hygon.memory_factor,
+            driver=settings.driver_name,
+            device_class=settings.device_class_name,
+            cores_in_units=True,
+            sized_by_slices=True,
+        )
+        return (group,)
+
+    def held(self, group: QuotaGroup, plan: ContainerPlan) -> DeviceHold:
+        """Memory absent: the whole card's; cores absent: 100 (clamped to 100)."""
+        request, ask = plan.request, plan.ask
+        memory = request.memory * group.memory_factor if request.memory else None
+        cores = 100 if request.cores is None else request.cores
+        return DeviceHold(ask.count if ask else 0, memory, None, cores)
 
 
 PROFILE = HygonProfile()

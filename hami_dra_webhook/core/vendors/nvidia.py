@@ -42,6 +42,7 @@ from hami_dra_webhook.core.vendors.profile import (
     distinct_capacities,
     requests_only,
 )
+from hami_dra_webhook.core.vendors.quota_group import DeviceHold, QuotaGroup, present
 
 FAMILY = "nvidia"
 TASK_PRIORITY_ENV = "CUDA_TASK_PRIORITY"
@@ -226,6 +227,30 @@ class NvidiaProfile:
         if sizes == web.device_memory_sizes:
             return policy
         return policy.with_webhook(web.model_copy(update={"device_memory_sizes": sizes}))
+
+    def quota_groups(self, policy: Policy) -> tuple[QuotaGroup, ...]:
+        """NVIDIA's quotas: per device as HAMi counts them (docs/quotas.md); its cards' size
+        from the settings or, once read, the driver's slices (`with_facts`)."""
+        names, web = policy.legacy_resource_names, policy.webhook
+        group = QuotaGroup(
+            FAMILY,
+            present(names.gpus),
+            present(names.memory),
+            present(names.cores),
+            policy.nvidia.memory_factor,
+            driver=web.driver_name,
+            device_class=web.device_class_name,
+            memory_capacity=web.capacity_keys.memory,
+            cores_capacity=web.capacity_keys.cores,
+            largest_mib=policy.largest_memory_mib,
+        )
+        return (group,)
+
+    def held(self, group: QuotaGroup, plan: ContainerPlan) -> DeviceHold:
+        share = plan.share
+        if share is None:
+            return DeviceHold(0, None, None, 0)
+        return DeviceHold(share.count, share.memory_mib, share.percentage, share.cores)
 
 
 PROFILE = NvidiaProfile()

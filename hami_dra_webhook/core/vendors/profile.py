@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from hami_dra_webhook.core.legacy.request import LegacyRequest, resource_maps
 from hami_dra_webhook.core.model.types import ContainerRef, JsonObject
+from hami_dra_webhook.core.vendors.quota_group import DeviceHold, QuotaGroup
 
 if TYPE_CHECKING:
     from hami_dra_webhook.core.outcome.ask import DeviceAsk
@@ -133,6 +134,15 @@ class Profile(Protocol):
         cluster says nothing. The same object when nothing changes (callers cache on it)."""
         ...
 
+    def quota_groups(self, policy: Policy) -> tuple[QuotaGroup, ...]:
+        """The device groups whose GPU quotas are kept for the family (none where the policy
+        does not convert it; Ascend: one per chip)."""
+        ...
+
+    def held(self, group: QuotaGroup, plan: ContainerPlan) -> DeviceHold:
+        """What HAMi charged the container of `group` (the plan gets devices)."""
+        ...
+
 
 class ProfileDefaults:
     """The rest of `Profile` for a family whose `resolve` makes the whole device ask and that
@@ -158,6 +168,12 @@ class ProfileDefaults:
 
     def with_facts(self, policy: Policy, values: tuple[int, ...]) -> Policy:
         return policy
+
+    def quota_groups(self, policy: Policy) -> tuple[QuotaGroup, ...]:
+        return ()
+
+    def held(self, group: QuotaGroup, plan: ContainerPlan) -> DeviceHold:
+        return DeviceHold(0, None, None, 0)
 
 
 def requests_only(request: LegacyRequest, ref: ContainerRef, warnings: list[str]) -> None:

@@ -27,6 +27,7 @@ from hami_dra_webhook.core.vendors.profile import (
     legacy_values,
     requests_only,
 )
+from hami_dra_webhook.core.vendors.quota_group import DeviceHold, QuotaGroup, present
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +40,12 @@ class WholeDeviceFamily:
     use_type: str | None  # legacy type annotations, matched against productName
     nouse_type: str | None
     settings_key: str  # hamiDraWebhook.vendors.<this>
+    # Its GPU quotas: whether HAMi keeps limits.<memory> and limits.<cores> (a Neuron core's
+    # charge depends on the node's instance type, unknown before a node is chosen: not kept),
+    # the cores a whole device is charged, and whether its driver's slices say its memory.
+    hami_keys: bool
+    whole_cores: int
+    sized_by_slices: bool
 
 
 AMD = WholeDeviceFamily(
@@ -50,6 +57,9 @@ AMD = WholeDeviceFamily(
     use_type="amd.com/use-gputype",
     nouse_type="amd.com/nouse-gputype",
     settings_key="amd",
+    hami_keys=True,
+    whole_cores=100,
+    sized_by_slices=True,
 )
 NEURON = WholeDeviceFamily(
     key="aws-neuron",
@@ -60,6 +70,9 @@ NEURON = WholeDeviceFamily(
     use_type=None,
     nouse_type=None,
     settings_key="awsNeuron",
+    hami_keys=False,
+    whole_cores=0,
+    sized_by_slices=False,
 )
 
 
@@ -218,6 +231,30 @@ class WholeDeviceProfile(ProfileDefaults):
         ask = device_ask(self.device, names, request, ref, annotations, settings, warnings)
         plan = ContainerPlan(ref, request, ask, self.device.key)
         return (plan, legacy_values(container, request), "")
+
+    def quota_groups(self, policy: Policy) -> tuple[QuotaGroup, ...]:
+        names, settings = self._configured(policy)
+        if not settings.convert:
+            return ()
+        device = self.device
+        group = QuotaGroup(
+            device.key,
+            present(names.resource_count_name),
+            present(names.resource_memory_name),
+            present(names.resource_core_name),
+            hami_memory=device.hami_keys,
+            hami_cores=device.hami_keys,
+            driver=settings.driver_name,
+            device_class=settings.device_class_name,
+            whole_cores=device.whole_cores,
+            sized_by_slices=device.sized_by_slices,
+        )
+        return (group,)
+
+    def held(self, group: QuotaGroup, plan: ContainerPlan) -> DeviceHold:
+        """Whole devices: all their memory and all their cores."""
+        ask = plan.ask
+        return DeviceHold(ask.count if ask else 0, None, None, 100)
 
 
 AMD_PROFILE = WholeDeviceProfile(AMD)

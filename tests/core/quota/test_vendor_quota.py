@@ -9,11 +9,18 @@ from typing import Any
 
 import pytest
 
-from hami_dra_webhook.core.outcome.decision import Converted
+from hami_dra_webhook.core.legacy.request import LegacyRequest
+from hami_dra_webhook.core.model.types import ContainerRef
+from hami_dra_webhook.core.outcome.ask import Alternative, DeviceAsk
+from hami_dra_webhook.core.outcome.decision import ContainerPlan, Converted
+from hami_dra_webhook.core.quota import quota_groups
 from hami_dra_webhook.core.quota.gpu_quota import claims_charge, legacy_charge, quota_keys
 from hami_dra_webhook.core.quota.quota_groups import cards_for, percent_of_units
-from hami_dra_webhook.core.settings.policy import policy_from_yaml
+from hami_dra_webhook.core.settings.policy import Policy, policy_from_yaml
 from hami_dra_webhook.core.translate.pod import translate_pod
+from hami_dra_webhook.core.vendors import families
+from hami_dra_webhook.core.vendors.profile import ProfileDefaults
+from hami_dra_webhook.core.vendors.quota_group import DeviceHold, QuotaGroup
 from tests.support.policies import every_vendor
 
 POLICY = policy_from_yaml(
@@ -285,3 +292,41 @@ def test_a_tenants_claim_is_never_charged_less_than_it_can_take() -> None:
     )
     charge = claims_charge([unpinned], POLICY, KEYS, CARDS)
     assert charge.of(B3_MEM) == 1000 and charge.of(P_MEM) == 1000
+
+
+class _Plain(ProfileDefaults):
+    """A family added to the registry with its profile alone: its quota group and its hold."""
+
+    key = "plain"
+
+    def quota_groups(self, policy: Policy) -> tuple[QuotaGroup, ...]:
+        group = QuotaGroup("plain", ("plain.io/n",), ("plain.io/mem",), ("plain.io/cores",))
+        return (group,)
+
+    def held(self, group: QuotaGroup, plan: ContainerPlan) -> DeviceHold:
+        return DeviceHold(3, plan.request.memory, None, 150)
+
+
+def test_a_familys_quota_is_its_profiles_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The quota core names no family: a profile added to the registry brings its keys and
+    its containers' charge (cores clamped to 100, as HAMi clamps them)."""
+    plain = _Plain()
+    where = "hami_dra_webhook.core.quota.quota_groups"
+    monkeypatch.setattr(f"{where}.PROFILES", (*families.PROFILES, plain))
+    monkeypatch.setattr(f"{where}.BY_KEY", {**families.BY_KEY, "plain": plain})
+    policy = policy_from_yaml("hamiDraWebhook: {}").policy
+    keys = quota_keys(policy)
+    assert {k: (r.dimension, r.form) for k, r in keys.items() if "plain" in k} == {
+        "limits.plain.io/mem": ("memory", "hami"),
+        "requests.plain.io/mem": ("memory", "native"),
+        "limits.plain.io/cores": ("cores", "hami"),
+        "requests.plain.io/cores": ("cores", "native"),
+        "requests.plain.io/n": ("count", "native"),
+    }
+    request = LegacyRequest(1, 500, None, None, None, ("plain.io/n", "plain.io/mem"), ())
+    wanted = DeviceAsk("plain", "plain.io", "dev", 3, (Alternative(()),), None, "3", False)
+    plan = ContainerPlan(ContainerRef("containers", 0, "c"), request, wanted, "plain")
+    use = quota_groups.container_use(plan, policy)
+    assert use is not None
+    assert (use.group, use.devices, use.memory_mib, use.cores) == ("plain", 3, 500, 100)
+    assert use.asked == {"count": 1, "memory": 500, "cores": 0}
