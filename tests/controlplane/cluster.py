@@ -85,6 +85,7 @@ class ControlPlane:
     controller_list: str = CONTROLLERS
     controller_manager_args: tuple[str, ...] = ()  # e.g. --kube-api-qps (benchmarks/claims.py)
     processes: list[Process] = field(default_factory=list)
+    _admin_context: ssl.SSLContext | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         self.pki = Pki(self.folder / "pki")
@@ -334,9 +335,12 @@ class ControlPlane:
         return path
 
     def _context(self) -> ssl.SSLContext:
-        context = ssl.create_default_context(cafile=str(self.pki.ca))
-        context.load_cert_chain(self.admin.cert, self.admin.key)
-        return context
+        """The admin's TLS context, made once (an SSLContext is safe to share across threads)."""
+        if self._admin_context is None:
+            context = ssl.create_default_context(cafile=str(self.pki.ca))
+            context.load_cert_chain(self.admin.cert, self.admin.key)
+            self._admin_context = context
+        return self._admin_context
 
     def _get_status(self, path: str) -> int:
         connection = http.client.HTTPSConnection(
