@@ -24,6 +24,7 @@ import functools
 import logging
 import os
 import signal
+import threading
 import socket
 import time
 from collections.abc import Callable, Generator
@@ -68,7 +69,13 @@ class WebhookServer(uvicorn.Server):
 
     @contextlib.contextmanager
     def capture_signals(self) -> Generator[None, None, None]:
+        """uvicorn's signals, and SIGHUP (reload the certificate). Only the main thread may set
+        handlers: a server run from another thread (a test's, an embedding program's) leaves
+        the signals alone, as uvicorn does."""
         with super().capture_signals():
+            if threading.current_thread() is not threading.main_thread():
+                yield
+                return
             previous = signal.signal(signal.SIGHUP, self._hangup)
             try:
                 yield

@@ -1,4 +1,4 @@
-"""Fuzzing the real HTTPS endpoint with generated AdmissionReviews.
+"""Fuzzing the real HTTPS endpoint (the whole server, in process) with generated AdmissionReviews.
 
 Runs HAMI_FUZZ_EXAMPLES examples (2,000 by default, as in CI; set 100000 for a long run).
 Whatever arrives: no unhandled exception, only the documented HTTP statuses (200, 400, 413),
@@ -26,6 +26,7 @@ from tests.support import k8s_schema
 from tests.support.review_strategies import REVIEWS
 from tests.support.reviews import replica_pod, review
 from tests.support.strategies import LEGACY
+from tests.support.webhook_in_process import InProcessWebhook
 from tests.support.webhook_process import Webhook
 
 EXAMPLES = int(os.environ.get("HAMI_FUZZ_EXAMPLES", "2000"))
@@ -34,7 +35,9 @@ LEFT_ALONE = "left unchanged:"
 
 @pytest.fixture(scope="module")
 def endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Webhook]:
-    process = Webhook(
+    """The whole server in this process (real TLS, real sockets): what is fuzzed is its
+    answers; its log is every record of warning and above."""
+    process = InProcessWebhook(
         tmp_path_factory.mktemp("fuzz"),
         "--log-level",
         "warning",
@@ -43,7 +46,7 @@ def endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Webhook]:
     )
     yield process
     log = process.log()
-    process.stop()
+    assert process.stop() == 0
     assert "failed unexpectedly" not in log and "Traceback" not in log, log[-4000:]
 
 

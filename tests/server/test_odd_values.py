@@ -1,4 +1,4 @@
-"""Second hostile-callers issue, finding 8, through the real webhook process: JSON duplicate
+"""Second hostile-callers issue, finding 8, through the real webhook server: JSON duplicate
 keys, odd numbers in quantities, and annotation values with quotes, newlines, NUL, lone
 surrogates and right-to-left marks that end up in CEL.
 
@@ -20,14 +20,16 @@ import pytest
 
 from tests.support.cel_k8s import hami_device, selects
 from tests.support.reviews import replica_pod, review
+from tests.support.webhook_in_process import InProcessWebhook
 from tests.support.webhook_process import Webhook
 
 
 @pytest.fixture(scope="module")
 def webhook(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Webhook]:
-    process = Webhook(tmp_path_factory.mktemp("odd"), "--gc-interval", "0")
-    yield process
-    process.stop()
+    """The whole server in this process (real TLS, real sockets): what is tested is its answers."""
+    served = InProcessWebhook(tmp_path_factory.mktemp("odd"), "--gc-interval", "0")
+    yield served
+    assert served.stop() == 0
 
 
 def _post_text(webhook: Webhook, text: str) -> tuple[int, Any]:

@@ -1,5 +1,7 @@
-"""The real webhook process over real TLS (CA-verified), as kube-apiserver calls it, with the
-real kube-apiserver behind it (the stand-in only where a test needs the API to fail or stall)."""
+"""The real webhook over real TLS (CA-verified), as kube-apiserver calls it, with the real
+kube-apiserver behind it (the stand-in only where a test needs the API to fail or stall): its
+answers from the whole server run in this process, its output, start-up and shutdown from the
+real process."""
 
 from __future__ import annotations
 
@@ -18,18 +20,31 @@ import pytest
 from tests.support.apiserver_standin import StandIn
 from tests.support.cluster import Cluster, wait_for
 from tests.support.reviews import replica_pod, review
+from tests.support.webhook_in_process import InProcessWebhook
 from tests.support.webhook_process import Webhook
 
 
 @pytest.fixture
 def webhook(kube: Cluster, tmp_path: Path) -> Iterator[Webhook]:
-    """The webhook on the real kube-apiserver; the reviews' namespace team-a starts empty."""
+    """The whole server on the real kube-apiserver, run in this process (real TLS, real
+    sockets): for what it answers. The reviews' namespace team-a starts empty."""
     kube.empty_namespace("team-a")
-    process = Webhook(
+    served = InProcessWebhook(
         tmp_path, "--kubeconfig", str(kube.plane.admin_kubeconfig), "--gc-interval", "0"
     )
-    yield process
-    process.stop()
+    yield served
+    assert served.stop() == 0
+
+
+@pytest.fixture
+def process(kube: Cluster, tmp_path: Path) -> Iterator[Webhook]:
+    """The real process on the real kube-apiserver: for what it writes to its output."""
+    kube.empty_namespace("team-a")
+    started = Webhook(
+        tmp_path, "--kubeconfig", str(kube.plane.admin_kubeconfig), "--gc-interval", "0"
+    )
+    yield started
+    started.stop()
 
 
 @pytest.fixture
@@ -162,12 +177,12 @@ def test_the_operations_port_never_serves_mutate(webhook: Webhook) -> None:
     assert webhook.get_ops("/bare", "POST")[0] == 404
 
 
-def test_one_json_log_line_per_admission(webhook: Webhook) -> None:
+def test_one_json_log_line_per_admission(process: Webhook) -> None:
     sent = review(replica_pod())
-    webhook.post(sent)
+    process.post(sent)
 
     def admissions() -> list[dict[str, Any]]:  # written in batches every 0.2 s
-        lines = [json.loads(line) for line in webhook.log().splitlines() if line.startswith("{")]
+        lines = [json.loads(line) for line in process.log().splitlines() if line.startswith("{")]
         return [line for line in lines if line["message"] == "admission"]
 
     wait_for(admissions, "the admission's log line", timeout=5)
@@ -180,7 +195,7 @@ def test_one_json_log_line_per_admission(webhook: Webhook) -> None:
     assert entry["uid"] == sent["request"]["uid"]
     assert entry["user"] == sent["request"]["userInfo"]["username"]
     assert entry["resource"] == "v1/pods" and entry["dryRun"] is False
-    assert "color_message" not in webhook.log() and "\x1b[" not in webhook.log()
+    assert "color_message" not in process.log() and "\x1b[" not in process.log()
 
 
 def test_graceful_shutdown_finishes_in_flight_admissions(faulty: Webhook, standin: StandIn) -> None:

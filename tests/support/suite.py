@@ -23,6 +23,7 @@ import shlex
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -71,8 +72,9 @@ def _foreground(run: Run, arguments: list[str], env: dict[str, str] | None = Non
 
 def _beside(
     run: Run, arguments: list[str], log: Path, env: dict[str, str] | None = None
-) -> tuple[subprocess.Popen[bytes], float, Path]:
-    """Start a run beside the foreground one, its output into `log`."""
+) -> tuple[threading.Thread, Path]:
+    """Start a run beside the foreground one, its output into `log`; the thread returned ends
+    with it, having set its exit code and its own duration."""
     print(f"== pytest {shlex.join(arguments)} ({run.name}: beside the next run)", flush=True)
     with log.open("wb") as output:
         process = subprocess.Popen(
@@ -82,7 +84,15 @@ def _beside(
             stderr=subprocess.STDOUT,
             env=env,
         )
-    return process, time.monotonic(), log
+    started = time.monotonic()
+
+    def wait() -> None:
+        run.code = process.wait()
+        run.seconds = time.monotonic() - started
+
+    waiter = threading.Thread(target=wait, name=run.name, daemon=True)
+    waiter.start()
+    return waiter, log
 
 
 def main(argv: list[str]) -> int:
@@ -110,9 +120,8 @@ def main(argv: list[str]) -> int:
             _foreground(quiet, QUIET, env={**os.environ, "HAMI_E2E_FLAVORS": FIRST_FLAVORS})
         else:
             _foreground(quiet, QUIET)
-        for run, (process, started, log) in beside:
-            run.code = process.wait()
-            run.seconds = time.monotonic() - started
+        for run, (waiter, log) in beside:
+            waiter.join()
             print(f"== pytest ({run.name}): its output", flush=True)
             sys.stdout.write(log.read_text(errors="replace"))
         timed = Run("timed", folder / "timed.xml")
