@@ -1,6 +1,6 @@
 """The README keeps its promises: at most 12 KB, the two set-up commands first, every link to a
 file of the repository resolves (the docs site's own links are checked by `mkdocs build
---strict` in ./scripts/test), and the licence it names is there."""
+--strict` in scripts/checks), and the licence it names is there."""
 
 from __future__ import annotations
 

@@ -24,8 +24,8 @@ import functools
 import logging
 import os
 import signal
-import threading
 import socket
+import threading
 import time
 from collections.abc import Callable, Generator
 from dataclasses import dataclass

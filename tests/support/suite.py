@@ -1,15 +1,16 @@
 """`./scripts/test`'s pytest runs (`python -m tests.support.suite [--long]`).
 
-The default run is four pytest runs, chosen by marker: the tests marked `node` (the real node:
-they mostly wait on the kubelet and the pods) and the end-to-end tests of the later Kubernetes
-flavors (`tests/e2e` with HAMI_E2E_FLAVORS=1.36,1.37,1.38: they mostly wait on their control
-plane) run beside the other tests marked neither `node` nor `timed` (with the earlier flavors'
-end-to-end tests); then the tests marked `timed`, which measure an established connection's
-latency, the process's memory or a time bound while they attack it, run alone on a quiet
-machine (beside the node, they failed their 50 ms and 64 MiB bounds). A HAMI_E2E_FLAVORS set by
-the caller is kept: the end-to-end tests then run in one run. tests/test_suite_markers.py keeps
-the markers true. `--long` runs the longer sizes instead: the soak and the fuzzing with more
-requests and examples, and every test marked `long`.
+The default run is the static checks (scripts/checks) and four pytest runs, chosen by marker.
+The tests marked `node` (the real node: they mostly wait on the kubelet and the pods) and the
+end-to-end tests of the later Kubernetes flavors (`tests/e2e` with
+HAMI_E2E_FLAVORS=1.36,1.37,1.38: they mostly wait on their control plane) start first; beside
+them run the static checks, then the other tests marked neither `node` nor `timed` (with the
+earlier flavors' end-to-end tests); then the tests marked `timed`, which measure an established
+connection's latency, the process's memory or a time bound while they attack it, run alone on a
+quiet machine (beside the node, they failed their 50 ms and 64 MiB bounds). A
+HAMI_E2E_FLAVORS set by the caller is kept: the end-to-end tests then run in one run.
+tests/test_suite_markers.py keeps the markers true. `--long` runs the longer sizes instead: the
+soak and the fuzzing with more requests and examples, and every test marked `long`.
 
 Each run's output is shown whole (the ones beside are shown when they end), and the last line
 is the runs' total: "N passed, N failed, N skipped" (errors count as failed; a run that
@@ -98,6 +99,7 @@ def _beside(
 def main(argv: list[str]) -> int:
     folder = Path(tempfile.mkdtemp(prefix="hami-suite-"))
     runs: list[Run] = []
+    checks_code = 0  # the default run's static checks (the others ran them before)
     if argv == ["--long"]:
         sized = Run("soak and fuzz, long sizes", folder / "sized.xml")
         _foreground(
@@ -117,6 +119,9 @@ def main(argv: list[str]) -> int:
             later = Run("end-to-end, later flavors", folder / "later.xml")
             env = {**os.environ, "HAMI_E2E_FLAVORS": LATER_FLAVORS}
             beside.append((later, _beside(later, LATER_E2E, folder / "later.log", env)))
+        print("== static checks (scripts/checks)", flush=True)
+        checks_code = subprocess.call([str(ROOT / "scripts" / "checks")], cwd=ROOT)
+        if split:
             _foreground(quiet, QUIET, env={**os.environ, "HAMI_E2E_FLAVORS": FIRST_FLAVORS})
         else:
             _foreground(quiet, QUIET)
@@ -128,6 +133,9 @@ def main(argv: list[str]) -> int:
         _foreground(timed, TIMED)
         runs += [run for run, _ in beside] + [quiet, timed]
     totals = [0, 0, 0]
+    if checks_code != 0:
+        print(f"== static checks: exit {checks_code}")
+        totals[1] += 1
     for run in runs:
         passed, failed, skipped = run.counts()
         if run.code not in (0, 1) and failed == 0:
