@@ -80,11 +80,16 @@ class Webhook:
             self.host, self.port, context=context or self.context(), timeout=timeout
         )
 
+    def stopped(self) -> str | None:
+        """Why the webhook is no longer running; None while it runs."""
+        code = self.process.poll()
+        return None if code is None else f"exited {code}"
+
     def wait_ready(self, timeout: float = 20) -> None:
         end = time.monotonic() + timeout
         while time.monotonic() < end:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"the webhook exited: {self.log_tail()}")
+            if (why := self.stopped()) is not None:
+                raise RuntimeError(f"the webhook {why}: {self.log_tail()}")
             try:  # the operations port: it answers whatever the HTTPS port asks of callers
                 status, _ = self.get_ops("/readyz")
                 if status == 200:
