@@ -19,6 +19,7 @@ from tests.controlplane.gpu_node import GpuNode
 from tests.controlplane.pki import Pki
 from tests.support.cluster import Cluster
 from tests.support.pods import gpu_pod
+from tests.support.webhook_in_process import InProcessWebhook
 from tests.support.webhook_process import Webhook
 
 
@@ -135,7 +136,7 @@ def _handshake(webhook: Webhook, certificate: tuple[Path, Path] | None) -> None:
 def test_only_callers_with_a_client_certificate_get_answers(
     authenticating: Cluster, callers: Pki, tmp_path: Path
 ) -> None:
-    webhook = Webhook(
+    webhook = InProcessWebhook(
         tmp_path,
         *("--kubeconfig", str(authenticating.plane.admin_kubeconfig), "--gc-interval", "0"),
         *("--client-ca-file", str(callers.ca)),
@@ -168,7 +169,7 @@ def test_expired_and_other_purpose_certificates_of_the_callers_ca(
     refused at the handshake, and so is one whose extended key usage is another purpose (a
     server's); one for another client of that CA is answered: the CA is the only check (its
     identity is not), as the README says, so the CA must be one of the webhook's callers only."""
-    webhook = Webhook(tmp_path, "--gc-interval", "0", "--client-ca-file", str(callers.ca))
+    webhook = InProcessWebhook(tmp_path, "--gc-interval", "0", "--client-ca-file", str(callers.ca))
     try:
         expired = callers.issue("expired", "kube-apiserver", expired=True)
         with pytest.raises((ssl.SSLError, ConnectionResetError, BrokenPipeError)):
