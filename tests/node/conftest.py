@@ -302,11 +302,7 @@ def _release(cluster: NodeCluster, name: str) -> None:
     """End the namespace's pods (the examples' `sleep` ignores SIGTERM as PID 1: after 1 s,
     not 30) and let the kubelet take its time: tests that need the cards free wait for it
     (`quiet_namespace`), the others run meanwhile."""
-    cluster.kubectl(
-        "delete", "deployments,replicasets,jobs", "--all", "-n", name, "--cascade=orphan"
-    )
-    cluster.kubectl("delete", "pods", "--all", "-n", name, "--grace-period=1", "--wait=false")
-    cluster.kubectl("delete", "namespace", name, "--wait=false")
+    cluster.release_pods(name, grace=1)
     cluster.releasing.append(name)
 
 

@@ -24,7 +24,7 @@ from tests.controlplane.gpu_node import GpuNode
 from tests.support.chart_tools import CHART
 from tests.support.loop import run
 from tests.support.metrics import sample_sum
-from tests.support.rest_get import NotServed, RestGet
+from tests.support.rest_calls import NotServed, RestCalls
 from tests.support.tools import tool
 from tests.support.webhook_process import Webhook
 
@@ -57,7 +57,7 @@ class Cluster:
     stored_slice: dict[str, Any]
     folder: Path
     _namespaces: int = 0
-    _reads: RestGet | None = field(default=None, repr=False)
+    _reads: RestCalls | None = field(default=None, repr=False)
 
     @property
     def version(self) -> str:
@@ -101,16 +101,20 @@ class Cluster:
 
     def get(self, *args: str) -> Any:
         """What `kubectl get -o json ARGS` prints: asked of the server directly where
-        tests/support/rest_get.py reads the form (no kubectl process), else by kubectl."""
-        if self._reads is None:
-            self._reads = RestGet(self.plane.request)
+        tests/support/rest_calls.py reads the form (no kubectl process), else by kubectl."""
         try:
-            answer = self._reads.get(args)
+            answer = self._rest().get(args)
         except NotServed as error:
             raise CommandFailed(f"kubectl get {shlex.join(args)}: {error}") from None
         if answer is not None:
             return answer
         return json.loads(self.kubectl("get", "-o", "json", *args).stdout)
+
+    def _rest(self) -> RestCalls:
+        """The tests' own calls to the server, without kubectl (tests/support/rest_calls.py)."""
+        if self._reads is None:
+            self._reads = RestCalls(self.plane.request)
+        return self._reads
 
     def apply(self, manifest: str | dict[str, Any], *flags: str, namespace: str) -> str:
         text = manifest if isinstance(manifest, str) else yaml.safe_dump(manifest)
@@ -122,36 +126,49 @@ class Cluster:
         self.ensure_namespace(name)
         return name
 
+    def exists(self, *args: str) -> bool:
+        """Whether `kubectl get ARGS` finds it (asked of the server as `get` asks)."""
+        try:
+            self.get(*args)
+        except CommandFailed:
+            return False
+        return True
+
     def ensure_namespace(self, name: str) -> None:
         """Namespace `name`, created if missing, once pods can be created in it."""
-        if self.kubectl("get", "namespace", name, check=False).returncode != 0:
-            self.kubectl("create", "namespace", name)
+        if not self.exists("namespace", name):
+            self._rest().create_namespace(name)
         # kube-controller-manager's service account controller gives each namespace `default`;
         # pods are refused by the ServiceAccount admission plugin until it exists.
         wait_for(
-            lambda: (
-                self.kubectl("get", "serviceaccount", "default", "-n", name, check=False).returncode
-                == 0
-            ),
+            lambda: self.exists("serviceaccount", "default", "-n", name),
             f"the default ServiceAccount of {name}",
         )
 
     def empty_namespace(self, name: str) -> None:
         """Make sure namespace `name` exists and holds no ResourceClaimTemplates."""
         self.ensure_namespace(name)
-        self.kubectl("delete", "resourceclaimtemplates", "--all", "-n", name)
+        self._rest().delete_all("resourceclaimtemplates", name)
+
+    def release_pods(self, name: str, grace: int) -> None:
+        """Delete the namespace, its workloads orphaning their pods and its pods with `grace`
+        seconds to end (the kubelet takes its time; nothing waits here)."""
+        workloads = "deployments,replicasets,statefulsets,daemonsets,jobs,cronjobs"
+        self._rest().delete_all(workloads, name, orphan=True)
+        self._rest().delete_all("pods", name, grace=grace)
+        self._rest().delete_namespace(name)
 
     def release_namespace(self, name: str) -> None:
         """Delete the namespace and wait until its claims are gone. No kubelet confirms a pod's
         end, so its pods are force-deleted; the claim controller then frees their devices."""
         workloads = "deployments,replicasets,statefulsets,daemonsets,jobs,cronjobs"
-        self.kubectl("delete", workloads, "--all", "-n", name, "--cascade=orphan")
-        self.kubectl("delete", "pods", "--all", "-n", name, "--grace-period=0", "--force")
+        self._rest().delete_all(workloads, name, orphan=True)
+        self._rest().delete_all("pods", name, grace=0)
         wait_for(
             lambda: not self.get("resourceclaims", "-n", name)["items"],
             f"the claims of namespace {name} to be deleted",
         )
-        self.kubectl("delete", "namespace", name, "--wait=false")
+        self._rest().delete_namespace(name)
 
     def pod(self, namespace: str, name: str) -> dict[str, Any]:
         return dict(self.get("pod", name, "-n", namespace))

@@ -1,6 +1,6 @@
-"""tests/support/rest_get.py against each flavor's real kube-apiserver: the answer of one HTTPS
-call is what `kubectl get -o json` prints for every form it reads (tests/test_rest_get_forms.py
-holds which forms those are)."""
+"""tests/support/rest_calls.py against each flavor's real kube-apiserver: the answer of one HTTPS
+call is what `kubectl get -o json` prints for every form it reads (tests/test_rest_call_forms.py
+holds which forms those are), and the namespace chores do what kubectl's do."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from tests.support.cluster import Cluster, CommandFailed
-from tests.support.rest_get import RestGet
+from tests.support.rest_calls import NotServed, RestCalls
 
 
 def _kubectl(cluster: Cluster, *args: str) -> Any:
@@ -29,7 +29,7 @@ def test_rest_reads_answer_as_kubectl_does(cluster: Cluster) -> None:
             },
             namespace=namespace,
         )
-    reads = RestGet(cluster.plane.request)
+    reads = RestCalls(cluster.plane.request)
     same = [
         ("configmap", "one", "-n", namespace),
         ("configmaps/two", "-n", namespace),
@@ -38,6 +38,7 @@ def test_rest_reads_answer_as_kubectl_does(cluster: Cluster) -> None:
         ("configmaps", "-n", namespace, "--field-selector=metadata.name=one"),
         ("namespace", namespace),
         ("deviceclasses.resource.k8s.io",),
+        ("configmaps,serviceaccounts", "-n", namespace),
     ]
     for args in same:
         assert reads.get(args) == _kubectl(cluster, *args), args
@@ -52,5 +53,32 @@ def test_rest_reads_answer_as_kubectl_does(cluster: Cluster) -> None:
     ]
     with pytest.raises(CommandFailed, match="404"):
         cluster.get("configmap", "absent", "-n", namespace)
+    assert cluster.exists("configmap", "one", "-n", namespace)
+    assert not cluster.exists("configmap", "absent", "-n", namespace)
     assert reads.get(("configmaps", "-n", namespace, "--sort-by=.metadata.name")) is None
     assert reads.get(("no-such-kind",)) is None
+
+
+def test_namespace_chores_without_kubectl(cluster: Cluster) -> None:
+    """What the fixtures do to their namespaces, as kubectl would: create, delete every object
+    of a collection (one a controller makes again aside), delete the namespace."""
+    reads = RestCalls(cluster.plane.request)
+    name = "rest-chores"
+    reads.create_namespace(name)
+    with pytest.raises(NotServed, match="409"):
+        reads.create_namespace(name)
+    for made in ("one", "two"):
+        cluster.kubectl("create", "configmap", made, "-n", name)
+    reads.delete_all("configmaps,jobs", name, orphan=True)
+    left = {c["metadata"]["name"] for c in cluster.get("configmaps", "-n", name)["items"]}
+    assert not left & {"one", "two"}
+    with pytest.raises(NotServed):
+        reads.delete_all("no-such-kind", name)
+    reads.delete_namespace(name)
+    reads.delete_namespace(name)  # gone or going: as --ignore-not-found
+    phase = (
+        cluster.get("namespace", name)["status"]["phase"]
+        if cluster.exists("namespace", name)
+        else None
+    )
+    assert phase in (None, "Terminating")

@@ -1,13 +1,15 @@
-"""`kubectl get -o json` answered by the real kube-apiserver in one HTTPS call, without starting
-kubectl: the tests poll pods and claims thousands of times a run, and each kubectl process
-costs about 75 ms of CPU (measured with process accounting on 2026-12-06: 5,978 kubectl
-processes took 451 s of the default run's 2,099 s of CPU). The answer is the server's, shaped as
-kubectl prints it (a list is a `List` whose items carry `apiVersion` and `kind`).
+"""The tests' own calls to the real kube-apiserver, one HTTPS call each, without starting
+kubectl: the reads the tests poll (`kubectl get -o json`) and the set-up and tear-down of their
+namespaces. Each kubectl process costs about 75 ms of CPU (measured with process accounting on
+2026-12-06: 5,978 kubectl processes took 451 s of the default run's 2,099 s of CPU, most of them
+polls and namespace chores). What a user does (apply, label, patch, helm) stays kubectl's.
 
-Only the forms the tests use are read here: `RESOURCE[/NAME] [NAME] [-n NS | -A] [-l SELECTOR]
-[--field-selector SELECTOR] [-o json]`, RESOURCE as kubectl names it (plural, singular, short
-name, or `plural.group`) for a resource the server's discovery lists. Any other form is None,
-and the caller runs kubectl itself."""
+A read is answered as kubectl prints it (a list is a `List` whose items carry `apiVersion` and
+`kind`; no `managedFields`). Only the forms the tests use are read here: `RESOURCE[/NAME] [NAME]
+[-n NS | -A] [-l SELECTOR] [--field-selector SELECTOR] [-o json]`, RESOURCE as kubectl names it
+(plural, singular, short name, or `plural.group`; several, comma-separated, without a NAME) for
+resources the server's discovery lists. Any other form is None, and the caller runs kubectl
+itself."""
 
 from __future__ import annotations
 
@@ -18,7 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-Request = Callable[[str, str], tuple[int, Any]]  # (method, path) -> (status, decoded body)
+# (method, path[, body]) -> (status, decoded body): the admin's HTTPS call
+Request = Callable[..., tuple[int, Any]]
 DEFAULT_NAMESPACE = "default"  # the admin kubeconfig's context names none
 REDISCOVER_AFTER = 2.0  # seconds: a name not found again within this asks discovery once more
 
@@ -77,10 +80,16 @@ def parse(args: tuple[str, ...]) -> Query | None:
     if positional and "/" in positional[0]:
         kind, _, named = positional[0].partition("/")
         positional = [kind, named, *positional[1:]]
-    if not positional or len(positional) > 2 or "," in positional[0]:
+    if not positional or len(positional) > 2:
         return None
+    if "," in positional[0] and len(positional) > 1:
+        return None  # kubectl takes a NAME with one resource only
     name = positional[1] if len(positional) == 2 else None
     return Query(positional[0], name, namespace, labels, fields)
+
+
+def _message(body: Any) -> Any:
+    return body.get("message") if isinstance(body, dict) else body
 
 
 def _shown(item: Any) -> Any:
@@ -92,11 +101,12 @@ def _shown(item: Any) -> Any:
     return item
 
 
-class RestGet:
-    """`get` for one control plane, through `request` (the admin's HTTPS call)."""
+class RestCalls:
+    """The calls for one control plane, through `request` (the admin's HTTPS call)."""
 
     def __init__(self, request: Request) -> None:
         self._request = request
+        self._send = request
         self._names: dict[str, Resource] = {}
         self._discovered_at = float("-inf")
         self._lock = threading.Lock()
@@ -104,11 +114,23 @@ class RestGet:
     def get(self, args: tuple[str, ...]) -> Any | None:
         """What `kubectl get -o json ARGS` prints, decoded; None: ask kubectl."""
         query = parse(args)
-        resource = self._resource(query.resource) if query else None
-        if query is None or resource is None:
+        if query is None or (query.name is not None and query.namespace is None):
+            return None  # (kubectl refuses a name with -A)
+        resources = [self._resource(name) for name in query.resource.split(",")]
+        if None in resources:
             return None
-        if query.name is not None and query.namespace is None:
-            return None  # kubectl refuses a name with -A
+        answers = [self._one(query, resource) for resource in resources if resource is not None]
+        if query.name is not None:
+            return answers[0]
+        return {
+            "apiVersion": "v1",
+            "kind": "List",
+            "metadata": {"resourceVersion": ""},
+            "items": [item for items in answers for item in items],
+        }
+
+    def _one(self, query: Query, resource: Resource) -> Any:
+        """The object named, or the items of one resource (each with its kind)."""
         path = resource.prefix
         if resource.namespaced and query.namespace is not None:
             path += f"/namespaces/{urllib.parse.quote(query.namespace, safe='')}"
@@ -124,20 +146,47 @@ class RestGet:
             path += "?" + urllib.parse.urlencode(parameters)
         status, body = self._request("GET", path)
         if status != 200:
-            message = body.get("message") if isinstance(body, dict) else body
-            raise NotServed(f"GET {path}: {status} {message}")
+            raise NotServed(f"GET {path}: {status} {_message(body)}")
         if query.name is not None:
             return _shown(body)
-        items = [
+        return [
             _shown({"apiVersion": resource.api_version, "kind": resource.kind, **item})
             for item in body.get("items") or []
         ]
-        return {
-            "apiVersion": "v1",
-            "kind": "List",
-            "metadata": {"resourceVersion": ""},
-            "items": items,
-        }
+
+    def delete_all(
+        self, names: str, namespace: str, orphan: bool = False, grace: int | None = None
+    ) -> None:
+        """`kubectl delete NAMES --all -n NAMESPACE [--cascade=orphan] [--grace-period=G]`:
+        one DELETE of each collection (a kind the server does not serve is passed over, as
+        kubectl fails on it only when none of the names is served)."""
+        options = {"propagationPolicy": "Orphan"} if orphan else {}
+        if grace is not None:
+            options["gracePeriodSeconds"] = str(grace)
+        query = "?" + urllib.parse.urlencode(options) if options else ""
+        for name in names.split(","):
+            resource = self._resource(name)
+            if resource is None:
+                raise NotServed(f"the server serves no resource {name!r}")
+            quoted = urllib.parse.quote(namespace, safe="")
+            path = f"{resource.prefix}/namespaces/{quoted}/{resource.plural}{query}"
+            status, body = self._request("DELETE", path)
+            if status != 200:
+                raise NotServed(f"DELETE {path}: {status} {_message(body)}")
+
+    def create_namespace(self, name: str) -> None:
+        """`kubectl create namespace NAME` (one that exists already is an error, as there)."""
+        body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+        status, answer = self._send("POST", "/api/v1/namespaces", body)
+        if status != 201:
+            raise NotServed(f"POST namespace {name}: {status} {_message(answer)}")
+
+    def delete_namespace(self, name: str) -> None:
+        """`kubectl delete namespace NAME --wait=false --ignore-not-found`."""
+        path = f"/api/v1/namespaces/{urllib.parse.quote(name, safe='')}"
+        status, body = self._request("DELETE", path)
+        if status not in (200, 202, 404):
+            raise NotServed(f"DELETE {path}: {status} {_message(body)}")
 
     def _resource(self, name: str) -> Resource | None:
         with self._lock:

@@ -1,5 +1,5 @@
-"""Which `kubectl get` forms tests/support/rest_get.py reads itself, and which it leaves to
-kubectl (tests/e2e/test_rest_get.py compares its answers with kubectl's on each flavor)."""
+"""Which `kubectl get` forms tests/support/rest_calls.py reads itself, and which it leaves to
+kubectl (tests/e2e/test_rest_calls.py compares its answers with kubectl's on each flavor)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.rest_get import parse
+from tests.support.rest_calls import parse
 
 
 @pytest.mark.parametrize(
@@ -22,7 +22,8 @@ from tests.support.rest_get import parse
             ("events", None, "default", None, "reason=X"),
         ),
         (("pods", "-o", "yaml"), None),
-        (("pods,claims",), None),
+        (("pods,claims",), ("pods,claims", None, "default", None, None)),
+        (("pods,claims", "x"), None),
         (("pods", "a", "b"), None),
         (("pods", "-w"), None),
         (("pods", "-n"), None),
