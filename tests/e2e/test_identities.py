@@ -333,11 +333,12 @@ def test_every_verb_granted_to_the_webhook_is_used(
     # Whole GPUs (every flavor): "first" and "again" above count 2, "fits" makes 3.
     quota["spec"] = {"hard": {"requests.nvidia.com/gpu": "3"}}
     cluster.apply(quota, namespace=namespace)
-    label = "{.metadata.labels.hami\\.io/gpu-quota}"
-    wait_for(
-        lambda: cluster.kubectl("get", "ns", namespace, "-o", f"jsonpath={label}").stdout,
-        "the quota's namespace labelled",
-    )
+
+    def labelled() -> bool:
+        labels = cluster.get("ns", namespace)["metadata"].get("labels") or {}
+        return bool(labels.get("hami.io/gpu-quota"))
+
+    wait_for(labelled, "the quota's namespace labelled")
     cluster.apply(gpu_pod("fits", {"nvidia.com/gpu": 1}), namespace=namespace)
     cluster.apply(gpu_pod("waits", {"nvidia.com/gpu": 1}), namespace=namespace)
 
@@ -347,10 +348,7 @@ def test_every_verb_granted_to_the_webhook_is_used(
 
     wait_for(told, "a held pod's Event")
     cluster.kubectl("delete", "resourcequota", "gpu", "-n", namespace)
-    wait_for(
-        lambda: not cluster.kubectl("get", "ns", namespace, "-o", f"jsonpath={label}").stdout,
-        "the label removed with the quota",
-    )
+    wait_for(lambda: not labelled(), "the label removed with the quota")
     username = f"system:serviceaccount:{RELEASE_NAMESPACE}:{hami.fullname}"
     used = _used(cluster, username)
     grants = {
