@@ -37,11 +37,13 @@ def main() -> int:
     survivors: list[str] = []
     stale = set(explained)
     for meta in sorted((ROOT / "mutants" / "hami_dra_webhook").rglob("*.py.meta")):
-        results: dict[str, int] = json.loads(meta.read_text())["exit_code_by_key"]
+        results: dict[str, int | None] = json.loads(meta.read_text())["exit_code_by_key"]
         counts: Counter[str] = Counter()
         for name, code in results.items():
             stale.discard(name)
-            if code in KILLED:
+            if code is None:  # not run yet: mutmut was stopped (scripts/mutation --resume)
+                counts["not run"] += 1
+            elif code in KILLED:
                 counts["killed"] += 1
             elif name in explained:
                 counts["equivalent"] += 1
@@ -55,7 +57,10 @@ def main() -> int:
         print("no results in mutants/: run scripts/mutation", file=sys.stderr)
         return 2
     totals: dict[str, Counter[str]] = {}
-    print(f"{'module':<28}{'mutants':>9}{'killed':>8}{'equiv.':>8}{'alive':>7}{'score':>8}")
+    print(
+        f"{'module':<34}{'mutants':>9}{'killed':>8}{'equiv.':>8}{'alive':>7}{'not run':>9}"
+        f"{'score':>8}"
+    )
     for package, modules in rows.items():
         total = totals[package] = Counter()
         for module, counts in modules:
@@ -72,11 +77,12 @@ def main() -> int:
 
 
 def _row(module: str, counts: Counter[str]) -> str:
-    mutants = counts["killed"] + counts["equivalent"] + counts["alive"]
+    """A module's counts; its score is of the mutants run (killed / killed and alive)."""
+    ran = counts["killed"] + counts["equivalent"] + counts["alive"]
     score = counts["killed"] / max(1, counts["killed"] + counts["alive"])
     return (
-        f"{module:<28}{mutants:>9}{counts['killed']:>8}{counts['equivalent']:>8}"
-        f"{counts['alive']:>7}{score:>8.1%}"
+        f"{module:<34}{ran + counts['not run']:>9}{counts['killed']:>8}"
+        f"{counts['equivalent']:>8}{counts['alive']:>7}{counts['not run']:>9}{score:>8.1%}"
     )
 
 
