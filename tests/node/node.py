@@ -8,8 +8,9 @@ the host paths that the chart's driver DaemonSet mounts, are the run's own folde
 mount that containerd, runc and the kubelet make lives there and goes with it. Pods run under
 a cgroup root of the run's own (`/<node name>-<pid>` in every cgroup v1 hierarchy). `stop()`
 kills every process it started and everything left in those namespaces and cgroups, by PID,
-removes the cgroups and the mount-point folders it made, and restores the kernel settings the
-kubelet changes.
+and removes the cgroups. The mount-point folders and the kernel settings the kubelet changes
+are shared by every node on the machine: the host lease (tests/node/host_lease.py) makes and
+restores them.
 """
 
 from __future__ import annotations
@@ -32,7 +33,6 @@ from tests.node.host import (
     CGROUP_ROOT,
     NODE_IP,
     POD_CIDR,
-    KernelSettings,
 )
 from tests.node.images import PAUSE_IMAGE, LocalImages
 
@@ -68,8 +68,6 @@ class RealNode:
     taints: tuple[str, ...] = ()  # --register-with-taints, e.g. "nvidia.com/gpu=present:NoSchedule"
     processes: list[Process] = field(default_factory=list)
     _holder: subprocess.Popen[bytes] | None = None
-    _made_mount_points: list[Path] = field(default_factory=list)
-    _kernel: KernelSettings = field(default_factory=KernelSettings)
 
     def __post_init__(self) -> None:
         self.cgroup_root = f"/{self.name}-{os.getpid()}"
@@ -79,7 +77,6 @@ class RealNode:
 
     def start(self, images: LocalImages) -> RealNode:
         atexit.register(self.stop)  # an interrupted run still stops the node
-        self._kernel.save()
         try:
             self._make_cgroup_root()
             self._start_mount_namespace()
@@ -105,11 +102,6 @@ class RealNode:
             self._holder.wait()
             self._holder = None
         self._remove_cgroups()
-        for path in reversed(self._made_mount_points):
-            with contextlib.suppress(OSError):
-                path.rmdir()
-        self._made_mount_points.clear()
-        self._kernel.restore()
         atexit.unregister(self.stop)
 
     # -- the pieces --------------------------------------------------------------------------
@@ -197,9 +189,8 @@ class RealNode:
             own = self.folder / "host" / path.relative_to("/")
             own.mkdir(parents=True, exist_ok=True)
             real = path.resolve()
-            if not real.exists():
-                real.mkdir(parents=True)
-                self._made_mount_points.append(real)
+            if not real.is_dir():
+                raise NodeError(f"{real} is missing: the host lease makes it (host_lease.py)")
             commands.append(f"mount --bind {own} {real}")
         script = " && ".join(commands) + " && echo ready && exec sleep 2147483647"
         self._holder = subprocess.Popen(

@@ -1,14 +1,17 @@
 """`./scripts/test`'s pytest runs (`python -m tests.support.suite [--long]`).
 
-The default run is the static checks (scripts/checks) and four pytest runs, chosen by marker.
-The tests marked `node` (the real node: they mostly wait on the kubelet and the pods) and the
+The default run is the static checks (scripts/checks) and five pytest runs, chosen by marker.
+The tests marked `node` (the real node: they mostly wait on the kubelet and the pods) start
+first, in two runs at once: the staged-migration module (its own 1.37 cluster with a legacy
+node) and every other node module (on 1.36, then 1.37); the host lease
+(tests/node/host_lease.py) shares the machine between their clusters. Beside them run the
 end-to-end tests of the later Kubernetes flavors (`tests/e2e` with
-HAMI_E2E_FLAVORS=1.36,1.37,1.38: they mostly wait on their control plane) start first; beside
-them run the static checks, then the other tests marked neither `node` nor `timed` (with the
-earlier flavors' end-to-end tests); then the tests marked `timed`, which measure an established
-connection's latency, the process's memory or a time bound while they attack it, run alone on a
-quiet machine (beside the node, they failed their 50 ms and 64 MiB bounds). A
-HAMI_E2E_FLAVORS set by the caller is kept: the end-to-end tests then run in one run.
+HAMI_E2E_FLAVORS=1.36,1.37,1.38: they mostly wait on their control plane), the static checks,
+then the other tests marked neither `node` nor `timed` (with the earlier flavors' end-to-end
+tests); then the tests marked `timed`, which measure an established connection's latency, the
+process's memory or a time bound while they attack it, run alone on a quiet machine (beside
+the node, they failed their 50 ms and 64 MiB bounds). A HAMI_E2E_FLAVORS set by the caller is
+kept: the end-to-end tests then run in one run.
 tests/test_suite_markers.py keeps the markers true. `--long` runs the longer sizes instead: the
 soak and the fuzzing with more requests and examples, and every test marked `long`.
 
@@ -31,7 +34,17 @@ from pathlib import Path
 from xml.etree import ElementTree
 
 ROOT = Path(__file__).resolve().parents[2]
-NODE = ["-m", "node and not long", "tests"]
+# The node's tests in two runs at once (each its own confined clusters; the host lease,
+# tests/node/host_lease.py, shares the machine between them): the staged-migration module
+# alone in one, everything else in the other.
+STAGED_NODE_MODULES = ("tests/node/test_staged_migration.py",)
+NODE_STAGED = ["-m", "node and not long", *STAGED_NODE_MODULES]
+NODE_OTHERS = [
+    "-m",
+    "node and not long",
+    *(f"--ignore={module}" for module in STAGED_NODE_MODULES),
+    "tests",
+]
 TIMED = ["-m", "timed and not long", "tests"]
 QUIET = ["-m", "not node and not timed and not long", "tests"]
 LATER_E2E = ["-m", "not node and not timed and not long", "tests/e2e"]
@@ -112,8 +125,12 @@ def main(argv: list[str]) -> int:
         runs += [sized, marked]
     else:
         split = not os.environ.get("HAMI_E2E_FLAVORS")
-        node = Run("node", folder / "node.xml")
-        beside = [(node, _beside(node, NODE, folder / "node.log"))]
+        staged = Run("node, staged migration", folder / "node-staged.xml")
+        node = Run("node, the others", folder / "node.xml")
+        beside = [
+            (staged, _beside(staged, NODE_STAGED, folder / "node-staged.log")),
+            (node, _beside(node, NODE_OTHERS, folder / "node.log")),
+        ]
         quiet = Run("quiet", folder / "quiet.xml")
         if split:
             later = Run("end-to-end, later flavors", folder / "later.xml")
