@@ -1,7 +1,8 @@
 """The host lease (tests/node/host_lease.py) shared by node runs in several processes: the shared
 changes are made by the first holder in and undone by the last one out, and a holder's check
-leaves out what another process holds. These run without a node: the mount points are folders
-of the test's own, the other holder is a child process."""
+leaves out what another process holds. These run without a node and beside the node's runs:
+the mount points are folders of the test's own, the lease reads only them (`machine=False`),
+and the other holder is a child process."""
 
 from __future__ import annotations
 
@@ -33,6 +34,7 @@ def _child(tmp_path: Path, body: str) -> subprocess.Popen[str]:
         lease = HostLease(
             (Path({str(tmp_path)!r}) / "mounts" / "kubelet", Path({str(tmp_path)!r}) / "mounts" / "cdi"),
             Path({str(tmp_path)!r}) / "lease",
+            machine=False,
         )
         before = lease.enter()
         print("held", flush=True)

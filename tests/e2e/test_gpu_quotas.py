@@ -22,7 +22,10 @@ from tests.support.cluster import Cluster, Release, wait_for
 from tests.support.pods import gpu_pod
 from tests.support.webhook_process import Webhook
 
-pytestmark = pytest.mark.e2e_on(capacity=True)
+# What this module proves is the webhook's own work over APIs that are GA in every version
+# here (ResourceQuota, scheduling gates, Leases, Events): it runs on the oldest and the newest
+# flavor with consumable capacity. What each version accepts is test_admission.py's, on all.
+pytestmark = pytest.mark.e2e_on(capacity=True, versions=("1.34", "1.38"))
 MEM, CORES = "limits.nvidia.com/gpumem", "limits.nvidia.com/gpucores"
 
 

@@ -20,6 +20,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.controlplane.build import cache_root
+
 CLONE_NEWNET = 0x40000000
 BRIDGE = "hami0"
 NODE_IP = "10.244.0.1"
@@ -128,9 +130,15 @@ def _run(*command: str) -> str:
 
 
 def _mounts() -> list[str]:
+    """Every mount point of this mount namespace but buildah's: its storage mounts its own
+    folder while it builds an image (tests/node/images.py), which the node run beside this
+    one may be doing."""
+    builder = str(cache_root() / "buildah")
     lines = []
     for line in Path("/proc/self/mountinfo").read_text().splitlines():
         fields = line.split()
+        if fields[4] == builder or fields[4].startswith(builder + "/"):
+            continue
         lines.append(f"{fields[4]} {fields[-3]}")  # mount point, file-system type
     return sorted(lines)
 

@@ -103,6 +103,9 @@ class HostLease:
 
     mount_points: tuple[Path, ...]
     folder: Path = cache_root() / "node-host"
+    # False for a test of the lease's own bookkeeping (tests/test_host_lease.py): it reads and
+    # undoes its mount-point folders only, never the machine's /run/netns or sysctls.
+    machine: bool = True
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[dict[str, Any]]:
@@ -145,7 +148,10 @@ class HostLease:
 
     def _snapshot(self, record: dict[str, Any]) -> Snapshot:
         others = frozenset(int(pid) for pid in record.get("holders", {})) - {os.getpid()}
-        return Snapshot(HostState.read(self.mount_points), others)
+        if self.machine:
+            return Snapshot(HostState.read(self.mount_points), others)
+        folders = [str(path) for path in self.mount_points if path.exists()]
+        return Snapshot(HostState({"mount points": folders}), others)
 
     def look(self) -> Snapshot:
         """The machine now, and who else holds the lease, without holding it."""
@@ -201,14 +207,16 @@ class HostLease:
         return made
 
     def _undo_shared(self, record: dict[str, Any]) -> None:
+        for path in reversed(record.get("made", [])):
+            with contextlib.suppress(OSError):
+                Path(path).rmdir()
+        if not self.machine:
+            return
         if not record.get("netns_mount", True) and netns_mounted():
             subprocess.run(["umount", str(NETNS_DIR)], check=False, timeout=30)
         if not record.get("netns_dir", True):
             with contextlib.suppress(OSError):
                 NETNS_DIR.rmdir()
-        for path in reversed(record.get("made", [])):
-            with contextlib.suppress(OSError):
-                Path(path).rmdir()
         for name in KUBELET_SYSCTLS:
             value = record.get("baseline", {}).get(f"sysctl {name}", "-")
             path = Path("/proc/sys") / name
