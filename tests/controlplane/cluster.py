@@ -14,6 +14,7 @@ import contextlib
 import http.client
 import json
 import os
+import random
 import signal
 import socket
 import ssl
@@ -41,7 +42,30 @@ class ControlPlaneError(RuntimeError):
     pass
 
 
+def _ephemeral_ports() -> tuple[int, int]:
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
 def free_port() -> int:
+    """A port of 127.0.0.1 that nothing listens on now, for a server started a moment later.
+    Taken at random below the kernel's ephemeral range where there is room: a port the kernel
+    handed out (bind to 0) is the next one it gives a client's outgoing connection, and with
+    several test runs at once one such connection took a control plane's port before it
+    listened (2026-12-06)."""
+    low, _ = _ephemeral_ports()
+    candidates = range(10000, low) if low > 11000 else range(0)
+    for _ in range(50 if candidates else 0):
+        port = random.choice(candidates)
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+import functools
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -25,21 +27,28 @@ def run_helm(*args: str) -> subprocess.CompletedProcess[str]:
 def render(
     *sets: str, namespace: str = "hami-system", release: str = "hami-dra-webhook"
 ) -> list[dict[str, Any]]:
+    """`helm template` of the chart with `sets`: a fresh copy of the documents (the chart does
+    not change during a run, so each rendering is made once a process)."""
+    return copy.deepcopy(_rendered(sets, namespace, release))
+
+
+@functools.lru_cache(maxsize=256)
+def _rendered(sets: tuple[str, ...], namespace: str, release: str) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all(_template(sets, namespace, release)) if d]
+
+
+@functools.lru_cache(maxsize=256)
+def _template(sets: tuple[str, ...], namespace: str, release: str) -> str:
     args = ["template", release, str(CHART), "--namespace", namespace]
     for item in sets:
         args += ["--set", item]
     result = run_helm(*args)
     assert result.returncode == 0, result.stderr
-    return [d for d in yaml.safe_load_all(result.stdout) if d]
+    return result.stdout
 
 
 def render_text(*sets: str) -> str:
-    args = ["template", "hami-dra-webhook", str(CHART), "--namespace", "hami-system"]
-    for item in sets:
-        args += ["--set", item]
-    result = run_helm(*args)
-    assert result.returncode == 0, result.stderr
-    return result.stdout
+    return _template(sets, "hami-system", "hami-dra-webhook")
 
 
 def find(documents: list[dict[str, Any]], kind: str, name: str | None = None) -> dict[str, Any]:

@@ -294,15 +294,18 @@ class Release:
         text = self.cluster.helm("get", "manifest", self.name, "-n", self.namespace).stdout
         return [d for d in yaml.safe_load_all(text) if d]
 
-    def _rendered(self, kind: str) -> dict[str, Any]:
-        return next(d for d in self.manifest() if d["kind"] == kind)
+    def _rendered(self, kind: str, manifest: list[dict[str, Any]] | None) -> dict[str, Any]:
+        return next(d for d in manifest or self.manifest() if d["kind"] == kind)
 
-    def container_args(self, folder: Path) -> list[str]:
-        """The webhook container's args, with the in-pod paths moved into `folder`."""
-        config = self._rendered("ConfigMap")["data"]["device-config.yaml"]
+    def container_args(
+        self, folder: Path, manifest: list[dict[str, Any]] | None = None
+    ) -> list[str]:
+        """The webhook container's args, with the in-pod paths moved into `folder` (from
+        `manifest`, the release's as `helm get manifest` says, asked when not given)."""
+        config = self._rendered("ConfigMap", manifest)["data"]["device-config.yaml"]
         config_file = folder / "device-config.yaml"
         config_file.write_text(config)
-        deployment = self._rendered("Deployment")
+        deployment = self._rendered("Deployment", manifest)
         container = deployment["spec"]["template"]["spec"]["containers"][0]
         args = []
         for arg in container["args"][1:]:  # [0] is the `serve` command
@@ -324,8 +327,10 @@ class Release:
             args.append(f"{flag}={value}" if value else flag)
         return args
 
-    def container_env(self) -> dict[str, str]:
-        container = self._rendered("Deployment")["spec"]["template"]["spec"]["containers"][0]
+    def container_env(self, manifest: list[dict[str, Any]] | None = None) -> dict[str, str]:
+        container = self._rendered("Deployment", manifest)["spec"]["template"]["spec"][
+            "containers"
+        ][0]
         env = {"POD_NAMESPACE": self.namespace}
         for entry in container.get("env", []):
             if "value" in entry:
@@ -340,8 +345,10 @@ class Release:
             if service_account
             else self.cluster.plane.admin_kubeconfig
         )
-        args = [*self.container_args(folder), f"--kubeconfig={kubeconfig}", "--host=127.0.0.1"]
-        env = {**self.container_env(), **self.extra_env}
+        manifest = self.manifest()
+        args = [*self.container_args(folder, manifest), f"--kubeconfig={kubeconfig}"]
+        args.append("--host=127.0.0.1")
+        env = {**self.container_env(manifest), **self.extra_env}
         self.webhook = Webhook(
             folder, *args, env=env, own_certs=False, port=self.port, host="127.0.0.1"
         )

@@ -90,7 +90,8 @@ def _beside(
     """Start `command` (a pytest run's, or the static checks) beside the foreground run, its
     output into `log`; the thread returned ends with it, having set its exit code and its own
     duration."""
-    shown = shlex.join(command[2:] if command[1:3] == ["-m", "pytest"] else command)
+    pytest = command[1:3] == ["-m", "pytest"]
+    shown = "pytest " + shlex.join(command[4:]) if pytest else shlex.join(command)
     print(f"== {shown} ({run.name}: beside the next run)", flush=True)
     with log.open("wb") as output:
         process = subprocess.Popen(
