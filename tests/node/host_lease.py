@@ -25,7 +25,7 @@ import os
 import re
 import subprocess
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -102,7 +102,7 @@ class HostLease:
     """`enter()` before a confined cluster makes anything, `leave()` after it removed its own."""
 
     mount_points: tuple[Path, ...]
-    folder: Path = cache_root() / "node-host"
+    folder: Path = field(default_factory=lambda: cache_root() / "node-host")
     # False for a test of the lease's own bookkeeping (tests/test_host_lease.py): it reads and
     # undoes its mount-point folders only, never the machine's /run/netns or sysctls.
     machine: bool = True

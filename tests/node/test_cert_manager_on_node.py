@@ -37,6 +37,9 @@ from tests.node.images import CERT_MANAGER_IMAGES
 from tests.support.cluster import wait_for
 
 pytestmark = pytest.mark.node  # the real node: runs beside the quiet tests
+# What this proves is the chart's and cert-manager's (issuance, injection, renewal under load),
+# not the kubelet's: on one node version (it costs ~100 s and the chart's reinstall on each).
+NODE_VERSIONS = ("1.37",)
 
 CERT_MANAGER_NAMESPACE = "cert-manager"
 # What of cert-manager's chart runs here: everything but its webhook and startupapicheck.
