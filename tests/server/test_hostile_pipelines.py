@@ -350,6 +350,11 @@ CONVERT_PEAK_MIB = 80
 # compared from the second batch on, when it is taken, and every batch is held to the bound.
 CONVERTED_LEFT_MIB = 48
 REUSED_WITHIN_MIB = 6  # what three more conversions may add to the reserve once it is taken
+# Its connections are closed after each answer, so what comes back comes with the server's trim
+# (1 s after the burst): RSS steady for 3 s is where it stays. Waiting out settle()'s 10 s each
+# time the reserve stays above its target cost this test 30 of its 36 s and measured the same
+# (2026-12-06: +26.1 / 37.6 / 37.6 MiB after 10 s each).
+TRIMMED = 3.0
 
 
 @pytest.mark.timed  # it measures under load, or holds a time bound: alone
@@ -365,14 +370,14 @@ def test_the_largest_converted_pod_does_not_hold_the_event_loop(webhook: Webhook
     assert [code for _, code, _ in converted] == [200, 200, 200]
     assert_held(prober, baseline, p99_ms=CONVERT_HOLD_MS, rss_mib=CONVERT_PEAK_MIB)
     wait_for(lambda: open_connections(webhook) == 0, "every connection accounted closed")
-    left = settle(webhook.process.pid, baseline + RETURNED_WITHIN_MIB) - baseline
+    left = settle(webhook.process.pid, baseline + RETURNED_WITHIN_MIB, steady=TRIMMED) - baseline
     print(f"10,000 containers: peak +{prober.peak_rss - baseline:.1f} MiB, left +{left:.1f} MiB")
     assert left <= CONVERTED_LEFT_MIB
     reserves = []
     for _ in range(2):
         again = _send_reviews(webhook, 10_000, 3)
         assert [code for _, code, _ in again] == [200, 200, 200]
-        reserves.append(settle(webhook.process.pid, baseline + left) - baseline)
+        reserves.append(settle(webhook.process.pid, baseline + left, steady=TRIMMED) - baseline)
     print(f"10,000 containers, three and three more: left +{reserves[0]:.1f}, +{reserves[1]:.1f}")
     assert max(reserves) <= CONVERTED_LEFT_MIB
     assert reserves[1] <= reserves[0] + REUSED_WITHIN_MIB, "what was kept was not reused"

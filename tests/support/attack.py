@@ -197,13 +197,26 @@ def _probe(port: int, ca_file: str, pid: int, pause: float) -> None:
     print(json.dumps({"latencies": latencies, "failures": failures, "peak_rss": peak}))
 
 
-def settle(pid: int, target: float, seconds: float = 10.0) -> float:
-    """The RSS once it has fallen to `target` or `seconds` have passed."""
-    end = time.monotonic() + seconds
+STEADY_WITHIN_MIB = 0.5  # what RSS may move by and still count as steady
+
+
+def settle(pid: int, target: float, seconds: float = 10.0, steady: float | None = None) -> float:
+    """The RSS once it has fallen to `target` or `seconds` have passed. With `steady`, also once
+    it has stayed within STEADY_WITHIN_MIB for `steady` seconds: for a caller whose memory is
+    given back only by the server's trim (server/memory.py, SETTLE = 1 s after a burst), not by
+    a later timer (idle connections), where waiting out `seconds` would measure nothing more."""
+    started = time.monotonic()
+    end = started + seconds
     current = rss_mib(pid)
+    still_since, still_at = started, current
     while current > target and time.monotonic() < end:
         time.sleep(0.2)
         current = rss_mib(pid)
+        now = time.monotonic()
+        if abs(current - still_at) > STEADY_WITHIN_MIB:
+            still_since, still_at = now, current
+        elif steady is not None and now - still_since >= steady:
+            break
     return current
 
 
