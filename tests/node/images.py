@@ -324,7 +324,32 @@ def previous_source(scratch: Path) -> Path:
                 f" {archive.stderr.decode(errors='replace')}"
             )
         subprocess.run(["tar", "-x", "-C", str(folder)], input=archive.stdout, check=True)
+        _as_checked_out(folder)
     return folder
+
+
+# What the image's dependency layer is made from (the Dockerfile's first COPY).
+DEPENDENCY_INPUTS = ("requirements.lock", "requirements-build.lock")
+
+
+def _as_checked_out(folder: Path) -> None:
+    """Give the previous tree's dependency inputs this checkout's file modes, so that its build
+    takes the dependency layer from buildah's cache, as `previous_image` relies on. buildah keys
+    a COPY's layer by the files' modes too, and `git archive` writes 0664 (its tar.umask, 002)
+    where a checkout under umask 022 has 0644: with the key different, the build went on to
+    fetch every wheel from inside the test network namespace, where there is no network, and
+    failed ("Temporary failure in name resolution") on any machine whose cache did not
+    already hold a layer of the archive's own modes."""
+    for name in DEPENDENCY_INPUTS:
+        previous, current = folder / name, ROOT / name
+        if previous.read_bytes() != current.read_bytes():
+            raise ImageBuildFailed(
+                f"{name} at {PREVIOUS_COMMIT} differs from this checkout's: the previous image's"
+                " dependency layer is then not in buildah's cache, and the test network"
+                " namespace cannot fetch it. Build the previous image outside the namespace"
+                " (tests/node/images.py: previous_image) before changing the lock files."
+            )
+        previous.chmod(current.stat().st_mode & 0o7777)
 
 
 def project_image(
@@ -384,7 +409,8 @@ def local_images(
 
 def previous_image(scratch: Path) -> LocalImages:
     """PREVIOUS_COMMIT's image, built from its tree. Its dependency layer is the one the
-    current image's build left in buildah's cache (the same lock files), so no network is
-    needed: it can be built from inside the test network namespace."""
+    current image's build left in buildah's cache (the same lock files, given this checkout's
+    modes by `previous_source`), so no network is needed: it can be built from inside the test
+    network namespace."""
     archive, seconds = project_image(scratch, previous_source(scratch), PREVIOUS_IMAGE)
     return LocalImages({archive: (PREVIOUS_IMAGE,)}, seconds)
