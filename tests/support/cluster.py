@@ -346,8 +346,11 @@ class Release:
             else self.cluster.plane.admin_kubeconfig
         )
         manifest = self.manifest()
-        args = [*self.container_args(folder, manifest), f"--kubeconfig={kubeconfig}"]
-        args.append("--host=127.0.0.1")
+        args = [
+            *self.container_args(folder, manifest),
+            f"--kubeconfig={kubeconfig}",
+            "--host=127.0.0.1",
+        ]
         env = {**self.container_env(manifest), **self.extra_env}
         self.webhook = Webhook(
             folder, *args, env=env, own_certs=False, port=self.port, host="127.0.0.1"

@@ -84,15 +84,24 @@ def _foreground(run: Run, arguments: list[str], env: dict[str, str] | None = Non
     run.seconds = time.monotonic() - started
 
 
-def _beside(
-    run: Run, command: list[str], log: Path, env: dict[str, str] | None = None
+def _pytest_beside(
+    run: Run, arguments: list[str], log: Path, env: dict[str, str] | None = None
 ) -> tuple[threading.Thread, Path]:
-    """Start `command` (a pytest run's, or the static checks) beside the foreground run, its
-    output into `log`; the thread returned ends with it, having set its exit code and its own
-    duration."""
-    pytest = command[1:3] == ["-m", "pytest"]
-    shown = "pytest " + shlex.join(command[4:]) if pytest else shlex.join(command)
-    print(f"== {shown} ({run.name}: beside the next run)", flush=True)
+    """A pytest run beside the foreground one (see `_beside`)."""
+    command = _command(run.junit, *arguments)
+    return _beside(run, command, log, env, shown=f"pytest {shlex.join(arguments)}")
+
+
+def _beside(
+    run: Run,
+    command: list[str],
+    log: Path,
+    env: dict[str, str] | None = None,
+    shown: str | None = None,
+) -> tuple[threading.Thread, Path]:
+    """Start `command` beside the foreground run, its output into `log`; the thread returned
+    ends with it, having set its exit code and its own duration."""
+    print(f"== {shown or shlex.join(command)} ({run.name}: beside the next run)", flush=True)
     with log.open("wb") as output:
         process = subprocess.Popen(
             command, cwd=ROOT, stdout=output, stderr=subprocess.STDOUT, env=env
@@ -127,18 +136,17 @@ def main(argv: list[str]) -> int:
         staged = Run("node, staged migration", folder / "node-staged.xml")
         node = Run("node, the others", folder / "node.xml")
         beside = [
-            (staged, _beside(staged, _command(staged.junit, *NODE_STAGED), folder / "staged.log")),
-            (node, _beside(node, _command(node.junit, *NODE_OTHERS), folder / "node.log")),
+            (staged, _pytest_beside(staged, NODE_STAGED, folder / "staged.log")),
+            (node, _pytest_beside(node, NODE_OTHERS, folder / "node.log")),
         ]
         quiet = Run("quiet", folder / "quiet.xml")
         if split:
             later = Run("end-to-end, later flavors", folder / "later.xml")
             env = {**os.environ, "HAMI_E2E_FLAVORS": LATER_FLAVORS}
-            command = _command(later.junit, *LATER_E2E)
-            beside.append((later, _beside(later, command, folder / "later.log", env)))
+            beside.append((later, _pytest_beside(later, LATER_E2E, folder / "later.log", env)))
         checks = Run("static checks", folder / "none.xml")
-        command = [str(ROOT / "scripts" / "checks")]
-        beside.append((checks, _beside(checks, command, folder / "checks.log")))
+        checks_command = [str(ROOT / "scripts" / "checks")]
+        beside.append((checks, _beside(checks, checks_command, folder / "checks.log")))
         first = {**os.environ, "HAMI_E2E_FLAVORS": FIRST_FLAVORS} if split else None
         _foreground(quiet, QUIET, env=first)
         for run, (waiter, log) in beside:
