@@ -281,7 +281,10 @@ class ApiTemplateStore:
                 503,
                 f"ResourceClaimTemplate {namespace}/{name} keeps changing or disappearing; retry",
             )
-        if self.watching and epoch == self._epoch:  # else nothing kept it true meanwhile
+        # Kept unless no watch stands or resumes, or the cache was emptied meanwhile: then
+        # nothing kept it true. (Between two windows it is kept but not used: the next one
+        # resumes from the last version seen and shows what happened in between.)
+        if self.watch.keeps_cache and epoch == self._epoch:
             expires = confirmed_at + self._ttl
             self._known.put((namespace, name), _Known(expires, template, stored_spec, uid))
 

@@ -58,6 +58,10 @@ class TemplateWatch:
         self._recreate, self._monotonic, self._on_oversized = recreate, monotonic, on_oversized
         self._recreating: set[asyncio.Task[None]] = set()
         self.watching = False
+        # From the first watch until one breaks: what is confirmed meanwhile may be kept, even
+        # between two windows (the next resumes from the last version seen, so it shows what
+        # happened in between; a 410 or a break empties the cache).
+        self.keeps_cache = False
         self.watch_state = "not started"
         self.relists = self.resumes = self.oversized = 0
 
@@ -90,11 +94,12 @@ class TemplateWatch:
                     broken = True
                 self.watching = False
                 if broken:
+                    self.keeps_cache = False
                     self._forget()
                     await asyncio.sleep(wait)
                     wait = min(longest, wait * 2)
         finally:
-            self.watching = False
+            self.watching = self.keeps_cache = False
             for task in self._recreating:
                 task.cancel()
 
@@ -107,7 +112,7 @@ class TemplateWatch:
                 self.relists += 1
             else:
                 self.resumes += 1
-            self.watching = True
+            self.watching = self.keeps_cache = True
             version = str(event.get("resourceVersion") or version)
             self.watch_state = f"watching from resourceVersion {version}"
             return version

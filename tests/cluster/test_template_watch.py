@@ -201,7 +201,8 @@ def test_expired_entries_are_pruned_and_the_cache_is_bounded(
 
     with watching(store):
         add(range(100, 350))
-        assert len(store) == 250
+        watch = store.watch
+        assert len(store) == 250, (watch.resumes, watch.relists, watch.watch_state)
         now[0] += 5.0  # all of them expired
         add(range(400, 460))
         assert len(store) <= 60  # the expired ones went when the cache reached its mark
@@ -325,3 +326,62 @@ async def _raises_now(error: Exception) -> Any:
 
 def _raises(error: Exception) -> Any:
     return _raises_now(error)
+
+
+def test_a_confirmation_between_two_windows_is_kept_and_used_once_the_next_stands(
+    kube: Cluster, real_api: KubernetesApi
+) -> None:
+    """A watch window that ends (at its timeoutSeconds, or closed early by a loaded
+    kube-apiserver: a CI run kept 224 of 250 confirmations so) is resumed from the last version
+    seen, which shows what happened in between. So a template confirmed between two windows is
+    kept (not used until the next stands), and later admissions make no API call for it. Here
+    the resume is held until the confirmation is done."""
+    namespace = kube.create_namespace("between")
+    resume = asyncio.Event()
+
+    class HeldResume(CallsThrough):
+        def watch_templates(self, selector: str, version: str = "", **options: Any) -> Any:
+            if version:
+                self.calls["resumed"] += 1
+                return _after(resume, real_api.watch_templates(selector, version, **options))
+            return real_api.watch_templates(selector, version, **options)
+
+    api = HeldResume(real_api)
+    store = ApiTemplateStore(api, cache_ttl=300)
+    items = templates(4400, namespace)
+
+    async def scenario() -> dict[str, Any]:
+        watching = asyncio.create_task(store.watch.run(retry=30, window=1))
+        try:
+            await _until_watching(store)
+            deadline = time.monotonic() + 10
+            while api.calls["resumed"] == 0 and time.monotonic() < deadline:
+                await asyncio.sleep(0.02)  # the first window ended; its resume is held
+            between = not store.watching
+            await _ensure(store, namespace, items)  # confirmed through the API
+            kept_between = len(store)
+            creates = api.calls["create_template"]
+            resume.set()
+            await _until_watching(store)
+            await _ensure(store, namespace, items)  # from the cache: no API call
+            return {
+                "between": between,
+                "kept_between": kept_between,
+                "calls_after": api.calls["create_template"] - creates,
+                "relists": store.watch.relists,
+                "state": store.watch.watch_state,
+            }
+        finally:
+            watching.cancel()
+            await asyncio.gather(watching, return_exceptions=True)
+
+    seen = run(scenario())
+    assert seen["between"] and seen["kept_between"] == len(items), seen
+    assert seen["calls_after"] == 0 and seen["relists"] == 1, seen
+
+
+async def _after(event: asyncio.Event, events: Any) -> Any:
+    """The watch's events once `event` is set (a resume held back)."""
+    await event.wait()
+    async for item in events:
+        yield item
