@@ -117,3 +117,8 @@ def test_the_split_runs_leave_nothing_out_and_run_nothing_twice() -> None:
     for module in suite.STAGED_NODE_MODULES:
         assert (TESTS.parent / module).is_file(), module
         assert f"--ignore={module}" in suite.NODE_OTHERS
+    # The node versions: some in the default run, the others in --long, each once.
+    from tests.node.conftest import VERSIONS
+
+    split = suite.DEFAULT_NODE_VERSIONS.split(",") + suite.LONG_NODE_VERSIONS.split(",")
+    assert sorted(split) == sorted(VERSIONS)

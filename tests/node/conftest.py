@@ -69,6 +69,11 @@ def node_versions() -> list[str]:
     return wanted.split(",") if wanted else list(VERSIONS)
 
 
+# Tests none of whose node versions was asked for (HAMI_NODE_VERSIONS): deselected, not
+# skipped (pytest skips an empty parameter set), since leaving them out was the caller's choice.
+_NOT_ASKED: set[str] = set()
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "node_minor" in metafunc.fixturenames:
         versions = node_versions()
@@ -78,7 +83,20 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         only = getattr(metafunc.module, "NODE_VERSIONS", None)
         if only is not None:
             versions = [v for v in versions if v in only]
+        if not versions:
+            _NOT_ASKED.add(metafunc.definition.nodeid)
+            return
         metafunc.parametrize("node_minor", versions, scope="package", ids=versions)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    def asked(item: pytest.Item) -> bool:
+        return item.nodeid.partition("[")[0] not in _NOT_ASKED  # (its other parameters)
+
+    left = [item for item in items if not asked(item)]
+    if left:
+        config.hook.pytest_deselected(items=left)
+        items[:] = [item for item in items if asked(item)]
 
 
 def _unavailable(reason: str) -> None:

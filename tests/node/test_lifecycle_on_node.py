@@ -41,6 +41,22 @@ def claim_uids(cluster: NodeCluster, namespace: str) -> set[str]:
     return {c["metadata"]["uid"] for c in cluster.get("resourceclaims", "-n", namespace)["items"]}
 
 
+def _on_the_card(cluster: NodeCluster, namespace: str, index: int) -> str:
+    """What a fill pod that does not run is told, and every claim allocated in the cluster with
+    its device and what it consumes (a loaded run saw fill-7 wait past 120 s once; this says
+    why when it happens again)."""
+    status = cluster.pod(namespace, f"fill-{index}")["status"]
+    allocated = [
+        f"{claim['metadata']['namespace']}/{claim['metadata']['name']}: {result.get('device')}"
+        f" {json.dumps(result.get('consumedCapacity'))}"
+        for claim in cluster.get("resourceclaims", "-A")["items"]
+        for result in ((claim.get("status") or {}).get("allocation") or {})
+        .get("devices", {})
+        .get("results", [])
+    ]
+    return f"fill-{index}: {json.dumps(status.get('conditions'))}\nallocated: {allocated}"
+
+
 def test_capacity_comes_back(chart: NodeCluster, quiet_namespace: str) -> None:
     """Eight 3000 MiB pods fill one 24 GiB card (24,000 of 24,576 MiB); a ninth waits; when one
     ends its claim is deallocated and unprepared, and the ninth runs."""
@@ -50,11 +66,14 @@ def test_capacity_comes_back(chart: NodeCluster, quiet_namespace: str) -> None:
     for index in range(8):
         apply(chart, namespace, sleeping_pod(f"fill-{index}", {"nvidia.com/gpumem": 3000}, pin))
     for index in range(8):
-        wait_for(
-            lambda index=index: phase(chart, namespace, f"fill-{index}") == "Running",
-            f"fill-{index} running",
-            timeout=120,
-        )
+        try:
+            wait_for(
+                lambda index=index: phase(chart, namespace, f"fill-{index}") == "Running",
+                f"fill-{index} running",
+                timeout=120,
+            )
+        except AssertionError as error:
+            raise AssertionError(f"{error}\n{_on_the_card(chart, namespace, index)}") from error
     apply(chart, namespace, sleeping_pod("ninth", {"nvidia.com/gpumem": 3000}, pin))
     wait_for(
         lambda: (
