@@ -107,13 +107,14 @@ def test_a_test_that_measures_through_a_helper_is_found() -> None:
 
 
 def test_the_split_runs_leave_nothing_out_and_run_nothing_twice() -> None:
-    """The default run's halves: the two flavor lists are every flavor once, and the staged
+    """The default run's parts: the three flavor lists are every flavor once, and the staged
     node modules that one node run takes (and the other ignores) exist."""
     from tests.controlplane.versions import ALL_FLAVORS
     from tests.support import suite
 
-    first, later = suite.FIRST_FLAVORS.split(","), suite.LATER_FLAVORS.split(",")
-    assert sorted(first + later) == sorted(f.id for f in ALL_FLAVORS)
+    parts = (suite.FIRST_FLAVORS, suite.AFTER_NODE_FLAVORS, suite.LATER_FLAVORS)
+    flavors = [flavor for part in parts for flavor in part.split(",")]
+    assert sorted(flavors) == sorted(f.id for f in ALL_FLAVORS)
     for module in suite.STAGED_NODE_MODULES:
         assert (TESTS.parent / module).is_file(), module
         assert f"--ignore={module}" in suite.NODE_OTHERS

@@ -1,16 +1,18 @@
 """`./scripts/test`'s pytest runs (`python -m tests.support.suite [--long]`).
 
-The default run is the static checks (scripts/checks) and five pytest runs, chosen by marker,
-four of them at once. The tests marked `node` (the real node: they mostly wait on the kubelet
-and the pods) run in two: the staged-migration module (its own 1.37 cluster with a legacy node)
-and every other node module (on 1.37 here; on 1.36 in `--long`, DEFAULT_NODE_VERSIONS); the host
-lease (tests/node/host_lease.py) shares the machine between their clusters. Beside them run the end-to-end tests of the later
-Kubernetes flavors (`tests/e2e` with HAMI_E2E_FLAVORS=LATER_FLAVORS: they mostly wait on their
-control plane), the static checks, and in the foreground the other tests marked neither `node`
-nor `timed` (with the first flavors' end-to-end tests). Then the tests marked `timed`, which
-measure an established connection's latency, the process's memory or a time bound while they
-attack it, run alone on a quiet machine (beside the node, they failed their 50 ms and 64 MiB
-bounds). A HAMI_E2E_FLAVORS set by the caller is kept: the end-to-end tests then run in one run.
+The default run is the static checks (scripts/checks) and six pytest runs, chosen by marker,
+four of them at once from the start. The tests marked `node` (the real node: they mostly wait
+on the kubelet and the pods) run in two: the staged-migration module (its own 1.37 cluster
+with a legacy node) and every other node module (on 1.37 here, DEFAULT_NODE_VERSIONS; on 1.36
+in `--long`); the host lease (tests/node/host_lease.py) shares the machine between their
+clusters. Beside them run the end-to-end tests (`tests/e2e`: they mostly wait on their control
+planes) of the later Kubernetes flavors (LATER_FLAVORS), those of AFTER_NODE_FLAVORS once the
+other node modules' run has ended (it ends first), the static checks, and in the foreground
+the other tests marked neither `node` nor `timed`, with the end-to-end tests of FIRST_FLAVORS.
+Then the tests marked `timed`, which measure an established connection's latency, the
+process's memory or a time bound while they attack it, run alone on a quiet machine (beside
+the node, they failed their 50 ms and 64 MiB bounds). A HAMI_E2E_FLAVORS set by the caller is
+kept: the end-to-end tests then run in the foreground run.
 tests/test_suite_markers.py keeps the markers true. `--long` runs the longer sizes instead: the
 soak and the fuzzing with more requests and examples, the node modules on the node versions the
 default run leaves out (LONG_NODE_VERSIONS), and every test marked `long`. A HAMI_NODE_VERSIONS
@@ -48,11 +50,13 @@ NODE_OTHERS = [
 ]
 TIMED = ["-m", "timed and not long", "tests"]
 QUIET = ["-m", "not node and not timed and not long", "tests"]
-LATER_E2E = ["-m", "not node and not timed and not long", "tests/e2e"]
-# The end-to-end flavors in two halves of about equal time (measured 2026-12-06, with
-# test_gpu_quotas.py on 1.34-on and 1.38 only: about 573 s of the first two with every test
-# outside tests/e2e, 567 s of the later four).
-FIRST_FLAVORS = "1.34-off,1.34-on"
+E2E = ["-m", "not node and not timed and not long", "tests/e2e"]
+# The end-to-end flavors in three parts (measured 2026-12-07 at 88a4d2b: quiet 742 s with the
+# first two flavors and every test outside tests/e2e, the later four 677 s, the node run 418 s;
+# 1.34-on's end-to-end tests took about 195 s there): 1.34-off with the quiet tests, 1.34-on
+# once the node run (not the staged one) has ended, the later four beside them all.
+FIRST_FLAVORS = "1.34-off"
+AFTER_NODE_FLAVORS = "1.34-on"
 LATER_FLAVORS = "1.35-on,1.36,1.37,1.38"
 LONG_SIZES = {"HAMI_SOAK_REQUESTS": "100000", "HAMI_FUZZ_EXAMPLES": "20000"}
 # The node modules on one kubelet in the default run, the other in `--long` (CI's second step,
@@ -126,55 +130,96 @@ def _beside(
     return waiter, log
 
 
+def _pytest_after(
+    before: threading.Thread,
+    run: Run,
+    arguments: list[str],
+    log: Path,
+    env: dict[str, str] | None = None,
+) -> tuple[threading.Thread, Path]:
+    """A pytest run beside the foreground one that starts once `before` has ended (its
+    output into `log`); the thread returned ends with it, as `_beside`'s does."""
+    print(f"== pytest {shlex.join(arguments)} ({run.name}: once {before.name} ends)", flush=True)
+
+    def follow() -> None:
+        before.join()
+        started = time.monotonic()
+        with log.open("wb") as output:
+            command = _command(run.junit, *arguments)
+            run.code = subprocess.call(
+                command, cwd=ROOT, stdout=output, stderr=subprocess.STDOUT, env=env
+            )
+        run.seconds = time.monotonic() - started
+
+    waiter = threading.Thread(target=follow, name=run.name, daemon=True)
+    waiter.start()
+    return waiter, log
+
+
+def _long_runs(folder: Path) -> list[Run]:
+    """`--long`: the longer sizes, the node modules on the other node versions, and every test
+    marked long, one after another."""
+    sized = Run("soak and fuzz, long sizes", folder / "sized.xml")
+    _foreground(
+        sized,
+        ["--timeout=3600", "tests/server/test_soak.py", "tests/server/test_fuzz.py"],
+        env={**os.environ, **LONG_SIZES},
+    )
+    runs = [sized]
+    if not os.environ.get("HAMI_NODE_VERSIONS"):
+        node = Run(f"node on {LONG_NODE_VERSIONS}", folder / "node-long.xml")
+        env = {**os.environ, "HAMI_NODE_VERSIONS": LONG_NODE_VERSIONS}
+        _foreground(node, NODE_IN_LONG, env=env)
+        runs.append(node)
+    marked = Run("tests marked long", folder / "long.xml")
+    _foreground(marked, ["--timeout=3600", "-m", "long", "tests"])
+    return [*runs, marked]
+
+
+def _default_runs(folder: Path) -> tuple[list[Run], int]:
+    """The default run (see the module's docstring): its pytest runs and the static checks'
+    exit code."""
+    split = not os.environ.get("HAMI_E2E_FLAVORS")
+    staged = Run("node, staged migration", folder / "node-staged.xml")
+    node = Run("node, the others", folder / "node.xml")
+    node_env = {"HAMI_NODE_VERSIONS": DEFAULT_NODE_VERSIONS, **os.environ}  # the caller's wins
+    node_waiter = _pytest_beside(node, NODE_OTHERS, folder / "node.log", node_env)
+    beside = [
+        (staged, _pytest_beside(staged, NODE_STAGED, folder / "staged.log")),
+        (node, node_waiter),
+    ]
+    if split:
+        later = Run("end-to-end, later flavors", folder / "later.xml")
+        env = {**os.environ, "HAMI_E2E_FLAVORS": LATER_FLAVORS}
+        beside.append((later, _pytest_beside(later, E2E, folder / "later.log", env)))
+        middle = Run("end-to-end, after the node", folder / "middle.xml")
+        env = {**os.environ, "HAMI_E2E_FLAVORS": AFTER_NODE_FLAVORS}
+        beside.append(
+            (middle, _pytest_after(node_waiter[0], middle, E2E, folder / "middle.log", env))
+        )
+    checks = Run("static checks", folder / "none.xml")
+    checks_command = [str(ROOT / "scripts" / "checks")]
+    beside.append((checks, _beside(checks, checks_command, folder / "checks.log")))
+    quiet = Run("quiet", folder / "quiet.xml")
+    _foreground(
+        quiet, QUIET, env={**os.environ, "HAMI_E2E_FLAVORS": FIRST_FLAVORS} if split else None
+    )
+    for run, (waiter, log) in beside:
+        waiter.join()
+        print(f"== {run.name}: its output", flush=True)
+        sys.stdout.write(log.read_text(errors="replace"))
+    timed = Run("timed", folder / "timed.xml")
+    _foreground(timed, TIMED)
+    return [run for run, _ in beside if run is not checks] + [quiet, timed], checks.code
+
+
 def main(argv: list[str]) -> int:
     folder = Path(tempfile.mkdtemp(prefix="hami-suite-"))
-    runs: list[Run] = []
     checks_code = 0  # the default run's static checks (the others ran them before)
     if argv == ["--long"]:
-        sized = Run("soak and fuzz, long sizes", folder / "sized.xml")
-        _foreground(
-            sized,
-            ["--timeout=3600", "tests/server/test_soak.py", "tests/server/test_fuzz.py"],
-            env={**os.environ, **LONG_SIZES},
-        )
-        runs.append(sized)
-        if not os.environ.get("HAMI_NODE_VERSIONS"):
-            node = Run(f"node on {LONG_NODE_VERSIONS}", folder / "node-long.xml")
-            env = {**os.environ, "HAMI_NODE_VERSIONS": LONG_NODE_VERSIONS}
-            _foreground(node, NODE_IN_LONG, env=env)
-            runs.append(node)
-        marked = Run("tests marked long", folder / "long.xml")
-        _foreground(marked, ["--timeout=3600", "-m", "long", "tests"])
-        runs.append(marked)
+        runs = _long_runs(folder)
     else:
-        split = not os.environ.get("HAMI_E2E_FLAVORS")
-        staged = Run("node, staged migration", folder / "node-staged.xml")
-        node = Run("node, the others", folder / "node.xml")
-        versions = {"HAMI_NODE_VERSIONS": DEFAULT_NODE_VERSIONS}
-        node_env = {**versions, **os.environ}  # the caller's choice, if any, wins
-        beside = [
-            (staged, _pytest_beside(staged, NODE_STAGED, folder / "staged.log")),
-            (node, _pytest_beside(node, NODE_OTHERS, folder / "node.log", node_env)),
-        ]
-        quiet = Run("quiet", folder / "quiet.xml")
-        if split:
-            later = Run("end-to-end, later flavors", folder / "later.xml")
-            env = {**os.environ, "HAMI_E2E_FLAVORS": LATER_FLAVORS}
-            beside.append((later, _pytest_beside(later, LATER_E2E, folder / "later.log", env)))
-        checks = Run("static checks", folder / "none.xml")
-        checks_command = [str(ROOT / "scripts" / "checks")]
-        beside.append((checks, _beside(checks, checks_command, folder / "checks.log")))
-        first = {**os.environ, "HAMI_E2E_FLAVORS": FIRST_FLAVORS} if split else None
-        _foreground(quiet, QUIET, env=first)
-        for run, (waiter, log) in beside:
-            waiter.join()
-            print(f"== {run.name}: its output", flush=True)
-            sys.stdout.write(log.read_text(errors="replace"))
-        checks_code = checks.code
-        beside = [(run, pair) for run, pair in beside if run is not checks]
-        timed = Run("timed", folder / "timed.xml")
-        _foreground(timed, TIMED)
-        runs += [run for run, _ in beside] + [quiet, timed]
+        runs, checks_code = _default_runs(folder)
     totals = [0, 0, 0]
     if checks_code != 0:
         print(f"== static checks: exit {checks_code}")
