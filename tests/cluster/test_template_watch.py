@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any
+from collections.abc import Awaitable
+from typing import Any, TypeVar
 
 import pytest
 
@@ -20,6 +21,8 @@ from tests.support.api_calls import CallsThrough
 from tests.support.cluster import Cluster
 from tests.support.loop import run
 from tests.support.templates import templates, watching
+
+T = TypeVar("T")
 
 
 async def _until_watching(store: ApiTemplateStore, within: float = 30.0) -> None:
@@ -351,33 +354,38 @@ def test_a_confirmation_between_two_windows_is_kept_and_used_once_the_next_stand
     items = templates(4400, namespace)
 
     async def scenario() -> dict[str, Any]:
-        watching = asyncio.create_task(store.watch.run(retry=30, window=1))
-        try:
-            await _until_watching(store)
-            deadline = time.monotonic() + 10
-            while api.calls["resumed"] == 0 and time.monotonic() < deadline:
-                await asyncio.sleep(0.02)  # the first window ended; its resume is held
-            between = not store.watching
-            await _ensure(store, namespace, items)  # confirmed through the API
-            kept_between = len(store)
-            creates = api.calls["create_template"]
-            resume.set()
-            await _until_watching(store)
-            await _ensure(store, namespace, items)  # from the cache: no API call
-            return {
-                "between": between,
-                "kept_between": kept_between,
-                "calls_after": api.calls["create_template"] - creates,
-                "relists": store.watch.relists,
-                "state": store.watch.watch_state,
-            }
-        finally:
-            watching.cancel()
-            await asyncio.gather(watching, return_exceptions=True)
+        await _until_watching(store)
+        deadline = time.monotonic() + 10
+        while api.calls["resumed"] == 0 and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)  # the first window ended; its resume is held
+        between = not store.watching
+        await _ensure(store, namespace, items)  # confirmed through the API
+        kept_between = len(store)
+        creates = api.calls["create_template"]
+        resume.set()
+        await _until_watching(store)
+        await _ensure(store, namespace, items)  # from the cache: no API call
+        return {
+            "between": between,
+            "kept_between": kept_between,
+            "calls_after": api.calls["create_template"] - creates,
+            "relists": store.watch.relists,
+            "state": store.watch.watch_state,
+        }
 
-    seen = run(scenario())
+    seen = run(_while_watching(store, scenario(), retry=30, window=1))
     assert seen["between"] and seen["kept_between"] == len(items), seen
     assert seen["calls_after"] == 0 and seen["relists"] == 1, seen
+
+
+async def _while_watching(store: ApiTemplateStore, body: Awaitable[T], **options: Any) -> T:
+    """`body` awaited while the store's watch job runs (`options` for its `run`)."""
+    watching = asyncio.create_task(store.watch.run(**options))
+    try:
+        return await body
+    finally:
+        watching.cancel()
+        await asyncio.gather(watching, return_exceptions=True)
 
 
 async def _after(event: asyncio.Event, events: Any) -> Any:
