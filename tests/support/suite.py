@@ -53,8 +53,8 @@ QUIET = ["-m", "not node and not timed and not long", "tests"]
 E2E = ["-m", "not node and not timed and not long", "tests/e2e"]
 # The end-to-end flavors in three parts (measured 2026-12-07 at 88a4d2b: quiet 742 s with the
 # first two flavors and every test outside tests/e2e, the later four 677 s, the node run 418 s;
-# 1.34-on's end-to-end tests took about 195 s there): 1.34-off with the quiet tests, 1.34-on
-# once the node run (not the staged one) has ended, the later four beside them all.
+# 1.34-on's end-to-end tests took about 195 s at 1f86f76): 1.34-off with the quiet tests,
+# 1.34-on once the node run (not the staged one) has ended, the later four beside them all.
 FIRST_FLAVORS = "1.34-off"
 AFTER_NODE_FLAVORS = "1.34-on"
 LATER_FLAVORS = "1.35-on,1.36,1.37,1.38"
