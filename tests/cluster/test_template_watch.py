@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 
@@ -21,8 +20,6 @@ from tests.support.api_calls import CallsThrough
 from tests.support.cluster import Cluster
 from tests.support.loop import run
 from tests.support.templates import templates, watching
-
-T = TypeVar("T")
 
 
 async def _until_watching(store: ApiTemplateStore, within: float = 30.0) -> None:
@@ -354,7 +351,6 @@ def test_a_confirmation_between_two_windows_is_kept_and_used_once_the_next_stand
     items = templates(4400, namespace)
 
     async def scenario() -> dict[str, Any]:
-        await _until_watching(store)
         deadline = time.monotonic() + 10
         while api.calls["resumed"] == 0 and time.monotonic() < deadline:
             await asyncio.sleep(0.02)  # the first window ended; its resume is held
@@ -373,19 +369,10 @@ def test_a_confirmation_between_two_windows_is_kept_and_used_once_the_next_stand
             "state": store.watch.watch_state,
         }
 
-    seen = run(_while_watching(store, scenario(), retry=30, window=1))
+    with watching(store, retry=30, window=1):
+        seen = run(scenario())
     assert seen["between"] and seen["kept_between"] == len(items), seen
     assert seen["calls_after"] == 0 and seen["relists"] == 1, seen
-
-
-async def _while_watching(store: ApiTemplateStore, body: Awaitable[T], **options: Any) -> T:
-    """`body` awaited while the store's watch job runs (`options` for its `run`)."""
-    watching = asyncio.create_task(store.watch.run(**options))
-    try:
-        return await body
-    finally:
-        watching.cancel()
-        await asyncio.gather(watching, return_exceptions=True)
 
 
 async def _after(event: asyncio.Event, events: Any) -> Any:

@@ -47,12 +47,13 @@ def stored(kube: Cluster, namespace: str) -> list[dict[str, Any]]:
 
 
 @contextlib.contextmanager
-def watching(store: ApiTemplateStore, within: float = 30.0) -> Iterator[None]:
+def watching(store: ApiTemplateStore, within: float = 30.0, **options: Any) -> Iterator[None]:
     """The store's own watch standing on the real kube-apiserver for the block (its cache is
-    used only while the watch stands); `run` calls inside the block share its event loop."""
+    used only while the watch stands); `run` calls inside the block share its event loop.
+    `options` go to the watch job's `run` (retry, window)."""
 
     async def start() -> asyncio.Task[None]:
-        task = asyncio.get_running_loop().create_task(store.watch.run())
+        task = asyncio.get_running_loop().create_task(store.watch.run(**options))
         deadline = time.monotonic() + within
         while not store.watching:
             assert time.monotonic() < deadline, (
