@@ -4,8 +4,8 @@ every route what every route needs: it decodes (off the event loop when the body
 the admission in flight, maps an unexpected failure to the route's own answer for it, reports
 what happened through an `AdmissionEvents` (the server's metrics and admission log), and encodes
 the answer once. A route is a request in and an `Answered` out, and nothing more: the pods'
-(`PodRoute`), the Volcano Jobs' (`VolcanoJobRoute`), the quota gate's (`QuotaGateRoute`) and the
-workloads' preview (`WorkloadRoute`). Tested in process, bytes in and bytes out
+(`PodRoute`), the Volcano Jobs' (`VolcanoJobRoute`), the quota gate's (`QuotaGateRoute`), its
+claims' (`QuotaClaimRoute`) and the workloads' preview (`WorkloadRoute`). Tested in process, bytes in and bytes out
 (tests/admission/test_handlers.py).
 
 A review over OFF_LOOP_BYTES is decoded on the mutator's `off_loop` thread; one whose pod has
@@ -26,10 +26,11 @@ from typing import Any, Generic, Protocol, TypeVar
 import orjson
 
 from hami_dra_webhook.admission.mutator import MutationRecord, PodMutator, internal_error
-from hami_dra_webhook.admission.quota_gate import gate_answer
+from hami_dra_webhook.admission.quota_gate import claim_answer, gate_answer
 from hami_dra_webhook.admission.workloads import WorkloadPreview, allowed
 from hami_dra_webhook.core.review import wire
 from hami_dra_webhook.core.review.fast import FastPod, read_review
+from hami_dra_webhook.kube.port import KubeApi
 
 log = logging.getLogger("hami_dra_webhook.server")
 OFF_LOOP_BYTES = 256 * 1024
@@ -205,6 +206,22 @@ class QuotaGateRoute(Parsed):
         return Answered(internal_error(request).answer)
 
 
+class QuotaClaimRoute(Parsed):
+    """POST /gate-gpu-quota-claims: a ResourceClaim of a GPU quota namespace that would grow
+    what a released pod holds is refused (admission/quota_gate.py)."""
+
+    def __init__(self, mutator: PodMutator, api: KubeApi | None) -> None:
+        self.mutator, self.api = mutator, api
+
+    async def answer(
+        self, request: wire.AdmissionRequest, fast: FastPod | None, off: Executor | None
+    ) -> Answered:
+        return Answered(await claim_answer(request, self.api, self.mutator.policy))
+
+    def failed(self, request: wire.AdmissionRequest) -> Answered:
+        return Answered(internal_error(request).answer)
+
+
 class WorkloadRoute(Parsed):
     """POST /validate-workloads: what the pods of an applied workload will become, as warnings
     (admission/workloads.py). It never denies: a failure here answers `allowed`, no warnings.
@@ -234,12 +251,16 @@ class WorkloadRoute(Parsed):
         )
 
 
-def routes(mutator: PodMutator, events: AdmissionEvents) -> dict[str, Admission[Any]]:
-    """Every admission route of the webhook, each in its envelope."""
+def routes(
+    mutator: PodMutator, events: AdmissionEvents, api: KubeApi | None = None
+) -> dict[str, Admission[Any]]:
+    """Every admission route of the webhook, each in its envelope (`api`: the cluster's, for
+    the routes that read it; None without a cluster)."""
     off = mutator.off_loop
     return {
         "/mutate": Admission(PodRoute(mutator), events, off),
         "/validate-workloads": Admission(WorkloadRoute(mutator), events, off),
         "/mutate-volcano-jobs": Admission(VolcanoJobRoute(mutator), events, off),
         "/gate-gpu-quota": Admission(QuotaGateRoute(), events, off),
+        "/gate-gpu-quota-claims": Admission(QuotaClaimRoute(mutator, api), events, off),
     }

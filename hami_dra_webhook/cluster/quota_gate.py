@@ -43,6 +43,7 @@ from hami_dra_webhook.kube.port import ApiError, KubeApi, paths
 log = logging.getLogger("hami_dra_webhook.quota")
 EVENT_REASON = "GPUQuotaExceeded"
 MAX_REMEMBERED_EVENTS = 100_000  # pods whose last Event is remembered (not sent again)
+PARALLEL = 4  # namespaces counted at once
 
 
 @dataclass
@@ -106,8 +107,8 @@ class QuotaGate:
         else:
             due = (await self._with_held_pods() & ours) | (labelled - set(limits))
         cards = self._cards
-        for namespace in sorted(due):
-            done = await self._namespace(namespace, limits.get(namespace, []), policy, cards)
+        passes = await self._namespaces(sorted(due), limits, policy, cards)
+        for namespace, done in passes.items():
             report.namespaces += 1
             report.released += len(done.release)
             report.held += done.held
@@ -118,13 +119,45 @@ class QuotaGate:
         self._told = {uid: why for uid, why in self._told.items() if uid in live}
         return report
 
+    async def _namespaces(
+        self, due: list[str], limits: dict[str, list[Limit]], policy: Policy, cards: Cards
+    ) -> dict[str, QuotaPass]:
+        """Each due namespace's pass, `PARALLEL` at a time, so that a large namespace (its
+        tenant's many pods) delays no other's release; a namespace whose calls fail is retried
+        next pass, the others go on (the first failure is raised once all have run, for the
+        Supervisor to count)."""
+        results: dict[str, QuotaPass] = {}
+        failures: list[BaseException] = []
+        turns = asyncio.Semaphore(PARALLEL)
+
+        async def one(namespace: str) -> None:
+            async with turns:
+                try:
+                    results[namespace] = await self._namespace(
+                        namespace, limits.get(namespace, []), policy, cards
+                    )
+                except ApiError as error:
+                    log.warning("namespace %s: the quota pass failed: %s", namespace, error)
+                    failures.append(error)
+
+        await asyncio.gather(*(one(namespace) for namespace in due))
+        if failures:
+            raise failures[0]
+        return {namespace: results[namespace] for namespace in due}
+
     async def _with_held_pods(self) -> set[str]:
-        """The namespaces of the pods labelled held (one list, served from kube-apiserver's
-        cache)."""
+        """The namespaces with a pod that is held: labelled held (one list, served from
+        kube-apiserver's cache) and carrying the gate. The label is only where to look: a pod
+        a tenant labelled without the gate (the label is theirs to write) sends the pass
+        nowhere and is never written to."""
         selector = [("labelSelector", f"{HELD_LABEL}={HELD_LABEL_VALUE}")]
         found: set[str] = set()
         async for page in self.api.path_pages(paths.ALL_PODS, selector, timeout=self.timeout):
-            found |= {str((p.get("metadata") or {}).get("namespace", "")) for p in page}
+            found |= {
+                str((p.get("metadata") or {}).get("namespace", ""))
+                for p in page
+                if isinstance(p, dict) and _gated(p)
+            }
         return found
 
     async def _labelled(self) -> set[str]:
@@ -146,10 +179,8 @@ class QuotaGate:
     ) -> QuotaPass:
         keys = quota_keys(policy)
         claims = await read_claims(self.api, namespace, policy, keys, cards, self.timeout)
-        count, stray = Count(claims, policy, keys, cards), list[str]()
-        complete = await count_namespace(self.api, namespace, count, self.timeout, stray)
-        for name in stray:  # a held label without the gate (a tenant's) would bring us back
-            await self._unlabel(namespace, name)
+        count = Count(claims, policy, keys, cards)
+        complete = await count_namespace(self.api, namespace, count, self.timeout)
         if not count.held:
             return QuotaPass(usage=count.usage)
         if not complete:
@@ -165,21 +196,12 @@ class QuotaGate:
             await self._tell(namespace, held)
         return result
 
-    async def _unlabel(self, namespace: str, name: str) -> None:
-        label = "/metadata/labels/" + HELD_LABEL.replace("/", "~1")
-        operations = [
-            {"op": "test", "path": label, "value": HELD_LABEL_VALUE},
-            {"op": "remove", "path": label},
-        ]
-        try:
-            await self.api.patch_pod(namespace, name, operations, timeout=self.timeout)
-        except ApiError as error:
-            if error.status not in (404, 422):
-                raise
-
     async def _release(self, namespace: str, held: Held) -> None:
         at = f"/spec/schedulingGates/{held.gate_index}"
+        # By uid: a pod deleted and created again under its name (asking more) since it was
+        # counted is not the pod counted, and is left to the next pass.
         operations = [
+            {"op": "test", "path": "/metadata/uid", "value": held.uid},
             {"op": "test", "path": f"{at}/name", "value": GATE},
             {"op": "remove", "path": at},
         ]

@@ -21,8 +21,9 @@ from hami_dra_webhook.core.quota.quota_groups import (
     cards_for,
     groups,
     largest_memory_mib,
+    most_devices_per_node,
 )
-from hami_dra_webhook.core.quota.quota_plan import Count, claim_charges, gate_index
+from hami_dra_webhook.core.quota.quota_plan import Count, claim_charges
 from hami_dra_webhook.core.settings.policy import Policy
 from hami_dra_webhook.kube.port import KubeApi, paths
 
@@ -58,20 +59,15 @@ async def count_namespace(
     namespace: str,
     count: Count,
     timeout: float,
-    stray: list[str] | None = None,
 ) -> bool:
     """Count the namespace's live pods a page at a time (held ones kept slim); whether every
-    pod could be read. `stray` gets the pods labelled held that carry no gate."""
+    pod could be read."""
     skipped = api.skipped_items
     async for page in api.pod_pages(namespace, timeout=timeout, field_selector=LIVE):
         for pod in page:
             if not isinstance(pod, dict):
                 continue
-            slim = slim_pod(pod)
-            count.add(slim)
-            labels = slim["metadata"].get("labels") or {}
-            if stray is not None and labels.get(HELD_LABEL) and gate_index(slim) is None:
-                stray.append(str(slim["metadata"]["name"]))
+            count.add(slim_pod(pod))
     return api.skipped_items == skipped
 
 
@@ -120,14 +116,19 @@ async def read_gpu_quotas(
 
 
 async def read_cards(api: KubeApi, policy: Policy, timeout: float) -> Cards:
-    """The device sizes a charge needs: the policy's, and the largest card that Hygon's and
-    AMD's drivers publish (read from their ResourceSlices when they are converted)."""
-    memory = {}
+    """The device sizes a charge needs: the policy's, the largest card that Hygon's and AMD's
+    drivers publish, and the most devices of each group on one node (what `allocationMode:
+    All` can take), read from the converted families' drivers' ResourceSlices."""
+    memory, per_node = {}, {}
+    listed: dict[str, list[JsonObject]] = {}
     for group in groups(policy):
+        if group.driver not in listed:
+            listed[group.driver] = await api.list_resource_slices(group.driver, timeout=timeout)
+        slices = listed[group.driver]
+        per_node[group.key] = most_devices_per_node(slices, group.driver)
         if group.sized_by_slices:
-            slices = await api.list_resource_slices(group.driver, timeout=timeout)
             memory[group.key] = largest_memory_mib(slices, group.driver)
-    return cards_for(policy, memory)
+    return cards_for(policy, memory, per_node)
 
 
 def slim_pod(pod: JsonObject) -> JsonObject:
@@ -139,7 +140,11 @@ def slim_pod(pod: JsonObject) -> JsonObject:
 
     def slim(containers: Any) -> list[JsonObject]:
         return [
-            {"name": c.get("name"), "resources": c.get("resources") or {}}
+            {
+                "name": c.get("name"),
+                "resources": c.get("resources") or {},
+                **({"restartPolicy": c["restartPolicy"]} if "restartPolicy" in c else {}),
+            }
             for c in containers or []
             if isinstance(c, dict)
         ]

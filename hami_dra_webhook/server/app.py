@@ -59,7 +59,7 @@ def create_app(services: Services) -> Dispatch:
     budget = BodyBudget(settings.max_bodies_bytes, on_drained=memory.trim_soon)
     posts: dict[str, BodyEndpoint] = {
         path: BodyEndpoint(admission, limit, timeout, rejected, budget)
-        for path, admission in routes(mutator, events).items()
+        for path, admission in routes(mutator, events, services.api).items()
     }
     if settings.bare_endpoint:
 

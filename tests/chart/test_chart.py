@@ -118,8 +118,20 @@ def test_default_render_matches_the_golden_file(update_golden: bool) -> None:
 def test_webhook_configuration() -> None:
     documents = render("admission.excludeNamespaces={monitoring}", "admission.failurePolicy=Ignore")
     config = find(documents, "MutatingWebhookConfiguration")
-    hook, ephemeral, gate = config["webhooks"]
+    hook, ephemeral, gate, claims = config["webhooks"]
     assert gate["name"] == "gpu-quota.hami-dra-webhook.project-hami.io"
+    assert claims["name"] == "gpu-quota-claims.hami-dra-webhook.project-hami.io"
+    assert claims["clientConfig"]["service"]["path"] == "/gate-gpu-quota-claims"
+    assert claims["rules"] == [
+        {
+            "operations": ["CREATE"],
+            "apiGroups": ["resource.k8s.io"],
+            "apiVersions": ["v1"],
+            "resources": ["resourceclaims"],
+            "scope": "Namespaced",
+        }
+    ]
+    assert claims["namespaceSelector"] == gate["namespaceSelector"]
     assert hook["rules"] == [
         {
             "operations": ["CREATE", "UPDATE"],
@@ -157,7 +169,7 @@ def test_webhook_configuration() -> None:
         "cert-manager.io/inject-ca-from": "hami-system/hami-dra-webhook"
     }
     custom = find(render(*MODES["custom"]), "MutatingWebhookConfiguration")
-    assert [w["clientConfig"]["caBundle"] for w in custom["webhooks"]] == ["Y2E="] * 3
+    assert [w["clientConfig"]["caBundle"] for w in custom["webhooks"]] == ["Y2E="] * 4
 
 
 def test_cert_manager_mode_signs_the_serving_certificate_with_a_ca_of_its_own() -> None:
@@ -607,7 +619,7 @@ def test_ephemeral_containers_are_sent_for_converted_pods_only() -> None:
     hostile-callers issue, finding 6: by a webhook of its own, which no opt-out label skips
     (a converted pod labelled `hami.io/webhook: ignore` afterwards is still checked)."""
     config = find(render(), "MutatingWebhookConfiguration")
-    pods, ephemeral, _ = config["webhooks"]
+    pods, ephemeral, _, _ = config["webhooks"]
     assert "pods/ephemeralcontainers" not in pods["rules"][0]["resources"]
     assert ephemeral["rules"] == [
         {

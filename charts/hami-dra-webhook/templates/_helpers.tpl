@@ -149,10 +149,17 @@ HAMi's limits.<memory|cores> and kube-apiserver's requests.<count|memory|cores>,
 {{- printf "[%s]" (join ", " (uniq $keys)) -}}
 {{- end -}}
 
-{{/* A GPU pod, in CEL over `object`: a container names a legacy resource, or it uses a claim. */}}
+{{/* A GPU pod, in CEL over `object`: a container names a legacy resource or a DeviceClass's
+implicit extended resource (deviceclass.resource.kubernetes.io/<class>: kube-scheduler gives it
+whole devices of the class, KEP-5004), or it uses a claim. */}}
 {{- define "hdw.gpuPod" -}}
 {{- $legacy := include "hdw.legacyResources" . -}}
-{{- printf "(has(object.spec.resourceClaims) && object.spec.resourceClaims.size() > 0) || %s || (has(object.spec.initContainers) && %s)" (include "hdw.usesLegacy" (list "object.spec.containers" $legacy)) (include "hdw.usesLegacy" (list "object.spec.initContainers" $legacy)) -}}
+{{- printf "(has(object.spec.resourceClaims) && object.spec.resourceClaims.size() > 0) || %s || (has(object.spec.initContainers) && (%s || %s)) || %s" (include "hdw.usesLegacy" (list "object.spec.containers" $legacy)) (include "hdw.usesLegacy" (list "object.spec.initContainers" $legacy)) (include "hdw.usesImplicit" "object.spec.initContainers") (include "hdw.usesImplicit" "object.spec.containers") -}}
+{{- end -}}
+
+{{/* CEL: a container of the list names an implicit extended resource of a DeviceClass. */}}
+{{- define "hdw.usesImplicit" -}}
+{{- printf "%s.exists(c, has(c.resources) && ((has(c.resources.limits) && c.resources.limits.exists(r, r.startsWith('deviceclass.resource.kubernetes.io/'))) || (has(c.resources.requests) && c.resources.requests.exists(r, r.startsWith('deviceclass.resource.kubernetes.io/')))))" . -}}
 {{- end -}}
 
 {{/* The resource names of the vendors beyond NVIDIA that deviceConfig's hamiDraWebhook.vendors

@@ -17,26 +17,22 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from fractions import Fraction
 from functools import lru_cache
 from typing import Any, Literal
 
-from hami_dra_webhook.core.model.quantity import MIB, QuantityError, parse_quantity
+from hami_dra_webhook.core.model.containers import containers
+from hami_dra_webhook.core.model.quantity import QuantityError, parse_quantity
 from hami_dra_webhook.core.model.types import JsonObject
 from hami_dra_webhook.core.outcome.decision import Converted
 from hami_dra_webhook.core.quota.quota_groups import (
     NVIDIA,
     Cards,
-    Option,
     container_use,
-    group_by_driver,
-    group_named,
     groups,
-    option_of,
-    percent_of_units,
 )
 from hami_dra_webhook.core.settings.policy import Policy
 from hami_dra_webhook.core.translate.pod import translate_pod
+from hami_dra_webhook.core.translate.whole_gpus import left_to_scheduler
 from hami_dra_webhook.core.vendors.families import converted_names
 
 # The scheduling gate that holds a GPU pod of a namespace with such a quota until it is counted.
@@ -165,20 +161,35 @@ class Charge:
 
 
 def legacy_charge(
-    pod: JsonObject, policy: Policy, keys: Mapping[str, KeyRule], cards: Cards
+    pod: JsonObject,
+    policy: Policy,
+    keys: Mapping[str, KeyRule],
+    cards: Cards,
+    scheduler_claimed: bool = False,
 ) -> Charge:
     """What a pod with legacy resources is charged: HAMi's keys as HAMi counts the devices it
-    gives (per device times devices; init containers as max(sum of the app containers, largest
-    init container)), kube-apiserver's keys as its quota counts requests (per container, init
-    containers the same way)."""
-    charge = Charge()
+    gives (per device times devices), kube-apiserver's keys as its quota counts requests (per
+    container); containers summed as kube-apiserver sums them (`pod_sum`). A count-only pod
+    left to kube-scheduler (wholeGpusByExtendedResource) is charged the whole cards the webhook
+    would have given it, until kube-scheduler's own claim for it exists
+    (`scheduler_claimed`): that claim is charged then, not this."""
     decision = translate_pod(pod, policy)
+    if not isinstance(decision, Converted) and policy.webhook.whole_gpus_by_extended_resource:
+        spec, metadata = pod.get("spec"), pod.get("metadata")
+        if (
+            isinstance(metadata, dict)
+            and isinstance(spec, dict)
+            and left_to_scheduler(metadata, spec, containers(spec), policy)
+        ):
+            if scheduler_claimed:
+                return Charge()
+            decision = translate_pod(pod, _converting_whole_gpus(policy))
     if not isinstance(decision, Converted):
         # Not readable as legacy HAMi reads it here (a percentage with no card size known, a
         # value this project refuses): unknown, so nothing that asks these keys fits beside it.
-        charge.unknown = set(keys)
-        return charge
-    apps, inits = Charge(), []
+        return Charge(unknown=set(keys))
+    kinds = container_kinds(pod)
+    placed: list[tuple[Charge, Kind]] = []
     for planned in decision.plan:
         use = container_use(planned, policy)
         if use is None:
@@ -190,22 +201,69 @@ def legacy_charge(
             if rule.form == "native":
                 one.amounts[key] = use.asked[rule.dimension]
                 continue
-            per_device = _share_amount(use.memory_mib, use.percentage, use.cores, rule, cards)
+            per_device = share_amount(use.memory_mib, use.percentage, use.cores, rule, cards)
             if per_device is None:
                 one.unknown.add(key)
             else:
                 one.amounts[key] = per_device * use.devices
-        if planned.ref.list_name == "initContainers":
-            inits.append(one)
+        placed.append((one, kinds.get((planned.ref.list_name, planned.ref.position), "app")))
+    return pod_sum(placed)
+
+
+@lru_cache(maxsize=16)
+def _converting_whole_gpus(policy: Policy) -> Policy:
+    """The policy as it reads a count-only pod when the webhook converts it (what kube-scheduler
+    gives it is the same: whole cards, core/translate/whole_gpus.py)."""
+    web = policy.webhook.model_copy(update={"whole_gpus_by_extended_resource": False})
+    return policy.with_webhook(web)
+
+
+Kind = Literal["app", "sidecar", "init"]
+
+
+def container_kinds(pod: JsonObject) -> dict[tuple[str, int], Kind]:
+    """Each init container's kind by its place: a sidecar (`restartPolicy: Always`) runs beside
+    the app containers, any other init container to its end before them."""
+    spec = pod.get("spec")
+    kinds: dict[tuple[str, int], Kind] = {}
+    for ref, container in containers(spec):
+        if ref.list_name == "initContainers":
+            sidecar = isinstance(container, dict) and container.get("restartPolicy") == "Always"
+            kinds[(ref.list_name, ref.position)] = "sidecar" if sidecar else "init"
+    return kinds
+
+
+def pod_sum(placed: Iterable[tuple[Charge, Kind]]) -> Charge:
+    """A pod's charge from its containers', as kube-apiserver's quota sums requests
+    (component-helpers' PodRequests): the app containers and the sidecars add up; each init
+    container that runs to its end runs beside the sidecars listed before it; the pod holds
+    the larger of the two. (HAMi's own max(sum of the app containers, largest init container)
+    is never more: a sidecar of HAMi's pods is counted here as what it holds, beside the app
+    containers.) `placed`: init containers in their order."""
+    total, sidecars, peak = Charge(), Charge(), Charge()
+    for one, kind in placed:
+        if kind == "app":
+            total.add(one)
+            continue
+        now = Charge()
+        now.add(one)
+        if kind == "sidecar":
+            total.add(one)
+            sidecars.add(one)
+            now = Charge(dict(sidecars.amounts), set(sidecars.unknown))
         else:
-            apps.add(one)
-    charge.unknown = apps.unknown | {k for one in inits for k in one.unknown}
-    for key in keys:
-        charge.amounts[key] = max([apps.of(key), *(one.of(key) for one in inits)])
-    return charge
+            now.add(sidecars)
+        peak = Charge(
+            {k: max(peak.of(k), now.of(k)) for k in {*peak.amounts, *now.amounts}},
+            peak.unknown | now.unknown,
+        )
+    return Charge(
+        {k: max(total.of(k), peak.of(k)) for k in {*total.amounts, *peak.amounts}},
+        total.unknown | peak.unknown,
+    )
 
 
-def _share_amount(
+def share_amount(
     memory_mib: int | None, percentage: int | None, cores: int, rule: KeyRule, cards: Cards
 ) -> int | None:
     if rule.dimension == "cores":
@@ -220,134 +278,6 @@ def _share_amount(
     if percentage is not None:
         return largest * percentage // 100
     return largest
-
-
-@dataclass(frozen=True, slots=True)
-class Device:
-    """One device a claim asks for or holds, of a kept group's DeviceClass or driver: its
-    groups (an Ascend device not pinned to a chip: every chip's), its memory (MiB, None when
-    the whole device's) and cores (percent of one device)."""
-
-    request: str
-    groups: tuple[str, ...]
-    memory_mib: int | None
-    cores: int
-
-
-def claim_devices(claim: JsonObject, policy: Policy) -> list[Device]:
-    """The devices of the kept groups the claim holds (from its allocation) or asks for (from
-    its spec, the largest alternative of a `firstAvailable`)."""
-    options = _options(claim, policy)
-    drivers = {g.driver for g in groups(policy)}
-    results = ((claim.get("status") or {}).get("allocation") or {}).get("devices") or {}
-    held = [
-        r
-        for r in results.get("results") or []
-        if isinstance(r, dict) and r.get("driver") in drivers
-    ]
-    if held:
-        devices = []
-        for result in held:
-            request, _, sub = str(result.get("request", "")).partition("/")
-            found = options.get(request, {}).get(sub)
-            option = (
-                found[0] if found else Option(group_by_driver(result["driver"], policy), True, 0)
-            )
-            devices.append(_device(request, result.get("consumedCapacity"), option, policy))
-        return devices
-    devices = []
-    for name, alternatives in options.items():
-        asked = [_asked(exact, name, option, policy) for option, exact in alternatives.values()]
-        devices += max(asked, key=_size)
-    return devices
-
-
-def _options(claim: JsonObject, policy: Policy) -> dict[str, dict[str, tuple[Option, JsonObject]]]:
-    """Each request's ways (subrequest name, "" for `exactly`) that ask a kept group's class."""
-    found: dict[str, dict[str, tuple[Option, JsonObject]]] = {}
-    requests = (((claim.get("spec") or {}).get("devices") or {}).get("requests")) or []
-    for request in requests if isinstance(requests, list) else []:
-        if not isinstance(request, dict):
-            continue
-        ways = [("", request["exactly"])] if isinstance(request.get("exactly"), dict) else []
-        ways += [
-            (str(o.get("name", "")), o)
-            for o in request.get("firstAvailable") or []
-            if isinstance(o, dict)
-        ]
-        for sub, exact in ways:
-            option = option_of(exact, policy)
-            if option is not None:
-                found.setdefault(str(request.get("name", "")), {})[sub] = (option, exact)
-    return found
-
-
-def _asked(exact: JsonObject, name: str, option: Option, policy: Policy) -> list[Device]:
-    count = exact.get("count", 1)
-    count = count if isinstance(count, int) and count > 0 else 1
-    if exact.get("allocationMode") == "All":
-        count = 1  # at least one; what All takes is known once allocated
-    capacity = (exact.get("capacity") or {}).get("requests") or {}
-    return [_device(name, capacity, option, policy)] * count
-
-
-def _device(request: str, capacity: Any, option: Option, policy: Policy) -> Device:
-    """A device's charge from the capacity it asks or consumed, as its group counts it."""
-    capacity = capacity if isinstance(capacity, dict) else {}
-    group = group_named(option.groups[0] if option.groups else NVIDIA, policy)
-    if group is None:
-        return Device(request, option.groups, None, 100)
-    if group.whole_cores is not None:  # allocated whole
-        return Device(request, option.groups, None, group.whole_cores)
-    memory = _amount(capacity.get(group.memory_capacity), MIB)
-    cores = _amount(capacity.get(group.cores_capacity), 1)
-    if group.cores_in_units and cores is not None:
-        cores = percent_of_units(cores, option.card_units)
-    return Device(request, option.groups, memory, 100 if cores is None else min(cores, 100))
-
-
-def _amount(value: Any, unit: int) -> int | None:
-    if value is None:
-        return None
-    try:
-        return math.ceil(parse_quantity(str(value)) / Fraction(unit))
-    except (QuantityError, ValueError):
-        return None
-
-
-def _size(devices: Iterable[Device]) -> tuple[int, int, int]:
-    listed = list(devices)
-    whole = 2**40  # more MiB than any card: a whole card's memory outweighs any share
-    memory = sum(whole if d.memory_mib is None else d.memory_mib for d in listed)
-    return (len(listed), memory, sum(d.cores for d in listed))
-
-
-def claims_charge(
-    claims: Iterable[JsonObject], policy: Policy, keys: Mapping[str, KeyRule], cards: Cards
-) -> Charge:
-    """What the claims' devices are charged: HAMi's keys per device; kube-apiserver's keys once
-    per request (its per-device value, as a container's request was), its count per device."""
-    charge = Charge()
-    for claim in claims:
-        devices = claim_devices(claim, policy)
-        first_of: dict[str, Device] = {}
-        for device in devices:
-            first_of.setdefault(device.request, device)
-        for key, rule in keys.items():
-            counted = (
-                devices
-                if rule.form == "hami" or rule.dimension == "count"
-                else list(first_of.values())
-            )
-            for device in counted:
-                if rule.group not in device.groups:
-                    continue
-                amount = _share_amount(device.memory_mib, None, device.cores, rule, cards)
-                if amount is None:
-                    charge.unknown.add(key)
-                else:
-                    charge.amounts[key] = charge.amounts.get(key, 0) + amount
-    return charge
 
 
 def exceeded(limits: Iterable[Limit], used: Charge, charge: Charge) -> tuple[Limit, str] | None:

@@ -51,18 +51,45 @@ class Cards:
     allocated, so a held pod never goes over; once allocated, its consumed capacity is."""
 
     largest: Mapping[str, int] = field(default_factory=dict)
+    # The most devices of each group that one node publishes (absent: unknown): what a request
+    # with `allocationMode: All` can take at most before it is allocated.
+    per_node: Mapping[str, int] = field(default_factory=dict)
 
     def largest_mib(self, group: str) -> int:
         return self.largest.get(group, 0)
 
+    def most_per_node(self, group: str) -> int:
+        return self.per_node.get(group, 0)
 
-def cards_for(policy: Policy, vendor_memory: Mapping[str, int] | None = None) -> Cards:
+
+def cards_for(
+    policy: Policy,
+    vendor_memory: Mapping[str, int] | None = None,
+    per_node: Mapping[str, int] | None = None,
+) -> Cards:
     """The devices' sizes: what the settings say (NVIDIA's from its ResourceSlices or settings,
     every Ascend chip's `memoryAllocatable`), and what the drivers' ResourceSlices say of the
-    groups `sized_by_slices` (`vendor_memory`, by group; absent: unknown)."""
+    groups `sized_by_slices` (`vendor_memory`, by group; absent: unknown); `per_node`: the most
+    devices of each group on one node, from the same slices."""
     largest = dict(vendor_memory or {})
     largest.update({g.key: g.largest_mib for g in groups(policy) if not g.sized_by_slices})
-    return Cards(largest)
+    return Cards(largest, dict(per_node or {}))
+
+
+def most_devices_per_node(slices: Iterable[Any], driver: str) -> int:
+    """The most devices the driver publishes for one node (or one pool, where a slice names no
+    node); 0: none."""
+    counted: dict[str, int] = {}
+    for resource_slice in slices:
+        spec = resource_slice.get("spec") if isinstance(resource_slice, dict) else None
+        if not isinstance(spec, dict) or spec.get("driver") != driver:
+            continue
+        devices = spec.get("devices")
+        pool = spec.get("pool")
+        pool = pool if isinstance(pool, dict) else {}
+        where = str(spec.get("nodeName") or pool.get("name") or "")
+        counted[where] = counted.get(where, 0) + (len(devices) if isinstance(devices, list) else 0)
+    return max(counted.values(), default=0)
 
 
 def largest_memory_mib(slices: Iterable[Any], driver: str) -> int:

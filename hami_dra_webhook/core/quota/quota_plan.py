@@ -16,7 +16,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hami_dra_webhook.core.legacy.request import has_legacy_keys
+from hami_dra_webhook.core.model.containers import containers
 from hami_dra_webhook.core.model.types import JsonObject
+from hami_dra_webhook.core.quota.claim_charge import claims_charge, devices_charge, implicit_devices
 from hami_dra_webhook.core.quota.gpu_quota import (
     GATE,
     HELD_LABEL,
@@ -24,9 +26,10 @@ from hami_dra_webhook.core.quota.gpu_quota import (
     Charge,
     KeyRule,
     Limit,
-    claims_charge,
+    container_kinds,
     exceeded,
     legacy_charge,
+    pod_sum,
 )
 from hami_dra_webhook.core.quota.quota_groups import Cards
 from hami_dra_webhook.core.settings.policy import Policy
@@ -98,9 +101,12 @@ class Count:
         claim it uses does not exist yet."""
         charge = Charge()
         spec = pod.get("spec") or {}
-        if any(has_legacy_keys(c, self.names) for c in _containers(spec)):
-            charge.add(legacy_charge(pod, self.policy, self.keys, self.cards))
         wanted, missing = _claim_names(pod)
+        scheduler_claimed = _scheduler_claim(pod) is not None
+        if any(has_legacy_keys(c, self.names) for c in _containers(spec)):
+            charge.add(legacy_charge(pod, self.policy, self.keys, self.cards, scheduler_claimed))
+        if not scheduler_claimed:
+            charge.add(self._implicit(pod))
         for name in wanted:
             claim = self.claims.get(name)
             if claim is None:
@@ -109,6 +115,18 @@ class Count:
                 counted.add(name)
                 charge.add(claim)
         return charge, missing
+
+    def _implicit(self, pod: JsonObject) -> Charge:
+        """What the pod asks through a kept DeviceClass's implicit extended resource, before
+        kube-scheduler makes its claim (which is charged then)."""
+        kinds = container_kinds(pod)
+        placed = []
+        for ref, container in containers(pod.get("spec")):
+            devices = implicit_devices(container, self.policy)
+            if devices:
+                charge = devices_charge(devices, self.keys, self.cards)
+                placed.append((charge, kinds.get((ref.list_name, ref.position), "app")))
+        return pod_sum(placed) if placed else Charge()
 
 
 def claim_charges(
@@ -210,7 +228,15 @@ def _claim_names(pod: JsonObject) -> tuple[list[str], bool]:
                 names.append(str(made))
             elif str(entry.get("name")) not in generated:
                 missing = True  # not made yet (a made-None entry needs no claim)
-    extended = status.get("extendedResourceClaimStatus")
-    if isinstance(extended, dict) and extended.get("resourceClaimName"):
-        names.append(str(extended["resourceClaimName"]))
+    extended = _scheduler_claim(pod)
+    if extended is not None:
+        names.append(extended)
     return names, missing
+
+
+def _scheduler_claim(pod: JsonObject) -> str | None:
+    """The claim kube-scheduler made for the pod's extended resources (KEP-5004), if any."""
+    extended = (pod.get("status") or {}).get("extendedResourceClaimStatus")
+    if isinstance(extended, dict) and extended.get("resourceClaimName"):
+        return str(extended["resourceClaimName"])
+    return None

@@ -14,7 +14,8 @@ from hami_dra_webhook.core.model.types import ContainerRef
 from hami_dra_webhook.core.outcome.ask import Alternative, DeviceAsk
 from hami_dra_webhook.core.outcome.decision import ContainerPlan, Converted
 from hami_dra_webhook.core.quota import quota_groups
-from hami_dra_webhook.core.quota.gpu_quota import claims_charge, legacy_charge, quota_keys
+from hami_dra_webhook.core.quota.claim_charge import claims_charge
+from hami_dra_webhook.core.quota.gpu_quota import legacy_charge, quota_keys
 from hami_dra_webhook.core.quota.quota_groups import cards_for, percent_of_units
 from hami_dra_webhook.core.settings.policy import Policy, policy_from_yaml
 from hami_dra_webhook.core.translate.pod import translate_pod
