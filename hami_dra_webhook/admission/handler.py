@@ -5,8 +5,8 @@ the admission in flight, maps an unexpected failure to the route's own answer fo
 what happened through an `AdmissionEvents` (the server's metrics and admission log), and encodes
 the answer once. A route is a request in and an `Answered` out, and nothing more: the pods'
 (`PodRoute`), the Volcano Jobs' (`VolcanoJobRoute`), the quota gate's (`QuotaGateRoute`), its
-claims' (`QuotaClaimRoute`) and the workloads' preview (`WorkloadRoute`). Tested in process, bytes in and bytes out
-(tests/admission/test_handlers.py).
+claims' (`QuotaClaimRoute`) and the workloads' preview (`WorkloadRoute`). Tested in process,
+bytes in and bytes out (tests/admission/test_handlers.py).
 
 A review over OFF_LOOP_BYTES is decoded on the mutator's `off_loop` thread; one whose pod has
 many containers (PodMutator.needs_off_loop) is decided and encoded there too, so that the event

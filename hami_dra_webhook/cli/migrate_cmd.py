@@ -240,7 +240,14 @@ def _move(
 
     async def move(api: Any) -> Any:
         return await NodeMove(
-            api, policy, args.node, args.to, progress, args.timeout, canary=args.canary_pod
+            api,
+            policy,
+            args.node,
+            args.to,
+            progress,
+            args.timeout,
+            canary=args.canary_pod,
+            release=args.release,
         ).run()
 
     code = exit_codes.OK

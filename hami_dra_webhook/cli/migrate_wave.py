@@ -284,6 +284,7 @@ def _move(
             force=args.force,
             canary_pod=args.canary_pod,
             settle=args.settle,
+            release=args.release,
         )
         started.append(fleet)
         return await fleet.run()

@@ -62,6 +62,7 @@ class FleetMove:
     canary_pod: bool = True  # NodeMove.canary
     settle: float = 300.0  # the most to wait, between waves, for the claims of evicted pods
     poll: float = 2.0
+    release: str = "hami-dra-webhook"  # NodeMove.release
     outcomes: list[WaveOutcome] = field(default_factory=list)
 
     async def run(self) -> bool:
@@ -130,6 +131,7 @@ class FleetMove:
                 self.events.node(node),
                 timeout=self.timeout,
                 canary=self.canary_pod,
+                release=self.release,
             )
             for node in nodes
         ]

@@ -6,8 +6,9 @@ nvidia.com/gpucores: 10` (core/translate/pod.py, the one translation), with its 
 directly (no template: nothing of it outlives the move). It runs on this node only (node
 affinity on `metadata.name`), tolerating every taint (the node is still cordoned), in the
 driver's own namespace, with the driver pod's own image (already on the node: no registry is
-asked; it has a shell and `sleep`, which the canary needs). Its container checks that it sees
-the environment its request means (`CUDA_DEVICE_MEMORY_LIMIT_0=1000m`,
+asked; it has a shell and `sleep`, which the canary needs); the driver is the chart's, found by
+its ClusterRoleBinding, namespace, ServiceAccount and DaemonSet (cluster/chart_driver.py). Its
+container checks that it sees the environment its request means (`CUDA_DEVICE_MEMORY_LIMIT_0=1000m`,
 `CUDA_DEVICE_SM_LIMIT_0=10`: docs/kubernetes-facts.md, the driver's CDI spec), and then stays up,
 Ready; it fails at once, saying what it saw, otherwise. It passes when it is Ready and, read
 while it runs (an ended pod's claim is deallocated), its claim is allocated by the driver on
@@ -23,9 +24,14 @@ from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import TypeVar
 
+from hami_dra_webhook.cluster.chart_driver import (
+    chart_driver_pods,
+    driver_name,
+    read_chart_driver,
+)
 from hami_dra_webhook.core.migration.holdings import claim_on_node
 from hami_dra_webhook.core.migration.move_state import CALL_TIMEOUT, MoveError
-from hami_dra_webhook.core.migration.pools import DRIVER_PODS, pod_ready
+from hami_dra_webhook.core.migration.pools import pod_ready
 from hami_dra_webhook.core.model.types import JsonObject
 from hami_dra_webhook.core.outcome.decision import Converted
 from hami_dra_webhook.core.settings.policy import Policy
@@ -53,21 +59,25 @@ SCRIPT = (
 )
 
 
-async def driver_pod(api: KubeApi, node: str) -> JsonObject | None:
-    """The driver's pod on `node` (the chart's DaemonSet label), a Ready one first."""
-    query = [("labelSelector", DRIVER_PODS), ("fieldSelector", f"spec.nodeName={node}")]
-    pods = await api.list_path(paths.ALL_PODS, query, timeout=CALL_TIMEOUT)
+async def driver_pod(api: KubeApi, node: str, release: str) -> JsonObject | None:
+    """The chart's driver's pod on `node` (cluster/chart_driver.py: never by a label), a Ready
+    one first."""
+    driver = await read_chart_driver(api, release, CALL_TIMEOUT)
+    if driver is None:
+        return None
+    pods = await chart_driver_pods(api, driver, CALL_TIMEOUT, node)
     live = [p for p in pods if not (p.get("metadata") or {}).get("deletionTimestamp")]
     live.sort(key=lambda p: not pod_ready(p))
     return live[0] if live else None
 
 
-def driver_words(pod: JsonObject | None, node: str) -> str:
+def driver_words(pod: JsonObject | None, node: str, release: str) -> str:
     """Why the driver is not ready on `node`, in words ("" when its pod is Ready)."""
     if pod is None:
         return (
-            f"no driver pod ({DRIVER_PODS}) on {node}: does the driver DaemonSet's nodeAffinity,"
-            " or a taint it does not tolerate, keep it off?"
+            f"no driver pod (of the chart's DaemonSet {driver_name(release)}, release"
+            f" {release}) on {node}: is the driver installed (driver.enabled), and does its"
+            " nodeAffinity, or a taint it does not tolerate, keep it off?"
         )
     if pod_ready(pod):
         return ""
@@ -147,12 +157,13 @@ class Canary:
     node: str
     deadline: float  # time.monotonic() by which it must have passed
     poll: float = 1.0
+    release: str = "hami-dra-webhook"  # the chart's full name: its driver is the one trusted
 
     async def run(self) -> str:
         """Runs the canary; its result in words, or MoveError (the pod and claim are
         deleted either way)."""
-        driver = await driver_pod(self.api, self.node)
-        why = driver_words(driver, self.node)
+        driver = await driver_pod(self.api, self.node, self.release)
+        why = driver_words(driver, self.node, self.release)
         if driver is None or why:
             raise MoveError(f"canary: {why}")
         namespace = str(driver["metadata"]["namespace"])

@@ -82,6 +82,7 @@ class NodeMove:
     timeout: float = 600.0
     poll: float = 1.0
     canary: bool = True  # a converted pod runs on it before a move to DRA gives it back
+    release: str = "hami-dra-webhook"  # the chart whose driver serves the DRA pool
 
     def __post_init__(self) -> None:
         self._deadline = time.monotonic() + self.timeout
@@ -160,11 +161,9 @@ class NodeMove:
             await self._tell("served", self._served_detail())
         if self.to == DRA and self.canary:  # every run: a resumed state is not evidence
             await self._tell("canary", f"a converted pod on {self.node} before it is given back")
-            deadline = self._deadline
-            await self._tell(
-                "canaryPassed",
-                await Canary(self.api, self.policy, self.node, deadline, self.poll).run(),
-            )
+            canary = Canary(self.api, self.policy, self.node, self._deadline, self.poll)
+            canary.release = self.release
+            await self._tell("canaryPassed", await canary.run())
         await self._check_clear()
         patch: JsonObject = {"metadata": {"annotations": {MOVE_ANNOTATION: None}}}
         if state.cordoned_by_move:
@@ -343,10 +342,10 @@ class NodeMove:
     async def _served(self) -> bool:
         if await self._served_by() != (self.to,):
             return False
-        return self.to != DRA or not driver_words(await self._driver(), self.node)
+        return self.to != DRA or not driver_words(await self._driver(), self.node, self.release)
 
     async def _driver(self) -> JsonObject | None:
-        return await self._call(driver_pod(self.api, self.node))
+        return await self._call(driver_pod(self.api, self.node, self.release))
 
     async def _still_served(self) -> str:
         served = await self._served_by()
@@ -366,7 +365,7 @@ class NodeMove:
         if self.to in served and len(served) > 1:
             return f"served by both pools: {', '.join(served)}"
         if self.to == DRA:
-            words = [driver_words(await self._driver(), self.node)]
+            words = [driver_words(await self._driver(), self.node, self.release)]
             if served != (DRA,):
                 words.insert(0, "no ResourceSlice of the driver for it yet")
             return "; ".join(w for w in words if w)

@@ -111,6 +111,10 @@ class paths:  # noqa: N801 (a namespace of functions, read as paths.template(...
         return f"{paths.VALIDATING_WEBHOOKS if validating else paths.WEBHOOKS}/{_name(name)}"
 
     @staticmethod
+    def cluster_role_binding(name: str) -> str:
+        return f"/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/{_name(name)}"
+
+    @staticmethod
     def endpoint_slices(namespace: str) -> str:
         return f"/apis/discovery.k8s.io/v1/namespaces/{_name(namespace)}/endpointslices"
 

@@ -14,11 +14,12 @@ from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias, TypeVar, Union
 
+from hami_dra_webhook.cluster.chart_driver import chart_driver_pods, read_chart_driver
 from hami_dra_webhook.cluster.inventory import read_inventory
 from hami_dra_webhook.cluster.quota_usage import QuotaLine, read_gpu_quotas
 from hami_dra_webhook.cluster.state import probe_template
 from hami_dra_webhook.core.migration.pool_plan import Inventory
-from hami_dra_webhook.core.migration.pools import DRIVER_PODS, Scope
+from hami_dra_webhook.core.migration.pools import Scope
 from hami_dra_webhook.core.model.types import JsonObject
 from hami_dra_webhook.core.settings.policy import Policy
 from hami_dra_webhook.kube.port import ApiError, KubeApi, paths
@@ -117,8 +118,9 @@ async def gather(api: KubeApi, policy: Policy, target: Installation, timeout: fl
     snapshot.device_classes = await _read(api.list_device_classes(timeout=timeout))
     snapshot.driver_slices = await _read(api.list_resource_slices(web.driver_name, timeout=timeout))
     snapshot.nodes = await _read(api.list_path(paths.NODES, [], timeout=timeout))
-    selector = [("labelSelector", DRIVER_PODS)]
-    snapshot.driver_pods = await _read(api.list_path(paths.ALL_PODS, selector, timeout=timeout))
+    # The chart's own driver only (cluster/chart_driver.py): a tenant's pod labelled as one is
+    # not it, and its namespace is not the driver's.
+    snapshot.driver_pods = await _read(_driver_pods(api, target, timeout))
     snapshot.namespaces = await _namespaces(api, snapshot.driver_pods, target, timeout)
     snapshot.daemonsets = await _read(
         _every(api.workload_pages("DaemonSet", None, timeout=timeout))
@@ -137,6 +139,11 @@ async def gather(api: KubeApi, policy: Policy, target: Installation, timeout: fl
     read = (slices, nodes) if isinstance(slices, list) and isinstance(nodes, list) else None
     snapshot.inventory = await _read(read_inventory(api, policy, snapshot.scope, timeout, read))
     return snapshot
+
+
+async def _driver_pods(api: KubeApi, target: Installation, timeout: float) -> list[JsonObject]:
+    driver = await read_chart_driver(api, target.webhook_configuration, timeout)
+    return [] if driver is None else await chart_driver_pods(api, driver, timeout)
 
 
 async def _namespaces(

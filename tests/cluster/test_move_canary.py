@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from hami_dra_webhook.cluster.chart_driver import ChartDriver, driver_name
 from hami_dra_webhook.cluster.move_canary import (
     EXPECTED_ENV,
     PASSED,
@@ -26,7 +27,6 @@ from hami_dra_webhook.cluster.move_canary import (
     driver_words,
 )
 from hami_dra_webhook.core.migration.move_state import MoveError
-from hami_dra_webhook.core.migration.pools import DRIVER_PODS
 from hami_dra_webhook.core.settings.policy import DEFAULT_POLICY
 from tests.support.cluster import Cluster, wait_for
 from tests.support.loop import run
@@ -91,11 +91,32 @@ def test_the_canary_is_the_webhooks_conversion_pinned_to_the_cordoned_node() -> 
 
 
 def test_the_driver_must_have_a_ready_pod_on_the_node() -> None:
-    assert "no driver pod" in driver_words(None, "gpu-7")
+    said = driver_words(None, "gpu-7", "hami")
+    assert "no driver pod (of the chart's DaemonSet hami-driver, release hami) on gpu-7" in said
     pending = {"metadata": {"namespace": "d", "name": "p"}, "status": {"phase": "Pending"}}
-    assert driver_words(pending, "gpu-7") == "the driver pod d/p is not Ready (Pending)"
+    assert driver_words(pending, "gpu-7", "hami") == "the driver pod d/p is not Ready (Pending)"
     ready = {"status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}}
-    assert driver_words(ready, "gpu-7") == ""
+    assert driver_words(ready, "gpu-7", "hami") == ""
+
+
+def test_only_the_charts_driver_is_the_driver() -> None:
+    """Issue 61: a pod is the driver's by its namespace, ServiceAccount and owner DaemonSet,
+    which the chart's ClusterRoleBinding names; never by a label."""
+    driver = ChartDriver("hami-system", "hami-driver", "hami-driver")
+    owner = {"kind": "DaemonSet", "name": "hami-driver", "controller": True}
+    pod = {
+        "metadata": {"namespace": "hami-system", "ownerReferences": [owner]},
+        "spec": {"serviceAccountName": "hami-driver"},
+    }
+    assert driver.runs(pod)
+    for key, value in (("namespace", "tenant"), ("ownerReferences", [])):
+        assert not driver.runs({**pod, "metadata": {**pod["metadata"], key: value}}), key
+    assert not driver.runs({**pod, "spec": {"serviceAccountName": "default"}})
+    not_controller = {**owner, "controller": False}
+    assert not driver.runs(
+        {**pod, "metadata": {**pod["metadata"], "ownerReferences": [not_controller]}}
+    )
+    assert driver_name("x" * 70) == "x" * 63
 
 
 def _status(kube: Cluster, namespace: str, name: str, status: dict[str, Any]) -> None:
@@ -131,40 +152,94 @@ def test_a_canary_runs_on_the_node_and_is_removed(kube: Cluster, real_api: Any) 
         }
         kube.apply(device_class, namespace="default")  # the chart's, shared by the cluster's tests
     namespace = kube.create_namespace("canary")
+    tenant = kube.create_namespace("tenant")
     try:
-        _canary_runs(kube, real_api, namespace)
+        _canary_runs(kube, real_api, namespace, tenant)
     finally:  # its driver pod would be every later `check`'s (no kubelet ends it: at once)
-        kube.kubectl("delete", "pods", "--all", "-n", namespace, "--grace-period=0", "--force")
-        kube.kubectl("delete", "namespace", namespace, "--wait=false")
+        kube.kubectl("delete", "clusterrolebinding", driver_name(RELEASE), "--ignore-not-found")
+        kube.kubectl("delete", "daemonset", "--all", "-n", namespace, "--wait=false")
+        for where in (namespace, tenant):
+            kube.kubectl("delete", "pods", "--all", "-n", where, "--grace-period=0", "--force")
+            kube.kubectl("delete", "namespace", where, "--wait=false")
 
 
-def _canary_runs(kube: Cluster, real_api: Any, namespace: str) -> None:
+RELEASE = "canary-test"  # the chart's driver objects are named after its release
+
+
+def _chart_driver(kube: Cluster, namespace: str) -> str:
+    """What the chart installs for its driver (driver.yaml): its ServiceAccount, the
+    ClusterRoleBinding that names it, and its DaemonSet, here on the GPU node only; the
+    DaemonSet's pod once kube-scheduler has bound it (the test then plays its kubelet)."""
+    name = driver_name(RELEASE)
+    kube.kubectl("create", "serviceaccount", name, "-n", namespace)
+    kube.kubectl(
+        "create", "clusterrolebinding", name, "--clusterrole=view",
+        f"--serviceaccount={namespace}:{name}",
+    )  # fmt: skip
+    labels = {"app.kubernetes.io/component": "dra-driver", "app.kubernetes.io/instance": RELEASE}
+    daemonset = {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {"name": name},
+        "spec": {
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "serviceAccountName": name,
+                    "nodeSelector": {"kubernetes.io/hostname": kube.node.name},
+                    "tolerations": [{"operator": "Exists"}],
+                    "containers": [{"name": "plugin", "image": "localhost/driver:v1"}],
+                },
+            },
+        },
+    }
+    kube.apply(daemonset, namespace=namespace)
+
+    def bound() -> str | None:
+        pods = kube.pods(namespace, "app.kubernetes.io/component=dra-driver")
+        found = [p for p in pods if p["spec"].get("nodeName") == kube.node.name]
+        return found[0]["metadata"]["name"] if found else None
+
+    return wait_for(bound, "the driver DaemonSet's pod bound to the GPU node")
+
+
+def _lookalike(kube: Cluster, namespace: str) -> None:
+    """A tenant's pod labelled as the driver, on the node, Ready (issue 61, finding 2)."""
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "driver", "labels": {"app.kubernetes.io/component": "dra-driver"}},
+        "spec": {
+            "nodeName": kube.node.name,
+            "containers": [{"name": "plugin", "image": "tenant/own:image"}],
+        },
+    }
+    kube.apply(pod, namespace=namespace)
+    _status(kube, namespace, "driver", _running(True))
+
+
+def _canary_runs(kube: Cluster, real_api: Any, namespace: str, tenant: str) -> None:
     node = kube.node.name
 
     async def attempt(kubelet: dict[str, Any] | None) -> str:
         deadline = time.monotonic() + 60
-        task = asyncio.ensure_future(Canary(real_api, DEFAULT_POLICY, node, deadline, 0.2).run())
+        canary = Canary(real_api, DEFAULT_POLICY, node, deadline, 0.2, RELEASE)
+        task = asyncio.ensure_future(canary.run())
         if kubelet is not None:  # the kubelet's part, once the scheduler has bound the pod
             name = await asyncio.to_thread(_bound_canary, kube, namespace)
             await asyncio.to_thread(_status, kube, namespace, name, kubelet)
         return await task
 
+    _lookalike(kube, tenant)
     with pytest.raises(MoveError, match=f"no driver pod .* on {node}"):
         run(attempt(None))
-    driver = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": "driver", "labels": dict([DRIVER_PODS.split("=")])},
-        "spec": {
-            "nodeName": node,
-            "containers": [{"name": "plugin", "image": "localhost/driver:v1"}],
-        },
-    }
-    kube.apply(driver, namespace=namespace)
-    _status(kube, namespace, "driver", _running(False))
-    with pytest.raises(MoveError, match=f"the driver pod {namespace}/driver is not Ready"):
+    assert not kube.pods(tenant, "hami.io/gpu-pool-canary")  # nothing ran in the tenant's
+    driver = _chart_driver(kube, namespace)
+    _status(kube, namespace, driver, _running(False))
+    with pytest.raises(MoveError, match=f"the driver pod {namespace}/{driver} is not Ready"):
         run(attempt(None))
-    _status(kube, namespace, "driver", _running(True))
+    _status(kube, namespace, driver, _running(True))
 
     said = run(attempt(_running(True)))
     assert said.startswith(f"a converted pod ran on {node}: its claim allocated there"), said

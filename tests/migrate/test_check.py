@@ -25,7 +25,7 @@ from hami_dra_webhook.cli.main import main
 from tests.controlplane.cluster import free_port
 from tests.controlplane.for_pytest import start_plane
 from tests.controlplane.gpu_node import GpuNode
-from tests.support.cluster import Cluster
+from tests.support.cluster import Cluster, wait_for
 
 DRIVER = "hami-core-gpu.project-hami.io"
 
@@ -145,25 +145,48 @@ def _install(setup: Setup, days: int = 365) -> None:
 PINNED_DRIVER = "docker.io/projecthami/k8s-dra-driver:v0.2.0@sha256:" + "ab" * 32
 
 
-def driver_pod(
-    setup: Setup, phase: str, node: str = "gpu-node-1", image: str = PINNED_DRIVER
-) -> None:
-    """The driver's pod on the GPU node, as the DaemonSet controller and a kubelet leave it
-    (no kubelet runs here: its status is written as a kubelet would)."""
-    name = f"driver-{node}"
+def driver_pod(setup: Setup, phase: str, image: str = PINNED_DRIVER) -> None:
+    """The chart's driver on the GPU node (driver.yaml): its ServiceAccount, the
+    ClusterRoleBinding that names it and its DaemonSet, whose pod kube-scheduler binds to the
+    node; no kubelet runs here, so its status is written as a kubelet would."""
+    name = f"{setup.release}-driver"
+    setup.create({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name}})
+    binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": {"name": name},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
+        "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": setup.namespace}],
+    }
+    setup.create(binding)
+    labels = {"app.kubernetes.io/component": "dra-driver", "app.kubernetes.io/instance": name}
+    pod_spec = {
+        "serviceAccountName": name,
+        "nodeSelector": {"kubernetes.io/hostname": "gpu-node-1"},
+        "containers": [{"name": "plugin", "image": image}],
+    }
+    daemonset = {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {"name": name},
+        "spec": {
+            "selector": {"matchLabels": labels},
+            "template": {"metadata": {"labels": labels}, "spec": pod_spec},
+        },
+    }
+    setup.kube.apply(daemonset, namespace=setup.namespace)
+
+    def bound() -> str | None:
+        pods = setup.kube.pods(setup.namespace, f"app.kubernetes.io/instance={name}")
+        found = [p for p in pods if p["spec"].get("nodeName") == "gpu-node-1"]
+        return found[0]["metadata"]["name"] if found else None
+
+    pod = wait_for(bound, "the driver DaemonSet's pod bound to the GPU node")
+    # Deleted after the test in this order: the DaemonSet (its pod orphaned), then the pod at
+    # once (no kubelet confirms a graceful end).
+    setup.created += [("pod", pod), ("daemonset", name)]
     setup.kube.kubectl(
-        "delete", "pod", name, "-n", setup.namespace, "--ignore-not-found", "--wait=false"
-    )
-    setup.create(
-        {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": name, "labels": {"app.kubernetes.io/component": "dra-driver"}},
-            "spec": {"nodeName": node, "containers": [{"name": "plugin", "image": image}]},
-        }
-    )
-    setup.kube.kubectl(
-        "patch", "pod", name, "-n", setup.namespace, "--subresource=status", "--type=merge",
+        "patch", "pod", pod, "-n", setup.namespace, "--subresource=status", "--type=merge",
         "-p", json.dumps({"status": {"phase": phase}}),
     )  # fmt: skip
 
@@ -182,6 +205,7 @@ def setup(kube: Cluster, tmp_path: Path) -> Iterator[Setup]:
     for kind, name in reversed(made.created):
         # No kubelet runs here to confirm a pod's graceful end: pods go at once.
         now = ["--grace-period=0", "--force"] if kind == "pod" else []
+        now += ["--cascade=orphan"] if kind == "daemonset" else []
         kube.kubectl("delete", kind, name, "-n", made.namespace, "--ignore-not-found", *now)
     kube.kubectl("delete", "namespace", made.namespace, "--wait=false")
 
@@ -207,6 +231,47 @@ def test_a_healthy_cluster_passes(setup: Setup) -> None:
     assert "3 shareable GPUs on 1 nodes" in out
     assert "gpu-node-1                         3  yes        24Gi, 80Gi" in out
     assert "2 ready endpoint(s)" in out
+
+
+def test_a_tenants_pod_labelled_as_the_driver_is_not_the_driver(setup: Setup) -> None:
+    """Issue 61: a tenant's namespace enforcing `restricted`, with a Ready pod of its own
+    labelled as the driver on the GPU node: `check` judges the chart's driver only (its
+    namespace's Pod Security), and never names the tenant's namespace."""
+    tenant = setup.kube.create_namespace("tenant")
+    try:
+        setup.kube.kubectl(
+            "label", "namespace", tenant, "pod-security.kubernetes.io/enforce=restricted"
+        )
+        lookalike = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "driver", "labels": {"app.kubernetes.io/component": "dra-driver"}},
+            "spec": {
+                "nodeName": "gpu-node-1",
+                "securityContext": {
+                    "runAsNonRoot": True,
+                    "seccompProfile": {"type": "RuntimeDefault"},
+                },
+                "containers": [
+                    {
+                        "name": "plugin",
+                        "image": "tenant/own:v1",
+                        "securityContext": {
+                            "allowPrivilegeEscalation": False,
+                            "capabilities": {"drop": ["ALL"]},
+                        },
+                    }
+                ],
+            },
+        }
+        setup.kube.apply(lookalike, namespace=tenant)
+        code, out, _ = check(setup)
+        assert code == 0, out
+        assert tenant not in out, out
+        assert f"PASS  pod security: {setup.namespace} admits the privileged driver" in out, out
+    finally:
+        setup.kube.kubectl("delete", "pods", "--all", "-n", tenant, "--grace-period=0", "--force")
+        setup.kube.kubectl("delete", "namespace", tenant, "--wait=false")
 
 
 def _slice(setup: Setup, driver: str, drop: Callable[[dict[str, Any]], None]) -> None:
@@ -283,8 +348,11 @@ def _legacy_webhook(setup: Setup) -> None:
 
 
 def _no_driver_pod(setup: Setup) -> None:
+    name = f"{setup.release}-driver"
+    setup.kube.kubectl("delete", "daemonset", name, "-n", setup.namespace, "--cascade=orphan")
+    selector = f"app.kubernetes.io/instance={name}"
     setup.kube.kubectl(
-        "delete", "pod", "driver-gpu-node-1", "-n", setup.namespace, "--grace-period=0", "--force"
+        "delete", "pod", "-l", selector, "-n", setup.namespace, "--grace-period=0", "--force"
     )
 
 

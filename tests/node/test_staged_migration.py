@@ -827,7 +827,8 @@ def test_a_move_to_dra_fails_closed_until_the_driver_is_ready(mixed: NodeCluster
         assert stopped.returncode == 3, stopped.stdout + stopped.stderr
         result = json.loads(stopped.stdout)
         assert result["moved"] is False and result["resumable"] is True, result
-        assert "no driver pod (app.kubernetes.io/component=dra-driver)" in result["error"], result
+        driver = "no driver pod (of the chart's DaemonSet hami-dra-webhook-driver"
+        assert driver in result["error"], result
         assert node_state(mixed) == ("dra", True, "unserved")
         annotations = mixed.get("node", LEGACY_NODE)["metadata"]["annotations"]
         assert "no driver pod" in json.loads(annotations["hami.io/gpu-pool-move"])["error"]

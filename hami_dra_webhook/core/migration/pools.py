@@ -35,7 +35,6 @@ SCOPES: tuple[ScopeMode, ...] = ("all", "namespaces", "workloads")
 # vendor label (10de is NVIDIA); the chart's driver.nodeAffinity uses the same two.
 # The chart's driver pods (its DaemonSet's pod label): `check` reads them, a node move waits
 # for the one on its node to be Ready.
-DRIVER_PODS = "app.kubernetes.io/component=dra-driver"
 GPU_NODE_LABELS = ("nvidia.com/gpu.present", "feature.node.kubernetes.io/pci-10de.present")
 FULL_CORES = 100
 
