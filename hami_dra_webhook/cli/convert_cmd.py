@@ -17,6 +17,7 @@ from hami_dra_webhook.cli.inputs import (
     admission_rules,
     inputs,
 )
+from hami_dra_webhook.cli.terminal import raw
 from hami_dra_webhook.files.manifests import MANIFEST_SUFFIXES, hidden, not_utf8
 
 
@@ -77,7 +78,7 @@ def _convert_stdin(
     if args.diff:
         from hami_dra_webhook.cli.diff_view import colour_wanted, unified
 
-        stdout.write(unified(text, result.text, "<stdin>", colour_wanted(stdout)))
+        raw(stdout).write(unified(text, result.text, "<stdin>", colour_wanted(stdout)))
     else:
         stdout.write(result.text)
     return exit_codes.REFUSED if result.refused else exit_codes.OK
@@ -118,28 +119,32 @@ class OutputError(ValueError):
     """Where converted files would go cannot be used; the message says why."""
 
 
-def _files(paths: list[str]) -> list[tuple[Path, Path]]:
+def _files(paths: list[str], stderr: TextIO) -> list[tuple[Path, Path]]:
     """(file, path under --out) for every manifest file named or found.
 
     Outputs keep their layout relative to the deepest folder that holds everything named: one
     folder maps onto --out itself, `A/x.yaml B/x.yaml` onto `--out/A/x.yaml` and `--out/B/x.yaml`.
+    A symbolic link found in a folder is not followed (it may lead out of the tree, and writing
+    it would write the file it points to): it is skipped, and said.
     """
     found: list[tuple[Path, Path]] = []
     for name in paths:
         path = Path(name)
         if path.is_dir():
-            found += [
-                (p, p)
-                for p in sorted(path.rglob("*"))
-                if p.suffix in MANIFEST_SUFFIXES and p.is_file() and not hidden(p, path)
-            ]
+            for p in sorted(path.rglob("*")):
+                if p.suffix not in MANIFEST_SUFFIXES or hidden(p, path):
+                    continue
+                if p.is_symlink():
+                    stderr.write(f"skipped: {p}: a symbolic link (convert what it points to)\n")
+                elif p.is_file():
+                    found.append((p, p))
         elif path.is_file():
             found.append((path, path))
         else:
             raise FileNotFoundError(f"{path}: no such file or folder")
-    roots = [Path(n).resolve() if Path(n).is_dir() else Path(n).resolve().parent for n in paths]
+    roots = [os.path.abspath(n if Path(n).is_dir() else Path(n).parent) for n in paths]
     common = Path(os.path.commonpath(roots)) if roots else Path.cwd()
-    return [(path, full.resolve().relative_to(common)) for path, full in found]
+    return [(path, Path(os.path.abspath(full)).relative_to(common)) for path, full in found]
 
 
 def _targets(files: list[tuple[Path, Path]], out: Path) -> dict[Path, Path]:
@@ -163,6 +168,30 @@ def _targets(files: list[tuple[Path, Path]], out: Path) -> dict[Path, Path]:
     return targets
 
 
+def _write(target: Path, out: Path | None, text: str) -> None:
+    """Write `target` (under `out`, or in place), never through a symbolic link: not the file,
+    nor a folder between `out` and it (a link planted there would send the write anywhere)."""
+    top = Path(os.path.abspath(out)) if out is not None else None
+    here = Path(os.path.abspath(target))
+    for step in (here, *here.parents):
+        if top is not None and step == top.parent:
+            break
+        if step.is_symlink():
+            raise OutputError(
+                f"{target}: {step} is a symbolic link; convert never writes through one"
+            )
+        if top is None:
+            break  # in place: the file itself
+    target.parent.mkdir(parents=True, exist_ok=True)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW
+    try:
+        descriptor = os.open(target, flags, 0o644)
+    except OSError as error:
+        raise OutputError(f"{target}: cannot write: {error.strerror or error}") from error
+    with os.fdopen(descriptor, "w", encoding="utf-8", newline="") as written:
+        written.write(text)
+
+
 def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
     from hami_dra_webhook.cli.inputs import load_policy
     from hami_dra_webhook.core.settings.policy import PolicyError
@@ -180,7 +209,7 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
             raise OutputError(
                 "say where the results go: --out DIR or --in-place (or --diff to see them)"
             )
-        files = _files(named)
+        files = _files(named, stderr)
         targets = _targets(files, args.out) if args.out else {path: path for path, _ in files}
     except OutputError as error:
         stderr.write(f"error: {error}\n")
@@ -276,13 +305,15 @@ def _convert_file(
     if args.diff:
         from hami_dra_webhook.cli.diff_view import colour_wanted, unified
 
-        stdout.write(unified(text, result.text, str(path), colour_wanted(stdout)))
+        raw(stdout).write(unified(text, result.text, str(path), colour_wanted(stdout)))
         return code
     if args.in_place and not result.changed:
         return code
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with target.open("w", encoding="utf-8", newline="") as written:
-        written.write(form.restore(result.text))
+    try:
+        _write(target, args.out, form.restore(result.text))
+    except OutputError as error:
+        stderr.write(f"error: {error}\n")
+        return exit_codes.UNREADABLE
     what = ", ".join(result.converted) or "nothing to convert"
     if len(result.converted) > MAX_LISTED:
         shown = ", ".join(result.converted[:MAX_LISTED])

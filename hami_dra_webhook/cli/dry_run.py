@@ -18,6 +18,7 @@ from hami_dra_webhook.cli.inputs import (
     load_policy,
     nothing_read,
 )
+from hami_dra_webhook.cli.terminal import raw
 from hami_dra_webhook.core.model import patch
 from hami_dra_webhook.core.model.types import JsonObject
 from hami_dra_webhook.core.outcome.decision import (
@@ -192,7 +193,7 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
     if args.output == "diff":
         from hami_dra_webhook.cli.diff_view import colour_wanted
 
-        stdout.write(render_diff(objects, results, colour_wanted(stdout)))
+        raw(stdout).write(render_diff(objects, results, colour_wanted(stdout)))
     else:
         stdout.write(render(results, args.output))
     return exit_codes.worst(

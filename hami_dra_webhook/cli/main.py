@@ -22,6 +22,7 @@ from hami_dra_webhook.cli import (
     serve,
     version_cmd,
 )
+from hami_dra_webhook.cli.terminal import printing
 
 PROGRAM = "hami-dra-webhook"
 KUBECTL_PLUGIN = "kubectl hami"  # the `kubectl-hami` entry point: `kubectl hami scan ...`
@@ -77,8 +78,9 @@ def main(
                 args.command_parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     except SystemExit as done:
         return done.code if isinstance(done.code, int) else exit_codes.USAGE
+    out, err = printing(stdout), printing(stderr)  # cli/terminal.py: anyone's text
     try:
-        code: int = args.run(args, stdin or sys.stdin, stdout, stderr)
+        code: int = args.run(args, stdin or sys.stdin, out, err)
     except BrokenPipeError:  # `hami-dra-webhook dry-run ... | head`
         return 0
     except KeyboardInterrupt:

@@ -25,6 +25,7 @@ from hami_dra_webhook.cli.inputs import (
     nothing_read,
     write_data,
 )
+from hami_dra_webhook.cli.terminal import printable, raw
 
 
 def add_parser(commands: Any) -> None:
@@ -214,10 +215,10 @@ class _Progress:
     def advance(self, what: str) -> None:
         self.done += 1
         if self.shown:
-            self.stream.write(f"\r\x1b[K{what} ({self.done}/{self.total})")
+            raw(self.stream).write(f"\r\x1b[K{printable(what)} ({self.done}/{self.total})")
             self.stream.flush()
 
     def __exit__(self, *_: object) -> None:
         if self.shown:
-            self.stream.write("\r\x1b[K")
+            raw(self.stream).write("\r\x1b[K")
             self.stream.flush()

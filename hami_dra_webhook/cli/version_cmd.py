@@ -17,10 +17,11 @@ from hami_dra_webhook.cli.cluster_access import (
 )
 from hami_dra_webhook.cli.inputs import add_output, write_data
 
-# The chart's webhook Deployment, in whatever namespace and release it was installed.
-WEBHOOK_DEPLOYMENTS = (
-    "app.kubernetes.io/part-of=hami-dra-webhook,app.kubernetes.io/component=webhook"
-)
+# The chart's MutatingWebhookConfigurations, in whatever release it was installed. Only they
+# say where its webhooks run (a Deployment of the same name as their Service, in its namespace):
+# a configuration is cluster-scoped, which no tenant writes, while anyone may label a
+# Deployment of their own namespace as the chart's (issue 61).
+CHART_CONFIGURATIONS = "app.kubernetes.io/part-of=hami-dra-webhook"
 
 
 def add_parser(commands: Any) -> None:
@@ -45,6 +46,29 @@ def facts() -> dict[str, str]:
         "python": platform.python_version(),
         "platform": f"{platform.system().lower()}/{platform.machine()}",
     }
+
+
+def served_by(configurations: list[Any]) -> list[tuple[str, str]]:
+    """Where each of the chart's webhook configurations says its webhook runs: the Deployment
+    named as the configuration (the chart names both after the release), in its Service's
+    namespace, or, where it calls a URL (admission.url), in the namespace Helm installed it in
+    (its meta.helm.sh/release-namespace annotation)."""
+    found: dict[tuple[str, str], None] = {}
+    for configuration in configurations:
+        if not isinstance(configuration, dict):
+            continue
+        metadata = configuration.get("metadata") or {}
+        webhooks = configuration.get("webhooks")
+        services = [
+            ((w or {}).get("clientConfig") or {}).get("service") or {}
+            for w in (webhooks if isinstance(webhooks, list) else [])
+        ]
+        namespaces = [s.get("namespace") for s in services if s.get("namespace")]
+        helm = (metadata.get("annotations") or {}).get("meta.helm.sh/release-namespace")
+        namespace, name = (namespaces or [helm])[0], metadata.get("name")
+        if isinstance(namespace, str) and isinstance(name, str) and namespace and name:
+            found[(namespace, name)] = None
+    return sorted(found)
 
 
 def installed(deployments: list[Any]) -> list[dict[str, Any]]:
@@ -72,11 +96,18 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
     if args.cluster:
 
         async def read(api: Any) -> list[Any]:
-            from hami_dra_webhook.kube.port import paths
+            from hami_dra_webhook.kube.port import ApiError, paths
 
-            query = [("labelSelector", WEBHOOK_DEPLOYMENTS)]
-            every = paths.workloads("Deployment", None)
-            found: list[Any] = await api.list_path(every, query, timeout=10)
+            query = [("labelSelector", CHART_CONFIGURATIONS)]
+            configurations = await api.list_path(paths.WEBHOOKS, query, timeout=10)
+            found: list[Any] = []
+            for namespace, name in served_by(configurations):
+                path = f"{paths.workloads('Deployment', namespace)}/{name}"
+                try:
+                    found.append(await api.get_path(path, timeout=10))
+                except ApiError as error:
+                    if error.status != 404:
+                        raise
             return found
 
         try:

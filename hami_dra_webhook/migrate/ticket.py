@@ -29,9 +29,37 @@ CSV_HEADERS = (
 )
 
 
+# What a name or a message may carry from a manifest or the cluster (anyone's text): in Markdown,
+# neither a line of its own (a heading, a list) nor an HTML tag nor emphasis; in CSV, no formula
+# (a cell a spreadsheet would run: =, +, -, @, a tab or a carriage return first).
+_MARKDOWN = str.maketrans(
+    {
+        "\\": "\\\\",
+        "|": "\\|",
+        "`": "\\`",
+        "*": "\\*",
+        "_": "\\_",
+        "[": "\\[",
+        "]": "\\]",
+        "&": "&amp;",
+        "<": "&lt;",
+        ">": "&gt;",
+        "\n": " ",
+        "\r": " ",
+    }
+)
+_FORMULA_FIRST = ("=", "+", "-", "@", "\t", "\r")
+
+
 def _cell(text: object) -> str:
-    """A Markdown table cell: pipes escaped, lines joined."""
-    return str(text).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+    """Text from a manifest or the cluster, inline in Markdown (a table cell or a note)."""
+    return str(text).translate(_MARKDOWN)
+
+
+def _csv_cell(value: object) -> str:
+    """A CSV cell a spreadsheet shows as text, never runs (OWASP's CSV injection rule)."""
+    text = str(value)
+    return "'" + text if text.startswith(_FORMULA_FIRST) else text
 
 
 def _legacy(legacy: dict[str, str]) -> str:
@@ -80,19 +108,21 @@ def as_markdown(
             cells = (report.namespace, workload, name, legacy, dra, report.outcome)
             lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
         if report.reason:
-            notes.append(f"- **{workload}** refused (`{report.reason}`): {report.message}")
-        notes += [f"- {workload}: {note}" for note in report.attention]
+            notes.append(
+                f"- **{_cell(workload)}** refused (`{report.reason}`): {_cell(report.message)}"
+            )
+        notes += [f"- {_cell(workload)}: {_cell(note)}" for note in report.attention]
     if notes:
         lines += ["", "## Refusals and what needs attention", "", *notes]
     if quotas:
         lines += ["", "## Quotas and queues that count legacy GPU resources", ""]
         lines += [
-            f"- {q.kind}/{q.name}"
-            + (f" in {q.namespace}" if q.namespace else "")
-            + f" counts {', '.join(q.counted)}: {q.stops}"
+            f"- {_cell(q.kind)}/{_cell(q.name)}"
+            + (f" in {_cell(q.namespace)}" if q.namespace else "")
+            + f" counts {_cell(', '.join(q.counted))}: {_cell(q.stops)}"
             for q in quotas
         ]
-        lines += ["", *dict.fromkeys(q.note for q in quotas if q.note)]
+        lines += ["", *dict.fromkeys(_cell(q.note) for q in quotas if q.note)]
     if unreadable:
         lines += ["", "## Files that could not be read", ""]
         lines += [f"- {_cell(problem)}" for problem in unreadable]
@@ -112,5 +142,5 @@ def as_csv(reports: list[WorkloadReport]) -> str:
             else:
                 row += [container.name, _legacy(container.legacy), container.dra]
             row += [report.outcome, report.reason, report.message, report.source]
-            writer.writerow(row)
+            writer.writerow([_csv_cell(cell) for cell in row])
     return out.getvalue()
