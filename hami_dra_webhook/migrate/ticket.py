@@ -114,19 +114,24 @@ def as_markdown(
         notes += [f"- {_cell(workload)}: {_cell(note)}" for note in report.attention]
     if notes:
         lines += ["", "## Refusals and what needs attention", "", *notes]
-    if quotas:
-        lines += ["", "## Quotas and queues that count legacy GPU resources", ""]
-        lines += [
-            f"- {_cell(q.kind)}/{_cell(q.name)}"
-            + (f" in {_cell(q.namespace)}" if q.namespace else "")
-            + f" counts {_cell(', '.join(q.counted))}: {_cell(q.stops)}"
-            for q in quotas
-        ]
-        lines += ["", *dict.fromkeys(_cell(q.note) for q in quotas if q.note)]
+    lines += _quota_lines(quotas)
     if unreadable:
         lines += ["", "## Files that could not be read", ""]
         lines += [f"- {_cell(problem)}" for problem in unreadable]
     return "\n".join(lines) + "\n"
+
+
+def _quota_lines(quotas: list[QuotaReport]) -> list[str]:
+    if not quotas:
+        return []
+    lines = ["", "## Quotas and queues that count legacy GPU resources", ""]
+    lines += [
+        f"- {_cell(q.kind)}/{_cell(q.name)}"
+        + (f" in {_cell(q.namespace)}" if q.namespace else "")
+        + f" counts {_cell(', '.join(q.counted))}: {_cell(q.stops)}"
+        for q in quotas
+    ]
+    return [*lines, "", *dict.fromkeys(_cell(q.note) for q in quotas if q.note)]
 
 
 def as_csv(reports: list[WorkloadReport]) -> str:

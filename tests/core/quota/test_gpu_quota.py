@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from hami_dra_webhook.core.quota.claim_charge import claims_charge
 from hami_dra_webhook.core.quota.gpu_quota import (
     GATE,
     Charge,
@@ -15,7 +16,6 @@ from hami_dra_webhook.core.quota.gpu_quota import (
     limits_of,
     quota_keys,
 )
-from hami_dra_webhook.core.quota.claim_charge import claims_charge
 from hami_dra_webhook.core.quota.quota_groups import Cards
 from hami_dra_webhook.core.quota.quota_plan import WAITING_FOR_CLAIMS, plan_pass
 from hami_dra_webhook.core.settings.policy import Policy, policy_from_mapping
