@@ -39,6 +39,7 @@ class Scoped:
     namespaces: set[str]
     patched: Counter[str] = field(default_factory=Counter)
     read: Counter[str] = field(default_factory=Counter)
+    order: list[str] = field(default_factory=list)  # the namespaces read, in turn
     before_patch: Any = None  # called with (namespace, name) before a pod's patch goes
 
     def __getattr__(self, name: str) -> Any:
@@ -59,6 +60,7 @@ class Scoped:
 
     def pod_pages(self, namespace: str, **options: Any) -> AsyncIterator[Any]:
         self.read[namespace] += 1
+        self.order.append(namespace)
         return self.api.pod_pages(namespace, **options)
 
     async def patch_pod(self, namespace: str, name: str, ops: Any, *, timeout: float) -> Any:
@@ -151,11 +153,13 @@ def test_pods_a_tenant_labels_held_send_the_pass_nowhere(
     """Finding: cheap pods labelled `hami.io/gpu-quota=held` (the label is the tenant's to
     write) made the pass read their namespace every second and patch each of them, and other
     tenants' releases waited. Now a labelled pod without the gate is neither read for nor
-    written to, and the victim's pod is released in the first pass."""
+    written to; the tenant's really held pods (over its quota) are counted after the victim's
+    namespace, the cheaper one, and the victim's pod is released in the first pass."""
     tenant, victim, lease_namespace = namespaces
     for namespace in (tenant, victim):
         _quota(kube, namespace, {MEM: "8000"})
     cheap = [_pod(f"cheap-{i}", None, held=False, labelled=True) for i in range(200)]
+    cheap += [_pod(f"gpu-{i}", GPU, held=True, labelled=True) for i in range(40)]
     kube.apply({"apiVersion": "v1", "kind": "List", "items": cheap}, namespace=tenant)
     kube.apply(_pod("waits", GPU, held=True, labelled=True), namespace=victim)
     api = Scoped(real_api, {tenant, victim})
@@ -163,16 +167,21 @@ def test_pods_a_tenant_labels_held_send_the_pass_nowhere(
     run(_pass(gate))  # the first pass reads every quota namespace whole (the resync)
     api.read.clear()
     api.patched.clear()
+    api.order.clear()
     kube.kubectl("delete", "pod", "waits", "-n", victim, "--grace-period=0", "--force")
     kube.apply(_pod("waits", GPU, held=True, labelled=True), namespace=victim)
     started = time.monotonic()
     report = run(_pass(gate))
     print(f"the victim's pod released in a pass of {time.monotonic() - started:.2f}s")
     assert report.released == 1 and not _gated(kube, victim, "waits")
-    assert api.read == Counter({victim: 1}) and api.patched == Counter({victim: 1})
-    # Not one of the tenant's pods written to (kube-scheduler writes their status, not labels).
-    labels = [p["metadata"]["labels"] for p in kube.pods(tenant)]
+    assert api.order == [victim, tenant]  # the tenant's 240 pods after the victim's one
+    assert api.patched == Counter({victim: 1})  # the tenant's 32 over its quota stay held
+    # Not one of the tenant's label-only pods written to (kube-scheduler writes their status).
+    pods = kube.pods(tenant)
+    labels = [p["metadata"].get("labels") for p in pods if p["metadata"]["name"] < "gpu"]
     assert len(labels) == 200 and all(found == {HELD_LABEL: HELD_LABEL_VALUE} for found in labels)
+    gated = [p for p in pods if GATE in [g["name"] for g in p["spec"].get("schedulingGates", [])]]
+    assert len(gated) == 40 - 8  # 8 of 1000 MiB fit its 8000
 
 
 def test_a_count_only_pod_left_to_kube_scheduler_is_charged_the_published_cards(

@@ -254,7 +254,8 @@ def test_offline_embedded_default(tmp_path: Path) -> None:
         ]
         assert (
             f"listening on https://127.0.0.1:{process.port}: POST /mutate, /validate-workloads,"
-            " /mutate-volcano-jobs, /gate-gpu-quota; GET /healthz, /livez, /readyz, /metrics"
+            " /mutate-volcano-jobs, /gate-gpu-quota, /gate-gpu-quota-claims; GET /healthz, /livez,"
+            " /readyz, /metrics"
         ) in " ".join(listening)
         assert f"listening on http://127.0.0.1:{process.ops_port}: " in " ".join(listening)
         assert not [m for m in messages if "Started server process" in m or "Uvicorn running" in m]
