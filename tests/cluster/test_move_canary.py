@@ -28,6 +28,7 @@ from hami_dra_webhook.cluster.move_canary import (
 )
 from hami_dra_webhook.core.migration.move_state import MoveError
 from hami_dra_webhook.core.settings.policy import DEFAULT_POLICY
+from tests.support.chart_driver import driver_binding, driver_daemonset
 from tests.support.cluster import Cluster, wait_for
 from tests.support.loop import run
 
@@ -103,19 +104,17 @@ def test_only_the_charts_driver_is_the_driver() -> None:
     """Issue 61: a pod is the driver's by its namespace, ServiceAccount and owner DaemonSet,
     which the chart's ClusterRoleBinding names; never by a label."""
     driver = ChartDriver("hami-system", "hami-driver", "hami-driver")
-    owner = {"kind": "DaemonSet", "name": "hami-driver", "controller": True}
-    pod = {
-        "metadata": {"namespace": "hami-system", "ownerReferences": [owner]},
-        "spec": {"serviceAccountName": "hami-driver"},
-    }
-    assert driver.runs(pod)
-    for key, value in (("namespace", "tenant"), ("ownerReferences", [])):
-        assert not driver.runs({**pod, "metadata": {**pod["metadata"], key: value}}), key
-    assert not driver.runs({**pod, "spec": {"serviceAccountName": "default"}})
-    not_controller = {**owner, "controller": False}
-    assert not driver.runs(
-        {**pod, "metadata": {**pod["metadata"], "ownerReferences": [not_controller]}}
-    )
+    owner: dict[str, Any] = {"kind": "DaemonSet", "name": "hami-driver", "controller": True}
+    metadata: dict[str, Any] = {"namespace": "hami-system", "ownerReferences": [owner]}
+    spec = {"serviceAccountName": "hami-driver"}
+    assert driver.runs({"metadata": metadata, "spec": spec})
+    for key, value in (
+        ("namespace", "tenant"),
+        ("ownerReferences", []),
+        ("ownerReferences", [{**owner, "controller": False}]),
+    ):
+        assert not driver.runs({"metadata": {**metadata, key: value}, "spec": spec}), key
+    assert not driver.runs({"metadata": metadata, "spec": {"serviceAccountName": "default"}})
     assert driver_name("x" * 70) == "x" * 63
 
 
@@ -172,29 +171,8 @@ def _chart_driver(kube: Cluster, namespace: str) -> str:
     DaemonSet's pod once kube-scheduler has bound it (the test then plays its kubelet)."""
     name = driver_name(RELEASE)
     kube.kubectl("create", "serviceaccount", name, "-n", namespace)
-    kube.kubectl(
-        "create", "clusterrolebinding", name, "--clusterrole=view",
-        f"--serviceaccount={namespace}:{name}",
-    )  # fmt: skip
-    labels = {"app.kubernetes.io/component": "dra-driver", "app.kubernetes.io/instance": RELEASE}
-    daemonset = {
-        "apiVersion": "apps/v1",
-        "kind": "DaemonSet",
-        "metadata": {"name": name},
-        "spec": {
-            "selector": {"matchLabels": labels},
-            "template": {
-                "metadata": {"labels": labels},
-                "spec": {
-                    "serviceAccountName": name,
-                    "nodeSelector": {"kubernetes.io/hostname": kube.node.name},
-                    "tolerations": [{"operator": "Exists"}],
-                    "containers": [{"name": "plugin", "image": "localhost/driver:v1"}],
-                },
-            },
-        },
-    }
-    kube.apply(daemonset, namespace=namespace)
+    kube.apply(driver_binding(name, namespace), namespace=namespace)
+    kube.apply(driver_daemonset(name, kube.node.name, "localhost/driver:v1"), namespace=namespace)
 
     def bound() -> str | None:
         pods = kube.pods(namespace, "app.kubernetes.io/component=dra-driver")

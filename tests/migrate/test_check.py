@@ -25,6 +25,7 @@ from hami_dra_webhook.cli.main import main
 from tests.controlplane.cluster import free_port
 from tests.controlplane.for_pytest import start_plane
 from tests.controlplane.gpu_node import GpuNode
+from tests.support.chart_driver import driver_binding, driver_daemonset
 from tests.support.cluster import Cluster, wait_for
 
 DRIVER = "hami-core-gpu.project-hami.io"
@@ -151,30 +152,8 @@ def driver_pod(setup: Setup, phase: str, image: str = PINNED_DRIVER) -> None:
     node; no kubelet runs here, so its status is written as a kubelet would."""
     name = f"{setup.release}-driver"
     setup.create({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name}})
-    binding = {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "ClusterRoleBinding",
-        "metadata": {"name": name},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
-        "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": setup.namespace}],
-    }
-    setup.create(binding)
-    labels = {"app.kubernetes.io/component": "dra-driver", "app.kubernetes.io/instance": name}
-    pod_spec = {
-        "serviceAccountName": name,
-        "nodeSelector": {"kubernetes.io/hostname": "gpu-node-1"},
-        "containers": [{"name": "plugin", "image": image}],
-    }
-    daemonset = {
-        "apiVersion": "apps/v1",
-        "kind": "DaemonSet",
-        "metadata": {"name": name},
-        "spec": {
-            "selector": {"matchLabels": labels},
-            "template": {"metadata": {"labels": labels}, "spec": pod_spec},
-        },
-    }
-    setup.kube.apply(daemonset, namespace=setup.namespace)
+    setup.create(driver_binding(name, setup.namespace))
+    setup.kube.apply(driver_daemonset(name, "gpu-node-1", image), namespace=setup.namespace)
 
     def bound() -> str | None:
         pods = setup.kube.pods(setup.namespace, f"app.kubernetes.io/instance={name}")
