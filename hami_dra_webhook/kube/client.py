@@ -103,27 +103,43 @@ class KubernetesApi(ListPages):
         query = [("labelSelector", label_selector)]
         return self._pages(paths.ALL_TEMPLATES, query, timeout, accept=AS_METADATA_LIST)
 
-    async def watch_templates(
+    def watch_templates(
         self, label_selector: str, resource_version: str = "", *, window: int = 300
     ) -> AsyncIterator[JsonObject]:
-        """See KubeApi.watch_templates. One watch lasts `window` seconds (the server ends it);
-        the caller resumes from the last resourceVersion it saw (bookmarks included). Objects
-        come as metadata only (a template's spec is immutable), each event read within
-        MAX_EVENT_BYTES; every failure of the stream, whatever it is, is an ApiError."""
+        """See KubeApi.watch_templates: their metadata only (a template's spec is immutable)."""
+        query = [("labelSelector", label_selector)]
+        return self.watch_path(
+            paths.ALL_TEMPLATES, query, resource_version, window=window, metadata_only=True
+        )
+
+    async def watch_path(
+        self,
+        path: str,
+        query: list[tuple[str, str]],
+        resource_version: str = "",
+        *,
+        window: int = 300,
+        metadata_only: bool = False,
+    ) -> AsyncIterator[JsonObject]:
+        """See KubeApi.watch_path. One watch lasts `window` seconds (the server ends it); the
+        caller resumes from the last resourceVersion it saw (bookmarks included). Each event
+        is read within MAX_EVENT_BYTES; every failure of the stream, whatever it is, is an
+        ApiError."""
         version, listed = resource_version, False
         if not version:
             answer = await self._call(
                 "GET",
-                paths.ALL_TEMPLATES,
-                [("labelSelector", label_selector), ("limit", "1")],
+                path,
+                [*query, ("limit", "1")],
                 None,
                 30.0,
-                accept=AS_METADATA_LIST,
+                accept=AS_METADATA_LIST if metadata_only else JSON,
                 max_bytes=MAX_PAGE_BYTES,
             )
             version = str((answer.get("metadata") or {}).get("resourceVersion") or "")
             listed = True
-        response = await self._open_watch(label_selector, version, window)
+        accept = AS_METADATA if metadata_only else JSON
+        response = await self._open_watch(path, query, version, window, accept)
         stream = response.response
         try:
             if response.status >= 300:
@@ -151,10 +167,12 @@ class KubernetesApi(ListPages):
         finally:
             stream.close()  # not released to the pool: the rest of the stream is not wanted
 
-    async def _open_watch(self, label_selector: str, version: str, window: int) -> Any:
+    async def _open_watch(
+        self, path: str, query: list[tuple[str, str]], version: str, window: int, accept: str
+    ) -> Any:
         """The watch's response, its stream not read yet (any failure an ApiError)."""
-        query = [
-            ("labelSelector", label_selector),
+        watch = [
+            *query,
             ("watch", "true"),
             ("allowWatchBookmarks", "true"),
             ("timeoutSeconds", str(window)),
@@ -164,9 +182,9 @@ class KubernetesApi(ListPages):
         try:
             params = await client.param_serialize(
                 method="GET",
-                resource_path=paths.ALL_TEMPLATES,
-                query_params=query,
-                header_params={"Accept": AS_METADATA, "Accept-Encoding": "identity"},
+                resource_path=path,
+                query_params=watch,
+                header_params={"Accept": accept, "Accept-Encoding": "identity"},
                 auth_settings=["BearerToken"],
             )
             deadline = aiohttp.ClientTimeout(total=None, sock_read=window + 30)
@@ -223,6 +241,11 @@ class KubernetesApi(ListPages):
         self, path: str, query: list[tuple[str, str]], *, timeout: float
     ) -> list[JsonObject]:
         return await self._list(path, query, timeout)
+
+    async def list_versioned(
+        self, path: str, query: list[tuple[str, str]], *, timeout: float
+    ) -> tuple[list[JsonObject], str]:
+        return await self._listing(path, query, timeout)
 
     def workload_pages(
         self, kind: str, namespace: str | None, *, timeout: float

@@ -43,7 +43,7 @@ class ListPages:
         fetch = asyncio.ensure_future(self._page(path, query, "", self.page_size, timeout, accept))
         try:
             while True:
-                items, token, limit = await fetch
+                items, token, limit, _ = await fetch
                 if token:
                     fetch = asyncio.ensure_future(
                         self._page(path, query, token, limit, timeout, accept)
@@ -66,9 +66,9 @@ class ListPages:
         limit: int,
         timeout: float,
         accept: str,
-    ) -> tuple[list[Any] | None, str, int]:
+    ) -> tuple[list[Any] | None, str, int, str]:
         """One page from `token`: its items (None: its one item was too large, skipped), the
-        next page's token ("" at the end) and size."""
+        next page's token ("" at the end) and size, and the list's resourceVersion."""
         while True:
             page = query + [("limit", str(limit))] + ([("continue", token)] if token else [])
             try:
@@ -81,12 +81,37 @@ class ListPages:
                     continue
                 self.skipped_items += 1
                 log.warning("listing %s: skipped an item larger than %d bytes", path, error.size)
-                return None, error.continue_token or "", limit
+                return None, error.continue_token or "", limit, ""
             except ApiError as error:
                 if error.status != 410 or not token or not error.continue_token:
                     raise
                 log.warning("listing %s: the continue token expired; going on inconsistently", path)
                 token = error.continue_token
                 continue
-            following = (answer.get("metadata") or {}).get("continue") or ""
-            return lean_items(answer.get("items")), following, min(self.page_size, limit * 2)
+            metadata = answer.get("metadata") or {}
+            following = metadata.get("continue") or ""
+            version = str(metadata.get("resourceVersion") or "")
+            return (
+                lean_items(answer.get("items")),
+                following,
+                min(self.page_size, limit * 2),
+                version,
+            )
+
+    async def _listing(
+        self, path: str, query: list[tuple[str, str]], timeout: float
+    ) -> tuple[list[Any], str]:
+        """Every item of a collection, and the resourceVersion to watch it from: the first
+        page's (a paged list is one snapshot, at that version). When an item is skipped (too
+        large) or a continue token expired mid-way, the version is "" (not one snapshot)."""
+        items: list[Any] = []
+        token, limit, version, whole = "", self.page_size, "", True
+        while True:
+            page, token, limit, seen = await self._page(path, query, token, limit, timeout, JSON)
+            if page is None:
+                whole = False
+            else:
+                items += page
+            version = version or seen
+            if not token:
+                return items, version if whole else ""

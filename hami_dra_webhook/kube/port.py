@@ -261,6 +261,29 @@ class KubeApi(Protocol):
         """Every item of a collection path, following `continue` (read-only tooling)."""
         ...
 
+    async def list_versioned(
+        self, path: str, query: list[tuple[str, str]], *, timeout: float
+    ) -> tuple[list[JsonObject], str]:
+        """Every item of a collection path and the resourceVersion to watch it from ("" when
+        an item too large to read was skipped: the items are not the whole collection)."""
+        ...
+
+    def watch_path(
+        self,
+        path: str,
+        query: list[tuple[str, str]],
+        resource_version: str = "",
+        *,
+        window: int = 300,
+        metadata_only: bool = False,
+    ) -> AsyncIterator[JsonObject]:
+        """Events of a collection path (`query`: its selectors), as watch_templates gives
+        them: from `resource_version`, or from now when it is empty; first a WATCHING event,
+        then ADDED, MODIFIED, DELETED, BOOKMARK, and OVERSIZED for an event too large to read;
+        `metadata_only`: objects as PartialObjectMetadata. It ends after about `window`
+        seconds, or raises ApiError when the watch breaks (410 when the version is too old)."""
+        ...
+
     def workload_pages(
         self, kind: str, namespace: str | None, *, timeout: float
     ) -> AsyncIterator[list[JsonObject]]:
