@@ -24,8 +24,9 @@ import orjson
 
 from hami_dra_webhook.cluster.lease import Lease
 from hami_dra_webhook.cluster.quota_gate import QuotaGate
+from hami_dra_webhook.cluster.quota_view import QuotaView
 from hami_dra_webhook.core.outcome.decision import Converted
-from hami_dra_webhook.core.quota.gpu_quota import GATE, HELD_LABEL, HELD_LABEL_VALUE
+from hami_dra_webhook.core.quota.gpu_quota import GATE, HELD_LABEL, HELD_LABEL_VALUE, quota_keys
 from hami_dra_webhook.core.settings.policy import DEFAULT_POLICY
 from hami_dra_webhook.core.translate.pod import translate_pod
 from hami_dra_webhook.kube.streams import json_or_empty
@@ -112,6 +113,9 @@ class StandIn:
         self.patched += 1
         return {}
 
+    async def list_versioned(self, path: str, query: Any, *, timeout: float) -> Any:
+        return await self.list_path(path, query, timeout=timeout), "1"
+
     async def list_resource_slices(self, driver: str, *, timeout: float) -> list[Any]:
         return []  # no card sizes to read: the pods here ask their memory
 
@@ -135,7 +139,8 @@ def main() -> None:
 
     async def one_pass() -> Any:
         await lease.hold()
-        gate = QuotaGate(api, lambda: DEFAULT_POLICY, lease)  # type: ignore[arg-type]
+        view = QuotaView(api, quota_keys(DEFAULT_POLICY))  # type: ignore[arg-type]
+        gate = QuotaGate(api, lambda: DEFAULT_POLICY, lease, view)  # type: ignore[arg-type]
         return await gate.run_pass()
 
     asyncio.run(one_pass())  # warm: imports, caches

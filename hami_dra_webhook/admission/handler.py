@@ -195,12 +195,15 @@ class VolcanoJobRoute(Parsed):
 
 class QuotaGateRoute(Parsed):
     """POST /gate-gpu-quota: a GPU pod of a namespace with a GPU quota held by the quota's
-    scheduling gate (admission/quota_gate.py)."""
+    scheduling gate (admission/quota_gate.py), for the pods the pod webhook did not decide."""
+
+    def __init__(self, mutator: PodMutator) -> None:
+        self.mutator = mutator
 
     async def answer(
         self, request: wire.AdmissionRequest, fast: FastPod | None, off: Executor | None
     ) -> Answered:
-        return Answered(gate_answer(request))
+        return Answered(await gate_answer(request, self.mutator.quotas))
 
     def failed(self, request: wire.AdmissionRequest) -> Answered:
         return Answered(internal_error(request).answer)
@@ -261,6 +264,6 @@ def routes(
         "/mutate": Admission(PodRoute(mutator), events, off),
         "/validate-workloads": Admission(WorkloadRoute(mutator), events, off),
         "/mutate-volcano-jobs": Admission(VolcanoJobRoute(mutator), events, off),
-        "/gate-gpu-quota": Admission(QuotaGateRoute(), events, off),
+        "/gate-gpu-quota": Admission(QuotaGateRoute(mutator), events, off),
         "/gate-gpu-quota-claims": Admission(QuotaClaimRoute(mutator, api), events, off),
     }

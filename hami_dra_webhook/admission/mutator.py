@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from hami_dra_webhook.admission.admitted import AdmissionRules
+from hami_dra_webhook.admission.quota_gate import with_quota_gate
+from hami_dra_webhook.cluster.quota_view import QuotaView
 from hami_dra_webhook.cluster.state import ClusterState
 from hami_dra_webhook.cluster.template_store import TemplateStore, TemplateUnavailable
 from hami_dra_webhook.core.outcome.decision import (
@@ -99,6 +101,9 @@ class PodMutator:
     # event loop gets the interpreter back every switch interval (5 ms) while a pod of tens of
     # thousands of containers is read; None: on the loop.
     off_loop: Executor | None = None
+    # GPU quotas (issue 62): whether a pod CREATE of a namespace is held, from this replica's
+    # watched ResourceQuotas; None when the webhook keeps no GPU quota (or has no cluster).
+    quotas: QuotaView | None = None
     _variants: dict[tuple[ClusterFacts, bool], AdmissionRules] = field(
         default_factory=dict, repr=False
     )
@@ -176,7 +181,9 @@ class PodMutator:
             )
         else:  # not kept: the cache is the loop's, and pods this large do not repeat
             decision = await _run(off, rules.pod, namespace, _translator(pod, namespace))
-        return await self.cluster_side(request, namespace, decision)
+        decided, warnings = await self.cluster_side(request, namespace, decision)
+        gates = pod.scheduling_gates()
+        return await with_quota_gate(decided, gates, namespace, self.quotas), warnings
 
     async def mutate_job(self, request: wire.Request) -> MutationRecord:
         """The answer for one Volcano Job (core/workloads/volcano_jobs.py says why the Job and not

@@ -91,6 +91,10 @@ class paths:  # noqa: N801 (a namespace of functions, read as paths.template(...
         return f"{TEMPLATES_PATH}/namespaces/{_name(namespace)}/resourceclaims"
 
     @staticmethod
+    def resource_quotas(namespace: str) -> str:
+        return f"/api/v1/namespaces/{_name(namespace)}/resourcequotas"
+
+    @staticmethod
     def events(namespace: str) -> str:
         return f"/api/v1/namespaces/{_name(namespace)}/events"
 

@@ -25,6 +25,7 @@ from hami_dra_webhook.certs.self_managed import (
     ensure_certificates,
     publish_ca_bundle,
 )
+from hami_dra_webhook.cluster.quota_view import QuotaView
 from hami_dra_webhook.cluster.rate import NamespaceRate
 from hami_dra_webhook.cluster.state import ClusterState
 from hami_dra_webhook.cluster.template_store import (
@@ -33,6 +34,7 @@ from hami_dra_webhook.cluster.template_store import (
     TemplateStore,
 )
 from hami_dra_webhook.core.migration.pools import Scope
+from hami_dra_webhook.core.quota.gpu_quota import quota_keys
 from hami_dra_webhook.core.review.translation_cache import TranslationCache
 from hami_dra_webhook.core.settings.policy import Policy
 from hami_dra_webhook.kube.port import in_cluster
@@ -105,6 +107,8 @@ async def build_server(
     cert_file, key_file = await _certificate_files(settings, api, background, cleanup)
     tls = _tls(settings, cert_file, key_file)
     mutator = _mutator(settings, policy, store, cluster)
+    if api is not None and settings.gpu_quota:
+        mutator.quotas = QuotaView(api, quota_keys(policy))
     if api is None:
         log.warning("no cluster configured: running offline, templates are logged, not created")
     if isinstance(store, ApiTemplateStore):

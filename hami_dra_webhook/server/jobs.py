@@ -15,6 +15,7 @@ import time
 from hami_dra_webhook.cluster.gc import KnownForeign, collect_garbage
 from hami_dra_webhook.cluster.lease import Lease
 from hami_dra_webhook.cluster.quota_gate import QuotaGate
+from hami_dra_webhook.cluster.quota_view import QuotaView
 from hami_dra_webhook.cluster.state import ClusterState
 from hami_dra_webhook.cluster.template_store import ApiTemplateStore
 from hami_dra_webhook.kube.port import KubeApi
@@ -39,8 +40,12 @@ def background_jobs(services: Services) -> list[Job]:
     api, cluster = services.api, services.cluster
     if api is not None and cluster is not None:
         jobs.append(Job("cluster-check", functools.partial(_check_cluster, services, api, cluster)))
-        if settings.gpu_quota:
-            jobs.append(Job("gpu-quota", quota_gate(services, api).run))
+        quotas = services.mutator.quotas
+        if settings.gpu_quota and quotas is not None:
+            # The view decides the gate at admission (a read of the namespace's quotas
+            # stands in while it is down); the work releases held pods, one replica at a time.
+            jobs.append(Job("gpu-quota-view", quotas.run))
+            jobs.append(Job("gpu-quota", quota_gate(services, api, quotas).run))
         if settings.gc_interval > 0:
             known_foreign = KnownForeign()  # across passes: tenants' objects read once
             gc = functools.partial(_collect_garbage, services, api, known_foreign)
@@ -48,9 +53,9 @@ def background_jobs(services: Services) -> list[Job]:
     return jobs
 
 
-def quota_gate(services: Services, api: KubeApi) -> QuotaGate:
-    """The pass that releases held GPU pods as their namespace's quota allows, one replica at
-    a time."""
+def quota_gate(services: Services, api: KubeApi, quotas: QuotaView) -> QuotaGate:
+    """The work that releases held GPU pods as their namespace's quota allows, one replica at
+    a time (the Lease)."""
     settings = services.settings
     identity = f"{os.environ.get('POD_NAME') or socket.gethostname()}-{os.getpid()}"
     lease = Lease(api, settings.probe_namespace, settings.gpu_quota_lease, identity)
@@ -58,6 +63,7 @@ def quota_gate(services: Services, api: KubeApi) -> QuotaGate:
         api,
         services.mutator.policy_now,
         lease,
+        quotas,
         interval=settings.gpu_quota_interval,
         observe=services.metrics.observe_quota,
     )

@@ -1,5 +1,8 @@
 """POST /gate-gpu-quota in process, bytes in and bytes out: a GPU pod of a quota namespace gets
-the scheduling gate and the held label, whatever it already has; nothing else is touched."""
+the scheduling gate and the held label, whatever it already has; nothing else is touched.
+Whether its namespace holds its pods is the replica's QuotaView's answer (issue 62): here over a
+stand-in for the API's ResourceQuota reads (what it reads of them is all a test needs; the real
+watch and reads are tests/e2e/test_gpu_quotas.py's)."""
 
 from __future__ import annotations
 
@@ -10,15 +13,50 @@ from typing import Any
 import jsonpatch
 
 from hami_dra_webhook.admission.handler import Admission, QuotaGateRoute
-from hami_dra_webhook.core.quota.gpu_quota import GATE, HELD_LABEL
+from hami_dra_webhook.admission.quota_gate import DECIDED, with_quota_gate
+from hami_dra_webhook.cluster.quota_view import QuotaView
+from hami_dra_webhook.core.outcome.decision import Converted
+from hami_dra_webhook.core.quota.gpu_quota import GATE, HELD_LABEL, quota_keys
+from hami_dra_webhook.core.settings.policy import DEFAULT_POLICY
+from hami_dra_webhook.core.translate.pod import translate_pod
+from hami_dra_webhook.kube.port import ApiError
 from tests.admission.test_handlers import Recorded
 from tests.support.loop import run
 from tests.support.reviews import replica_pod, review
 
 
-def _gate(document: dict[str, Any]) -> tuple[int, dict[str, Any], list[str]]:
+class Quotas:
+    """The ResourceQuotas kube-apiserver would answer, by namespace (a stand-in: no cluster);
+    `broken`: every read fails."""
+
+    def __init__(self, by_namespace: dict[str, list[Any]], broken: bool = False) -> None:
+        self.by_namespace, self.broken, self.reads = by_namespace, broken, 0
+
+    async def list_path(self, path: str, query: Any, *, timeout: float) -> list[Any]:
+        self.reads += 1
+        if self.broken:
+            raise ApiError(503, "ServiceUnavailable", "down")
+        return self.by_namespace.get(path.split("/")[4], [])
+
+
+GPU_QUOTA = {"metadata": {"name": "gpu"}, "spec": {"hard": {"limits.nvidia.com/gpumem": "8000"}}}
+
+
+def _view(api: Quotas) -> QuotaView:
+    return QuotaView(api, quota_keys(DEFAULT_POLICY))  # type: ignore[arg-type]
+
+
+class _Mutator:
+    def __init__(self, quotas: QuotaView | None) -> None:
+        self.quotas = quotas
+
+
+def _gate(
+    document: dict[str, Any], quotas: QuotaView | None = None
+) -> tuple[int, dict[str, Any], list[str]]:
     events = Recorded()
-    status, body = run(Admission(QuotaGateRoute(), events)(json.dumps(document).encode()))
+    route = QuotaGateRoute(_Mutator(quotas))  # type: ignore[arg-type]
+    status, body = run(Admission(route, events)(json.dumps(document).encode()))
     return status, json.loads(body), events.seen
 
 
@@ -61,7 +99,11 @@ def test_a_pod_without_gates_or_labels_gets_both_lists() -> None:
 def test_a_pod_already_held_an_update_and_another_kind_are_left_alone() -> None:
     pod = replica_pod()
     pod["spec"]["schedulingGates"] = [{"name": GATE}]
+    pod["metadata"]["labels"][HELD_LABEL] = "held"
     assert "patch" not in _gate(review(pod))[1]["response"]
+    # Created with the gate but not the label (the quota work's hint): the label is added.
+    del pod["metadata"]["labels"][HELD_LABEL]
+    assert _applied(pod, _gate(review(pod))[1])["metadata"]["labels"][HELD_LABEL] == "held"
     assert (
         "patch"
         not in _gate(review(replica_pod(), operation="UPDATE", old=replica_pod()))[1]["response"]
@@ -73,5 +115,42 @@ def test_a_pod_already_held_an_update_and_another_kind_are_left_alone() -> None:
 
 def test_a_body_that_is_no_review_is_answered_400() -> None:
     events = Recorded()
-    status, _ = run(Admission(QuotaGateRoute(), events)(b"{}"))
+    status, _ = run(Admission(QuotaGateRoute(_Mutator(None)), events)(b"{}"))  # type: ignore[arg-type]
     assert status == 400 and events.seen == ["malformed"]
+
+
+def test_the_view_decides_and_reads_the_namespace_where_it_knows_no_quota() -> None:
+    """Issue 62: held where the view knows a kept quota (no read); elsewhere the namespace's
+    quotas are read, as the chart's policy reads them, so that the two never disagree (a quota
+    created a moment ago, a view not synced yet); held when that read fails."""
+    api = Quotas({"fresh": [GPU_QUOTA]})
+    view = _view(api)
+    view._listed([{**GPU_QUOTA, "metadata": {"name": "gpu", "namespace": "watched"}}])
+    pod = replica_pod()
+    for namespace, held, reads in (("watched", True, 0), ("fresh", True, 1), ("none", False, 2)):
+        answer = _gate(review(pod, namespace=namespace), view)[1]
+        assert ("patch" in answer["response"]) is held, namespace
+        assert api.reads == reads, namespace
+    broken = _view(Quotas({}, broken=True))
+    assert "patch" in _gate(review(pod, namespace="none"), broken)[1]["response"]
+
+
+def test_the_pod_webhook_decides_its_conversions_in_the_same_answer() -> None:
+    """A converted pod gets the gate (and label) in the pod webhook's own answer where its
+    namespace holds its pods, and the mark either way, so the gate webhook is not called."""
+    pod = replica_pod()
+    decision = translate_pod(pod, DEFAULT_POLICY, "team")
+    assert isinstance(decision, Converted)
+    view = _view(Quotas({"team": [GPU_QUOTA]}))
+    held = run(with_quota_gate(decision, None, "team", view))
+    assert isinstance(held, Converted)
+    converted = held.apply(pod)
+    assert converted["spec"]["schedulingGates"] == [{"name": GATE}]
+    assert converted["metadata"]["labels"][HELD_LABEL] == "held"
+    assert converted["metadata"]["annotations"][DECIDED] == "held"
+    free = run(with_quota_gate(decision, None, "other", view))
+    assert isinstance(free, Converted)
+    converted = free.apply(pod)
+    assert "schedulingGates" not in converted["spec"]
+    assert converted["metadata"]["annotations"][DECIDED] == "free"
+    assert run(with_quota_gate(decision, None, "team", None)) is decision  # no quotas kept

@@ -131,7 +131,12 @@ def test_webhook_configuration() -> None:
             "scope": "Namespaced",
         }
     ]
-    assert claims["namespaceSelector"] == gate["namespaceSelector"]
+    # The gate's webhook reads the quotas itself (issue 62); the claims' keeps to the
+    # namespaces the quota work labelled (released pods exist only there).
+    assert [e["key"] for e in gate["namespaceSelector"]["matchExpressions"]] == [
+        "kubernetes.io/metadata.name"
+    ]
+    assert claims["namespaceSelector"]["matchExpressions"][1]["key"] == "hami.io/gpu-quota"
     assert hook["rules"] == [
         {
             "operations": ["CREATE", "UPDATE"],
@@ -359,9 +364,13 @@ def test_rbac_is_least_privilege() -> None:
         },
         {"apiGroups": [""], "resources": ["nodes"], "verbs": ["list"]},
         # GPU quotas (docs/quotas.md)
-        {"apiGroups": [""], "resources": ["resourcequotas"], "verbs": ["list"]},
-        {"apiGroups": [""], "resources": ["pods"], "verbs": ["patch"]},
-        {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims"], "verbs": ["list"]},
+        {"apiGroups": [""], "resources": ["resourcequotas"], "verbs": ["list", "watch"]},
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["patch", "watch"]},
+        {
+            "apiGroups": ["resource.k8s.io"],
+            "resources": ["resourceclaims"],
+            "verbs": ["list", "watch"],
+        },
         {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["list", "patch"]},
         {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
         {
@@ -387,7 +396,7 @@ def test_rbac_is_least_privilege() -> None:
             "apiGroups": ["coordination.k8s.io"],
             "resources": ["leases"],
             "resourceNames": ["hami-dra-webhook-gpu-quota"],
-            "verbs": ["get", "update"],
+            "verbs": ["get", "update", "watch"],
         },
     ]
     custom = render(*MODES["custom"])

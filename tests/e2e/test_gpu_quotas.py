@@ -184,16 +184,16 @@ def test_a_tenant_cannot_release_their_own_pod_or_create_one_unheld(
         check=False, kubeconfig=tenant,
     )  # fmt: skip
     assert removed.returncode != 0 and "only hami-dra-webhook removes" in removed.stderr
-    # The namespace label (which sends pods to the gate) removed by an administrator, and no
-    # pass running to label it again (another identity holds the Lease): the policy reads the
-    # quota itself and refuses a GPU pod created unheld.
-    with _lease_held_elsewhere(cluster, hami):
-        cluster.kubectl("label", "namespace", namespace, f"{NAMESPACE_LABEL}-")
-        unheld = cluster.kubectl(
-            "apply", "-n", namespace, "-f", "-", check=False, kubeconfig=tenant,
-            stdin=yaml.safe_dump(gpu_pod("third", limits)),
-        )  # fmt: skip
-    assert unheld.returncode != 0 and "ResourceQuota gpu limits" in unheld.stderr, unheld.stderr
+    # A pod that skips the gate webhook (the pod webhook's mark written by the tenant, on a pod
+    # opted out of conversion) is refused by the policy, which reads the quota itself.
+    unheld = gpu_pod("third", limits)
+    unheld["metadata"]["labels"] = {"hami.io/webhook": "ignore"}
+    unheld["metadata"]["annotations"] = {"hami.io/gpu-quota-decided": "free"}
+    refused = cluster.kubectl(
+        "apply", "-n", namespace, "-f", "-", check=False, kubeconfig=tenant,
+        stdin=yaml.safe_dump(unheld),
+    )  # fmt: skip
+    assert refused.returncode != 0 and "ResourceQuota gpu limits" in refused.stderr, refused.stderr
 
 
 def test_two_replicas_release_exactly_what_fits(

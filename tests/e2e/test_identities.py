@@ -9,6 +9,8 @@ server-side dry runs, which admission policies judge as they judge real writes.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import subprocess
 import sys
@@ -18,14 +20,17 @@ from typing import Any
 
 import pytest
 
+from hami_dra_webhook.cluster.lease import Lease
 from tests.support.cluster import (
     RELEASE_NAMESPACE,
     Cluster,
     CommandFailed,
     Release,
+    api_for,
     granted,
     wait_for,
 )
+from tests.support.loop import run
 from tests.support.pods import gpu_pod
 
 NODE_EXTRA = "authentication.kubernetes.io/node-name"
@@ -303,6 +308,17 @@ def _used(cluster: Cluster, username: str) -> set[tuple[str, str]]:
     return used
 
 
+async def _follow(api: Any, hami: Release) -> None:
+    """A replica that finds the Lease held and waits for it a moment (watching it)."""
+    try:
+        lease = Lease(api, RELEASE_NAMESPACE, f"{hami.fullname}-gpu-quota", "a-second-replica")
+        assert not await lease.hold()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(lease.wait_until_free(), timeout=2)
+    finally:
+        await api.close()
+
+
 def test_every_verb_granted_to_the_webhook_is_used(
     cluster: Cluster, hami: Release, namespace: str, tmp_path: Path
 ) -> None:
@@ -349,6 +365,9 @@ def test_every_verb_granted_to_the_webhook_is_used(
     wait_for(told, "a held pod's Event")
     cluster.kubectl("delete", "resourcequota", "gpu", "-n", namespace)
     wait_for(lambda: not labelled(), "the label removed with the quota")
+    # A second replica under the same account waits for the Lease: it watches it.
+    assert hami.kubeconfig is not None
+    run(_follow(api_for(hami.kubeconfig), hami))
     username = f"system:serviceaccount:{RELEASE_NAMESPACE}:{hami.fullname}"
     used = _used(cluster, username)
     grants = {

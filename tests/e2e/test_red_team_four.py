@@ -235,11 +235,12 @@ def test_the_bridge_refuses_privileged_count_only_pods(
     values = tmp_path_factory.mktemp("bridge") / "values.yaml"
     config = "nvidia: {}\nhamiDraWebhook:\n  wholeGpusByExtendedResource: true\n"
     values.write_text(yaml.safe_dump({"deviceConfig": config}))
+    # No webhook of this release runs: its GPU quota gate (called for every GPU pod) is off.
     release = Release(
         cluster,
         "bridge",
         "hami-bridge",
-        sets=["deviceClass.create=false", "driver.enabled=false"],
+        sets=["deviceClass.create=false", "driver.enabled=false", "gpuQuota.enabled=false"],
         values_file=values,
     )
     release.install()

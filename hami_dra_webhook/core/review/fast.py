@@ -48,6 +48,8 @@ class _Spec(Struct, rename="camel"):
     runtime_class_name: Text = UNSET
     resource_claims: Text = UNSET
     resources: Text = UNSET  # pod-level
+    # Not read by the translation: where the GPU quota gate is added (admission/quota_gate.py).
+    scheduling_gates: Text = UNSET
     init_containers: list[_Container] | UnsetType = UNSET
     containers: list[_Container] | UnsetType = UNSET
 
@@ -139,6 +141,13 @@ class FastPod:
                 yield (
                     {} if resources is UNSET else {"resources": orjson.loads(memoryview(resources))}
                 )
+
+    def scheduling_gates(self) -> Any:
+        """spec.schedulingGates as written (None when absent)."""
+        spec = self._spec
+        if spec is UNSET or spec.scheduling_gates is UNSET:
+            return None
+        return orjson.loads(memoryview(spec.scheduling_gates))
 
     def view(self) -> dict[str, Any]:
         """`pod_view` of the pod, as the full parse would have read it: the key is the JSON of

@@ -36,6 +36,9 @@ class ReadPod(Protocol):
     def container_resources(self) -> Iterator[Any]:
         """Each container as far as its resources, decoded one at a time as asked."""
 
+    def scheduling_gates(self) -> Any:
+        """spec.schedulingGates as written (None when absent): where a gate is added."""
+
 
 class DictPod:
     """A decoded pod (a dict, or whatever the review held) read as a `ReadPod`."""
@@ -79,3 +82,7 @@ class DictPod:
 
     def container_resources(self) -> Iterator[Any]:
         return iter(self._containers())
+
+    def scheduling_gates(self) -> Any:
+        spec = self.pod.get("spec") if isinstance(self.pod, dict) else None
+        return spec.get("schedulingGates") if isinstance(spec, dict) else None
