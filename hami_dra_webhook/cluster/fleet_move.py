@@ -12,7 +12,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from hami_dra_webhook.cluster import kept_lists
 from hami_dra_webhook.cluster.inventory import read_inventory
+from hami_dra_webhook.cluster.kept_lists import KeptList
 from hami_dra_webhook.cluster.node_move import NodeMove
 from hami_dra_webhook.core.migration.move_state import CALL_TIMEOUT, MoveError
 from hami_dra_webhook.core.migration.pool_plan import Step, plan_move
@@ -64,9 +66,21 @@ class FleetMove:
     poll: float = 2.0
     release: str = "hami-dra-webhook"  # NodeMove.release
     outcomes: list[WaveOutcome] = field(default_factory=list)
+    # Read every poll by each node's move and between waves: watched, not listed each time.
+    _claims: KeptList | None = None
+    _pending: KeptList | None = None
 
     async def run(self) -> bool:
         """Every wave in turn; whether all of them moved."""
+        watched = kept_lists.claims(self.api), kept_lists.pending_pods(self.api)
+        async with watched[0] as claims, watched[1] as pending:
+            self._claims, self._pending = claims, pending
+            try:
+                return await self._waves()
+            finally:
+                self._claims = self._pending = None
+
+    async def _waves(self) -> bool:
         for index, nodes in enumerate(self.waves):
             if index:
                 await self._settle()
@@ -84,9 +98,12 @@ class FleetMove:
         deadline = time.monotonic() + self.settle
         said = False
         while True:
-            query = [("fieldSelector", "status.phase=Pending")]
             try:
-                pending = await self.api.list_path(paths.ALL_PODS, query, timeout=CALL_TIMEOUT)
+                if self._pending is not None:
+                    pending = await self._pending.items(CALL_TIMEOUT)
+                else:
+                    query = [("fieldSelector", "status.phase=Pending")]
+                    pending = await self.api.list_path(paths.ALL_PODS, query, timeout=CALL_TIMEOUT)
             except ApiError as error:
                 raise MoveError(f"the Kubernetes API failed: {error}") from error
             waiting = waiting_pods(pending)
@@ -132,6 +149,7 @@ class FleetMove:
                 timeout=self.timeout,
                 canary=self.canary_pod,
                 release=self.release,
+                claims=self._claims,
             )
             for node in nodes
         ]

@@ -24,8 +24,7 @@ The steps, each idempotent; the last one done is kept on the Node (annotation
 The state on the Node says where to resume, never what is true: cordon, the drain and the
 final check run on every run, so a state written by someone else (a node's own identity may
 not write it: the chart's node-identity policy) cannot skip them. On any failure the node
-stays cordoned.
-"""
+stays cordoned. The cluster's claims, read every poll, are watched (cluster/kept_lists.py)."""
 
 from __future__ import annotations
 
@@ -36,7 +35,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Literal, TypeVar
 
+from hami_dra_webhook.cluster import kept_lists
 from hami_dra_webhook.cluster.events import About, event_body, post_event
+from hami_dra_webhook.cluster.kept_lists import KeptList
 from hami_dra_webhook.cluster.move_canary import Canary, driver_pod, driver_words
 from hami_dra_webhook.cluster.move_drain import Drain
 from hami_dra_webhook.core.migration.holdings import (
@@ -83,6 +84,7 @@ class NodeMove:
     poll: float = 1.0
     canary: bool = True  # a converted pod runs on it before a move to DRA gives it back
     release: str = "hami-dra-webhook"  # the chart whose driver serves the DRA pool
+    claims: KeptList | None = None  # the cluster's claims, watched (a wave's moves share one)
 
     def __post_init__(self) -> None:
         self._deadline = time.monotonic() + self.timeout
@@ -92,6 +94,13 @@ class NodeMove:
     async def run(self) -> MoveState:
         """The move, to its end; on a failure the node stays cordoned, its state says where
         and why it stopped (a Warning Event on the Node too), and MoveError is raised."""
+        if self.claims is None:  # read every second: watched, not listed each time
+            async with kept_lists.claims(self.api) as kept:
+                self.claims = kept
+                try:
+                    return await self.run()
+                finally:
+                    self.claims = None
         try:
             return await self._run()
         except MoveError as error:
@@ -142,14 +151,14 @@ class NodeMove:
             self._released, f"nothing of the {state.origin} side held on {self.node}", self._held
         )
         if not state.done("drained"):
-            await self._save(state, "drained")
+            await self._patch({}, state, "drained")
         if not state.done("unserved"):
             await self._label(MOVING)
             await self._tell("relabelled", f"{POOL_LABEL}={MOVING}: in neither pool")
             await self._until(
                 self._unserved, f"neither side serving {self.node}", self._still_served
             )
-            await self._save(state, "unserved")
+            await self._patch({}, state, "unserved")
             await self._tell("unserved", "neither the device plugin nor the driver serves it")
         if not state.done("served"):
             await self._label(self.to)
@@ -157,7 +166,7 @@ class NodeMove:
             await self._until(
                 self._served, f"the {self.to} side serving {self.node}", self._not_served
             )
-            await self._save(state, "served")
+            await self._patch({}, state, "served")
             await self._tell("served", self._served_detail())
         if self.to == DRA and self.canary:  # every run: a resumed state is not evidence
             await self._tell("canary", f"a converted pod on {self.node} before it is given back")
@@ -178,8 +187,8 @@ class NodeMove:
         return state
 
     async def _check_clear(self) -> None:
-        """Before the node is given back: only the new side serves it and nothing of the old
-        side is held there; else the move stops with the node cordoned."""
+        """Before the node is given back: only the new side serves it, nothing of the old side
+        held there; else the move stops, the node cordoned."""
         served, held = await self._served_by(), await self._held_here()
         if served == (self.to,) and not held:
             return
@@ -247,9 +256,6 @@ class NodeMove:
         merged = {**patch, "metadata": {"annotations": {MOVE_ANNOTATION: state.encode()}}}
         await self._call(self.api.patch_node(self.node, merged, timeout=CALL_TIMEOUT))
 
-    async def _save(self, state: MoveState, step: str) -> None:
-        await self._patch({}, state, step)
-
     async def _label(self, value: str) -> None:
         patch = {"metadata": {"labels": {POOL_LABEL: value}}}
         await self._call(self.api.patch_node(self.node, patch, timeout=CALL_TIMEOUT))
@@ -261,10 +267,9 @@ class NodeMove:
         allocated claims, and every pod bound to the node."""
         query = [("fieldSelector", f"spec.nodeName={self.node}")]
         pods = await self._call(self.api.list_path(paths.ALL_PODS, query, timeout=CALL_TIMEOUT))
-        claims = ClaimIndex.of(
-            await self._call(self.api.list_path(paths.ALL_CLAIMS, [], timeout=CALL_TIMEOUT)),
-            self.policy.webhook.driver_name,
-        )
+        assert self.claims is not None  # run() keeps them
+        listed = await self._call(self.claims.items(CALL_TIMEOUT))
+        claims = ClaimIndex.of(listed, self.policy.webhook.driver_name)
         found = (gpu_pod(pod, self.policy, claims) for pod in pods)
         return [p for p in found if p is not None and leaves(p, self.to)], claims, pods
 
@@ -372,11 +377,9 @@ class NodeMove:
         return "no nvidia.com/gpu allocatable yet: is HAMi's device plugin running there?"
 
     def _served_detail(self) -> str:
-        return (
-            "the driver's pod is Ready and publishes its devices"
-            if self.to == DRA
-            else "the device plugin advertises nvidia.com/gpu"
-        )
+        if self.to == DRA:
+            return "the driver's pod is Ready and publishes its devices"
+        return "the device plugin advertises nvidia.com/gpu"
 
     async def _until(
         self, check: Callable[[], Awaitable[bool]], what: str, why_not: Callable[[], Awaitable[str]]

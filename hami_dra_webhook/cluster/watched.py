@@ -110,3 +110,27 @@ class Watched:
             seen = metadata.get("resourceVersion") if isinstance(metadata, dict) else None
             if seen:
                 self._version = str(seen)
+
+
+@dataclass
+class Kept:
+    """The objects of a Watched collection, by (namespace, name): its `on_list` and
+    `on_event`."""
+
+    items: dict[tuple[str, str], JsonObject] = field(default_factory=dict)
+
+    def listed(self, items: list[JsonObject] | None) -> None:
+        if items is not None:
+            self.items = {_key(item): item for item in items}
+
+    def seen(self, kind: str, item: JsonObject) -> None:
+        if kind == "DELETED":
+            self.items.pop(_key(item), None)
+        else:
+            self.items[_key(item)] = item
+
+
+def _key(item: JsonObject) -> tuple[str, str]:
+    metadata = item.get("metadata")
+    metadata = metadata if isinstance(metadata, dict) else {}
+    return str(metadata.get("namespace", "")), str(metadata.get("name", ""))

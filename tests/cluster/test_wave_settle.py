@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from hami_dra_webhook.cluster import kept_lists
 from hami_dra_webhook.cluster.fleet_move import FleetMove
 from hami_dra_webhook.core.migration.pools import Scope
 from hami_dra_webhook.core.outcome.decision import Converted
@@ -29,6 +30,16 @@ class Said:
 
     def node(self, name: str) -> Any:
         raise AssertionError("no node moves here")
+
+
+async def _settle(fleet: FleetMove, api: Any) -> None:
+    """The settling as a wave runs it: the Pending pods watched, not listed every poll."""
+    async with kept_lists.pending_pods(api) as pending:
+        fleet._pending = pending
+        try:
+            await fleet._settle()
+        finally:
+            fleet._pending = None
 
 
 def test_the_next_wave_waits_for_the_claims_of_evicted_pods(kube: Cluster, real_api: Any) -> None:
@@ -56,7 +67,7 @@ def test_the_next_wave_waits_for_the_claims_of_evicted_pods(kube: Cluster, real_
         fleet = FleetMove(
             real_api, DEFAULT_POLICY, Scope("all"), "dra", [], said, settle=3.0, poll=0.5
         )
-        run(fleet._settle())
+        run(_settle(fleet, real_api))
         names = [name for name, _ in said.steps]
         assert names == ["settling", "unsettled"], said.steps
         assert f"{namespace}/back" in said.steps[-1][1], said.steps
@@ -69,7 +80,7 @@ def test_the_next_wave_waits_for_the_claims_of_evicted_pods(kube: Cluster, real_
         )
         again = Said()
         fleet.events = again
-        run(fleet._settle())
+        run(_settle(fleet, real_api))
         assert again.steps == [], again.steps
     finally:
         kube.kubectl("delete", "pods", "--all", "-n", namespace, "--grace-period=0", "--force")
