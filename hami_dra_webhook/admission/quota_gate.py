@@ -3,8 +3,8 @@ ResourceQuota names a kept GPU key gets the scheduling gate `hami.io/gpu-quota` 
 `hami.io/gpu-quota=held`, the quota work's hint), which holds it until the quota work has
 counted it (cluster/quota_gate.py). Legacy and converted pods alike: one count keeps the
 namespace within its quota whichever pool a pod lands in (docs/quotas.md). Whether a namespace
-holds its pods is this replica's watched view's answer (cluster/quota_view.py), from the first
-moment a quota exists, whichever replica answers. Stateless: nothing is reserved here, so a
+holds its pods is this replica's watched view's answer (cluster/quota_view.py), whichever replica
+answers (until the view has listed the quotas: a read of the namespace's, held when it fails). Stateless: nothing is reserved here, so a
 pod that is never created (a dry run, a later webhook's refusal) holds nothing.
 
 Two ways in, one rule (`gate_ops`):

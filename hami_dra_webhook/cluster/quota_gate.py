@@ -139,6 +139,10 @@ class QuotaGate:
         selector = [("labelSelector", NAMESPACE_LABEL)]
         found = await self.api.list_path(paths.NAMESPACES, selector, timeout=self.timeout)
         self._labelled = {str((n.get("metadata") or {}).get("name", "")) for n in found}
+        await self._labelled_held()
+
+    async def _labelled_held(self) -> None:
+        """Every pod labelled held now, among those maybe held (one list)."""
         selector = [("labelSelector", f"{HELD_LABEL}={HELD_LABEL_VALUE}")]
         async for page in self.api.path_pages(paths.ALL_PODS, selector, timeout=self.timeout):
             for pod in page:
@@ -186,6 +190,7 @@ class QuotaGate:
     async def _resync_loop(self) -> None:
         while True:
             await asyncio.sleep(self.resync)
+            await self._labelled_held()  # one a watch could have missed between two starts
             for namespace in list(self._held):
                 self._queued(namespace)
 

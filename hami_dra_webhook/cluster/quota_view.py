@@ -3,12 +3,15 @@ and then watched (cluster/watched.py), reduced to the limits on the keys this we
 by namespace. Admission asks it whether a GPU pod created in a namespace is held
 (`holds`); the replica that runs the quota work is told of each namespace whose limits change.
 
-The chart's `<release>-gpu-quota` policy reads the ResourceQuotas itself and refuses a GPU pod
-created without the gate where one names a kept key. So that the two never disagree (a pod
-that fits refused, or one let through ungated), `holds` answers from the view only where the
-view knows such a quota; elsewhere (no quota seen there yet, or the view not synced) it reads
-the namespace's quotas from kube-apiserver, as the policy does, and holds the pod when that
-read fails. A pod is never refused for the webhook's lag, and never let through."""
+The chart's `<release>-gpu-quota` policy reads the ResourceQuotas itself (kube-apiserver's own
+watched copy) and refuses a GPU pod created without the gate where one names a kept key. The
+view answers from the moment it has listed them, whichever replica answers and whether or not
+the quota work has run; until then (a replica just started, a watch that broke and listed
+again), a namespace's quotas are read from kube-apiserver's cache at each admission, and a pod
+is held when that read fails: never refused for the webhook's lag, never let through. (A
+consistent read at every admission would also close the milliseconds in which a brand-new
+quota is in kube-apiserver's copy and not yet in the view; measured, it cost 87 ms a pod in
+every namespace without a quota: docs/design/2026-12-07-quota-by-watches.md.)"""
 
 from __future__ import annotations
 
@@ -66,9 +69,11 @@ class QuotaView:
         """Whether a GPU pod created in `namespace` now is created held (module docstring)."""
         if namespace in self.limits:
             return True
+        if self.synced:
+            return False
         try:
             quotas = await self.api.list_path(
-                paths.resource_quotas(namespace), [], timeout=self.timeout
+                paths.resource_quotas(namespace), [("resourceVersion", "0")], timeout=self.timeout
             )
         except ApiError as error:
             log.warning("the ResourceQuotas of %s could not be read (%s): held", namespace, error)

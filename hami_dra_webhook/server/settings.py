@@ -199,7 +199,9 @@ class Settings(BaseSettings):
         " for converted pods: hold GPU pods of such namespaces until they fit (docs/quotas.md)",
     )
     gpu_quota_interval: Seconds = Field(
-        1.0, gt=0, description="seconds between passes that release held GPU pods that fit"
+        1.0,
+        gt=0,
+        description="the least seconds between two counts of one namespace's GPU quota",
     )
     gpu_quota_lease: str = Field(
         "hami-dra-webhook-gpu-quota",

@@ -119,10 +119,10 @@ def test_a_body_that_is_no_review_is_answered_400() -> None:
     assert status == 400 and events.seen == ["malformed"]
 
 
-def test_the_view_decides_and_reads_the_namespace_where_it_knows_no_quota() -> None:
-    """Issue 62: held where the view knows a kept quota (no read); elsewhere the namespace's
-    quotas are read, as the chart's policy reads them, so that the two never disagree (a quota
-    created a moment ago, a view not synced yet); held when that read fails."""
+def test_the_view_decides_and_reads_the_namespace_until_it_has_listed() -> None:
+    """Issue 62: held where the view knows a kept quota, free where it knows none, once it has
+    listed the quotas (no read); until then each namespace's quotas are read, and a pod is held
+    when that read fails."""
     api = Quotas({"fresh": [GPU_QUOTA]})
     view = _view(api)
     view._listed([{**GPU_QUOTA, "metadata": {"name": "gpu", "namespace": "watched"}}])
@@ -131,6 +131,11 @@ def test_the_view_decides_and_reads_the_namespace_where_it_knows_no_quota() -> N
         answer = _gate(review(pod, namespace=namespace), view)[1]
         assert ("patch" in answer["response"]) is held, namespace
         assert api.reads == reads, namespace
+    view.watched.synced = True  # listed, and watching
+    for namespace, held in (("watched", True), ("fresh", False), ("none", False)):
+        answer = _gate(review(pod, namespace=namespace), view)[1]
+        assert ("patch" in answer["response"]) is held, namespace
+    assert api.reads == 2
     broken = _view(Quotas({}, broken=True))
     assert "patch" in _gate(review(pod, namespace="none"), broken)[1]["response"]
 
