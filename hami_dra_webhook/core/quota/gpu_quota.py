@@ -37,12 +37,14 @@ from hami_dra_webhook.core.vendors.families import converted_names
 
 # The scheduling gate that holds a GPU pod of a namespace with such a quota until it is counted.
 GATE = "hami.io/gpu-quota"
-# On a pod created held (with the gate): lets the quota pass find held pods with one labelled
-# list instead of reading every pod of every quota namespace. Only a hint (a tenant can remove
-# it: the pass also reads every quota namespace whole every `resync` seconds).
+# On a pod created held (with the gate): tells the quota work which namespaces have held pods
+# (cluster/quota_gate.py). Only a hint, which a tenant can write or remove: it decides nothing
+# a pod is charged, and costs a tenant who abuses it only counts of its own namespace.
 HELD_LABEL = "hami.io/gpu-quota"
 HELD_LABEL_VALUE = "held"
-# On a Namespace whose quotas name such a key (set by the webhook): pods there get the gate.
+# On a Namespace whose quotas name such a key (set by the webhook): shows which namespaces hold
+# their GPU pods, and scopes the claims' check (admission/quota_gate.py); the gate itself is
+# decided from the quotas.
 NAMESPACE_LABEL = "hami.io/gpu-quota"
 NAMESPACE_LABEL_VALUE = "enforced"
 
