@@ -4,8 +4,9 @@ ResourceQuota names a kept GPU key gets the scheduling gate `hami.io/gpu-quota` 
 counted it (cluster/quota_gate.py). Legacy and converted pods alike: one count keeps the
 namespace within its quota whichever pool a pod lands in (docs/quotas.md). Whether a namespace
 holds its pods is this replica's watched view's answer (cluster/quota_view.py), whichever replica
-answers (until the view has listed the quotas: a read of the namespace's, held when it fails). Stateless: nothing is reserved here, so a
-pod that is never created (a dry run, a later webhook's refusal) holds nothing.
+answers (until the view has listed the quotas: a read of the namespace's, held when it fails).
+Stateless: nothing is reserved here, so a pod that is never created (a dry run, a later
+webhook's refusal) holds nothing.
 
 Two ways in, one rule (`gate_ops`):
 - the pod webhook (POST /mutate) decides it for each pod it converts, in the same answer, and
