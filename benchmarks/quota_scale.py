@@ -165,6 +165,7 @@ def main() -> None:
     folder = Path(f"/tmp/quota-scale-{time.time():.0f}")
     plane = ControlPlane(target, build(target), folder / "plane", consumable_capacity=True).start()
     rows = []
+    started: list[Webhook] = []
     try:
         node = GpuNode.default()
         cluster = Cluster(plane, node, node.register(plane), folder)
@@ -172,6 +173,7 @@ def main() -> None:
         hami = Release(cluster, "hami-dra-webhook", "hami-system", sets=["driver.enabled=false"])
         hami.install()
         first = hami.start(folder / "webhook")
+        started.append(first)
         args_of = [
             a
             for a in hami.container_args(folder)
@@ -187,6 +189,7 @@ def main() -> None:
             "--host=127.0.0.1",
             env=hami.container_env(),
         )
+        started.append(second)
         replicas = [first, second]
         creator = Creator(plane)
         made: list[str] = []
@@ -217,9 +220,9 @@ def main() -> None:
                             f"/api/v1/namespaces/{name}/pods/{pod['metadata']['name']}",
                             {"gracePeriodSeconds": 0},
                         )
-        second.stop()
-        hami.stop()
     finally:
+        for replica in started:
+            replica.stop()
         plane.stop()
     print(
         f"kube-apiserver {target.version}, two replicas, {args.pods} pods a namespace,"
