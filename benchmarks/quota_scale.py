@@ -151,6 +151,46 @@ def rss_mib(pid: int) -> float:
     return 0.0
 
 
+Row = tuple[int, float, float, float, float, float, float, list[float]]
+
+
+def row(
+    cluster: Cluster,
+    creator: Creator,
+    made: list[str],
+    args: argparse.Namespace,
+    replicas: list[Webhook],
+    number: int,
+) -> Row:
+    """One row: idle, then with the held pods, the releases, the replicas' memory; the held
+    pods deleted afterwards (the pods the samples deleted are not made again: each namespace
+    keeps room for as many as were released)."""
+    plane = cluster.plane
+    quiet, what, cpu = idle(plane, args.window, replicas)
+    spread = [made[i % len(made)] for i in range(args.held)]
+    for i, name in enumerate(spread):  # named apart from every row's pods
+        index = args.pods + 100 * number + i
+        creator.run(pods_of(made.index(name) + 1, 1, first=index), 1, name)
+    # Each counted and told (an Event), its claim made by kube-controller-manager: then
+    # nothing changes any more.
+    time.sleep(30)
+    with_held, held_what, held_cpu = idle(plane, args.window, replicas)
+    latency = sorted(releases(cluster, sorted(set(spread)), args.samples))
+    p50 = statistics.median(latency)
+    p95 = latency[min(len(latency) - 1, round(0.95 * (len(latency) - 1)))]
+    memory = [rss_mib(r.process.pid) for r in replicas]
+    print(f"{len(made)} namespaces: idle {dict(what)}; with held pods {dict(held_what)}")
+    for name in sorted(set(spread)):
+        for pod in listed(cluster, name):
+            if is_gated(pod):
+                plane.request(
+                    "DELETE",
+                    f"/api/v1/namespaces/{name}/pods/{pod['metadata']['name']}",
+                    {"gracePeriodSeconds": 0},
+                )
+    return (len(made), quiet, with_held, p50, p95, cpu, held_cpu, memory)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--namespaces", default="10,100,300")
@@ -164,7 +204,7 @@ def main() -> None:
     target = release(args.version)
     folder = Path(f"/tmp/quota-scale-{time.time():.0f}")
     plane = ControlPlane(target, build(target), folder / "plane", consumable_capacity=True).start()
-    rows = []
+    rows: list[Row] = []
     started: list[Webhook] = []
     try:
         node = GpuNode.default()
@@ -195,31 +235,7 @@ def main() -> None:
         made: list[str] = []
         for count in counts:
             fill(cluster, creator, made, count, args.pods)
-            quiet, what, cpu = idle(plane, args.window, replicas)
-            spread = [made[i % len(made)] for i in range(args.held)]
-            for i, name in enumerate(spread):  # named apart from every row's pods
-                first = args.pods + 100 * (len(rows) + 1) + i
-                creator.run(pods_of(made.index(name) + 1, 1, first=first), 1, name)
-            # Each counted and told (an Event), its claim made by kube-controller-manager:
-            # then nothing changes any more.
-            time.sleep(30)
-            with_held, held_what, held_cpu = idle(plane, args.window, replicas)
-            latency = sorted(releases(cluster, sorted(set(spread)), args.samples))
-            p50 = statistics.median(latency)
-            p95 = latency[min(len(latency) - 1, round(0.95 * (len(latency) - 1)))]
-            memory = [rss_mib(r.process.pid) for r in replicas]
-            rows.append((count, quiet, with_held, p50, p95, cpu, held_cpu, memory))
-            print(f"{count} namespaces: idle {dict(what)}; with held pods {dict(held_what)}")
-            # the held pods made for this row are deleted before the next, and the pods the
-            # samples deleted made again (each namespace's quota full again)
-            for name in sorted(set(spread)):
-                for pod in listed(cluster, name):
-                    if is_gated(pod):
-                        cluster.plane.request(
-                            "DELETE",
-                            f"/api/v1/namespaces/{name}/pods/{pod['metadata']['name']}",
-                            {"gracePeriodSeconds": 0},
-                        )
+            rows.append(row(cluster, creator, made, args, replicas, len(rows) + 1))
     finally:
         for replica in started:
             replica.stop()
