@@ -53,6 +53,7 @@ from hami_dra_webhook.kube.port import ApiError, KubeApi, paths
 log = logging.getLogger("hami_dra_webhook.quota")
 PARALLEL = 4  # namespaces counted at once
 CARDS_AGE = 60.0  # seconds the drivers' device counts and sizes are kept
+SYNC_POLL = 0.1  # seconds between looks at whether the quotas' watch stands again
 
 
 @dataclass
@@ -151,7 +152,15 @@ class QuotaGate:
 
     async def _worker(self, queue: NamespaceQueue) -> None:
         while True:
+            # No turn without the quotas: a namespace whose quota the view has not listed yet
+            # would count as one without any, and every held pod of it would go.
+            while not self.view.synced:
+                await asyncio.sleep(SYNC_POLL)
             namespace = await queue.take()
+            if not self.view.synced:  # lost while this worker waited: its turn comes later
+                queue.done(namespace, 0.0)
+                queue.add(namespace)
+                continue
             started, released = time.monotonic(), 0
             try:
                 released = await self._turn(namespace)

@@ -237,3 +237,38 @@ def test_a_count_only_pod_left_to_kube_scheduler_is_charged_the_published_cards(
     assert "requested: limits.nvidia.com/gpumem=81920, used: limits.nvidia.com/gpumem=81920" in (
         held.reason
     )
+
+
+def test_no_pod_is_released_before_the_quotas_are_listed(
+    kube: Cluster, real_api: Any, namespaces: list[str]
+) -> None:
+    """The work may hold the Lease before the replica's view of the ResourceQuotas has listed
+    them (both start with the process): a namespace whose quota is not known yet must not count
+    as one without a quota (every held pod of it would go). It waits; once the view stands,
+    exactly what fits is released."""
+    tenant, lease_namespace, _ = namespaces
+    _quota(kube, tenant, {MEM: "3000"})
+    held = [_pod(f"gpu-{i}", GPU, held=True, labelled=True) for i in range(6)]
+    kube.apply({"apiVersion": "v1", "kind": "List", "items": held}, namespace=tenant)
+    api = Scoped(real_api, {tenant})
+    gate = _gate(api, lease_namespace)
+
+    async def scenario() -> None:
+        leading = asyncio.ensure_future(gate.run())
+        view: asyncio.Future[None] | None = None
+        try:
+            await asyncio.sleep(2.0)  # the Lease taken, the held pods known: nothing released
+            assert gate.lease.held and api.patched[tenant] == 0
+            view = asyncio.ensure_future(gate.view.run())
+            started = time.monotonic()
+            while api.patched[tenant] < 3 and time.monotonic() - started < 20:
+                await asyncio.sleep(0.05)
+            await asyncio.sleep(1.0)  # and no more
+        finally:
+            for task in (leading, view):
+                if task is not None:
+                    task.cancel()
+            await asyncio.gather(*(t for t in (leading, view) if t), return_exceptions=True)
+
+    run(scenario())
+    assert api.patched[tenant] == 3  # 3 of 1000 MiB fit its 3000
