@@ -214,21 +214,7 @@ def main() -> None:
         hami.install()
         first = hami.start(folder / "webhook")
         started.append(first)
-        args_of = [
-            a
-            for a in hami.container_args(folder)
-            if not a.startswith(
-                ("--self-managed", "--cert-", "--webhook-config", "--service-name", "--port")
-            )
-        ]
-        assert hami.kubeconfig is not None
-        second = Webhook(
-            folder / "second",
-            *args_of,
-            f"--kubeconfig={hami.kubeconfig}",
-            "--host=127.0.0.1",
-            env=hami.container_env(),
-        )
+        second = hami.replica(folder / "second")
         started.append(second)
         replicas = [first, second]
         creator = Creator(plane)

@@ -20,7 +20,6 @@ import yaml
 from hami_dra_webhook.core.quota.gpu_quota import GATE, NAMESPACE_LABEL
 from tests.support.cluster import Cluster, Release, wait_for
 from tests.support.pods import gpu_pod
-from tests.support.webhook_process import Webhook
 
 # What this module proves is the webhook's own work over APIs that are GA in every version
 # here (ResourceQuota, scheduling gates, Leases, Events): it runs on the oldest and the newest
@@ -201,21 +200,7 @@ def test_two_replicas_release_exactly_what_fits(
 ) -> None:
     """A second webhook process with the chart's arguments and identity: both run the quota
     pass; the Lease lets one release at a time."""
-    args = [
-        a
-        for a in hami.container_args(tmp_path)
-        if not a.startswith(
-            ("--self-managed", "--cert-", "--webhook-config", "--service-name", "--port")
-        )
-    ]
-    assert hami.kubeconfig is not None
-    second = Webhook(
-        tmp_path / "second",
-        *args,
-        f"--kubeconfig={hami.kubeconfig}",
-        "--host=127.0.0.1",
-        env=hami.container_env(),
-    )
+    second = hami.replica(tmp_path / "second")
     try:
         _quota(cluster, namespace, {MEM: "8000"})
         limits = {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 1000}

@@ -122,7 +122,7 @@ def test_a_rollout_refuses_no_pod_and_the_work_changes_hands(
         "three held pods released after three released ones ended",
     )
     # A replica killed: the other takes the work once its Lease expires.
-    follower = _replica(hami, tmp_path / "follower")
+    follower = hami.replica(tmp_path / "follower")
     try:
         killed = time.monotonic()
         new.stop(signal.SIGKILL)
@@ -140,20 +140,3 @@ def test_a_rollout_refuses_no_pod_and_the_work_changes_hands(
     )
     assert after_term < 3.0
     assert after_kill <= 15 + 5  # the Lease's duration, and the follower's next look
-
-
-def _replica(hami: Release, folder: Path) -> Webhook:
-    """Another replica with the chart's arguments and identity, serving nothing."""
-    folder.mkdir(parents=True, exist_ok=True)
-    args = [
-        a
-        for a in hami.container_args(folder)
-        if not a.startswith(
-            ("--self-managed", "--cert-", "--webhook-config", "--service-name", "--port")
-        )
-    ]
-    assert hami.kubeconfig is not None
-    return Webhook(
-        folder, *args, f"--kubeconfig={hami.kubeconfig}", "--host=127.0.0.1",
-        env=hami.container_env(),
-    )  # fmt: skip

@@ -359,6 +359,19 @@ class Release:
         self.kubeconfig = kubeconfig
         return self.webhook
 
+    def replica(self, folder: Path) -> Webhook:
+        """Another replica with the chart's arguments and identity, serving nothing
+        (kube-apiserver calls the one at this release's URL): what it does beside the first
+        is the GPU quota work, for which they share the Lease."""
+        folder.mkdir(parents=True, exist_ok=True)
+        served = ("--self-managed", "--cert-", "--webhook-config", "--service-name", "--port")
+        args = [a for a in self.container_args(folder) if not a.startswith(served)]
+        assert self.kubeconfig is not None, "start the release's own webhook first"
+        return Webhook(
+            folder, *args, f"--kubeconfig={self.kubeconfig}", "--host=127.0.0.1",
+            env=self.container_env(),
+        )  # fmt: skip
+
     def stop(self) -> None:
         if self.webhook is not None:
             self.webhook.stop()
