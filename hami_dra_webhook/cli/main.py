@@ -18,6 +18,7 @@ from hami_dra_webhook.cli import (
     gc_cmd,
     help_text,
     migrate_cmd,
+    monitor_cmd,
     scan_cmd,
     serve,
     version_cmd,
@@ -54,6 +55,7 @@ def build_parser(prog: str = PROGRAM) -> argparse.ArgumentParser:
     certs_cmd.add_parser(commands)
     gc_cmd.add_parser(commands)
     migrate_cmd.add_parser(commands)
+    monitor_cmd.add_parser(commands)
     version_cmd.add_parser(commands)
     completion.add_parser(commands)
     help_text.finish(parser)
