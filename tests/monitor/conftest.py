@@ -4,6 +4,7 @@ the real libvgpu.so wrote (../shared/fixtures/hami-core, read there, never commi
 from __future__ import annotations
 
 import shutil
+import struct
 import uuid
 from pathlib import Path
 
@@ -24,3 +25,51 @@ def place(root: Path, name: str, claim_uid: str | None = None) -> tuple[str, Pat
     path = folder / f"{uuid.uuid4()}.cache"
     shutil.copyfile(fixture(name), path)
     return claim_uid, path
+
+
+def claim_region(
+    root: Path,
+    claim_uid: str,
+    gpu_uuid: str,
+    *,
+    pid: int,
+    hostpid: int,
+    priority: int = 1,
+    recent_kernel: int = 2,
+    switch: int = 1,
+) -> Path:
+    """A region of one process on one card, as libvgpu.so writes it in a claim's folder: the
+    fixture `a-one-process-running` (1 GiB limit, 544 MiB used, 37% SM) with the card's UUID,
+    the process's PIDs and the feedback fields given (a test plays libvgpu.so's part)."""
+    from hami_dra_webhook.core.region import layout
+
+    _, path = place(root, "a-one-process-running", claim_uid)
+    with path.open("r+b") as handle:
+        handle.seek(layout.UUIDS_AT)
+        handle.write(gpu_uuid.encode().ljust(layout.UUID_SIZE, b"\0"))
+        for offset, value in (
+            (layout.slot_at(0) + layout.SLOT_PID_AT, pid),
+            (layout.slot_at(0) + layout.SLOT_HOSTPID_AT, hostpid),
+            (layout.PRIORITY_AT, priority),
+            (layout.RECENT_KERNEL_AT, recent_kernel),
+            (layout.SWITCH_AT, switch),
+        ):
+            handle.seek(offset)
+            handle.write(struct.pack("<i", value))
+    return path
+
+
+def fields(path: Path) -> tuple[int, int]:
+    """(recent_kernel, utilization_switch) as the file holds them now."""
+    from hami_dra_webhook.core.region import layout
+
+    with path.open("rb") as handle:
+        handle.seek(layout.SWITCH_AT)
+        switch, recent = struct.unpack("<ii", handle.read(8))
+    return recent, switch
+
+
+def poke(path: Path, offset: int, value: int) -> None:
+    with path.open("r+b") as handle:
+        handle.seek(offset)
+        handle.write(struct.pack("<i", value))

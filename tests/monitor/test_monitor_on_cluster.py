@@ -1,0 +1,248 @@
+"""The monitor process on the real control plane (the shared 1.36 one, whose GPU node has no
+kubelet): real pods, placed by the real kube-scheduler with real DRA allocations on the node's
+published cards, and regions written in the claims' folders as libvgpu.so writes them (a
+stand-in for a GPU process: there is no GPU here). The monitor names every series from what the
+cluster says, never from the file."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hami_dra_webhook.core.region import layout
+from tests.monitor.conftest import claim_region, fields, poke
+from tests.monitor.monitor_process import MonitorProcess, series
+from tests.support.cluster import Cluster, wait_for
+
+DRIVER = "hami-core-gpu.project-hami.io"
+CLASS = "monitor-test.hami.example"
+Mi = 1024 * 1024
+
+
+@pytest.fixture(scope="module")
+def device_class(kube: Cluster) -> Iterator[str]:
+    kube.kubectl(
+        "apply", "-f", "-",
+        stdin=json.dumps({
+            "apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": CLASS},
+            "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{DRIVER}"'}}]},
+        }),
+    )  # fmt: skip
+    yield CLASS
+    kube.kubectl("delete", "deviceclass", CLASS, "--ignore-not-found")
+
+
+def _claim(kube: Cluster, namespace: str, name: str, gpu_uuid: str) -> None:
+    selector = f'device.attributes["{DRIVER}"].uuid == "{gpu_uuid}"'
+    kube.kubectl(
+        "apply", "-n", namespace, "-f", "-",
+        stdin=json.dumps({
+            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": name},
+            "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
+                "deviceClassName": CLASS,
+                "selectors": [{"cel": {"expression": selector}}],
+                "capacity": {"requests": {"memory": "1Gi", "cores": "10"}},
+            }}]}},
+        }),
+    )  # fmt: skip
+
+
+def _pod(kube: Cluster, namespace: str, name: str, claim: str, containers: tuple[str, ...]) -> str:
+    kube.kubectl(
+        "apply", "-n", namespace, "-f", "-",
+        stdin=json.dumps({
+            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+            "spec": {
+                "resourceClaims": [{"name": "gpu", "resourceClaimName": claim}],
+                "containers": [
+                    {"name": c, "image": "busybox", "resources": {"claims": [{"name": "gpu"}]}}
+                    for c in containers
+                ],
+            },
+        }),
+    )  # fmt: skip
+    wait_for(
+        lambda: kube.get("pod", name, "-n", namespace)["spec"].get("nodeName"),
+        f"kube-scheduler to place {name}",
+    )
+    claimed = wait_for(
+        lambda: _reserved(kube.get("resourceclaim", claim, "-n", namespace)),
+        f"the claim {claim} allocated and reserved",
+    )
+    return str(claimed["metadata"]["uid"])
+
+
+def _reserved(claim: dict[str, Any]) -> dict[str, Any] | None:
+    return claim if claim.get("status", {}).get("reservedFor") else None
+
+
+@pytest.fixture
+def monitor(kube: Cluster, tmp_path: Path, device_class: str) -> Iterator[MonitorProcess]:
+    root = tmp_path / "claims"
+    root.mkdir()
+    process = MonitorProcess(
+        tmp_path,
+        root,
+        *("--kubeconfig", str(kube.plane.admin_kubeconfig), "--node-name", kube.node.name),
+        *("--feedback-interval", "0.3"),
+    )
+    yield process
+    process.stop()
+
+
+def test_a_shared_claims_series_name_its_pod_and_containers(
+    kube: Cluster, monitor: MonitorProcess
+) -> None:
+    namespace = kube.create_namespace("monitor")
+    card = kube.node.gpus[0]
+    _claim(kube, namespace, "shared", card.uuid)
+    claim_uid = _pod(kube, namespace, "trainer", "shared", ("main", "side"))
+    claim_region(monitor.root, claim_uid, card.uuid, pid=os.getpid(), hostpid=os.getpid())
+
+    def used() -> list[Any]:
+        return series(monitor.scrape(), "hami_vgpu_memory_used_bytes", claim_uid=claim_uid)
+
+    (sample,) = wait_for(used, "the claim's series", timeout=30)
+    labels = sample[1]
+    assert labels["namespace"] == namespace and labels["pod"] == "trainer"
+    assert labels["container"] == "main,side"  # one region for both: one series, both named
+    assert (labels["claim"], labels["claim_namespace"]) == ("shared", namespace)
+    assert (labels["device"], labels["pool"]) == (card.device_name, kube.node.name)
+    assert (labels["device_uuid"], labels["vdevice_index"], labels["zone"]) == (
+        card.uuid,
+        "0",
+        "vGPU",
+    )
+    assert sample[2] == 544 * Mi
+    samples = monitor.scrape()
+    assert series(samples, "hami_vgpu_memory_limit_bytes", claim_uid=claim_uid)[0][2] == 1024 * Mi
+    assert (
+        series(samples, "hami_container_device_utilization_ratio", claim_uid=claim_uid)[0][2] == 37
+    )
+    info = series(samples, "hami_dra_claim_container_info", claim_uid=claim_uid)
+    assert sorted(s[1]["container"] for s in info) == ["main", "side"]
+
+    # the process is killed: its slot keeps status 1 (no exit handler ran), and counts no more
+    poke(
+        next((monitor.root / claim_uid).iterdir()),
+        layout.slot_at(0) + layout.SLOT_HOSTPID_AT,
+        1 << 21,
+    )
+    wait_for(lambda: used() and used()[0][2] == 0, "the killed process's memory to go", timeout=10)
+    assert series(monitor.scrape(), "hami_dra_monitor_slots", state="gone")[0][2] == 1
+
+    # the pod goes: its series go with it
+    kube.kubectl("delete", "pod", "trainer", "-n", namespace, "--grace-period=0", "--force")
+    wait_for(lambda: not used(), "the series to go with the pod", timeout=30)
+    assert series(monitor.scrape(), "hami_dra_monitor_regions", state="unowned")[0][2] == 1
+
+
+def test_a_region_naming_another_card_or_no_claim_gives_no_series(
+    kube: Cluster, monitor: MonitorProcess
+) -> None:
+    namespace = kube.create_namespace("monitor")
+    card, other = kube.node.gpus[0], kube.node.gpus[1]
+    _claim(kube, namespace, "forger", card.uuid)
+    claim_uid = _pod(kube, namespace, "forger", "forger", ("main",))
+    claim_region(monitor.root, claim_uid, other.uuid, pid=os.getpid(), hostpid=os.getpid())
+    # a folder the cluster knows nothing of (a claim UID no pod of the node uses)
+    claim_region(monitor.root, "00000000-0000-4000-8000-0000000000aa", card.uuid, pid=1, hostpid=0)
+    wait_for(
+        lambda: series(
+            monitor.scrape(), "hami_dra_monitor_region_reads_total", outcome="device-not-in-claim"
+        ),
+        "the forged card to be counted as skipped",
+        timeout=30,
+    )
+    samples = monitor.scrape()
+    assert not series(samples, "hami_vgpu_memory_used_bytes")
+    assert series(samples, "hami_dra_monitor_regions", state="unowned")[0][2] >= 1
+    assert "skipped the region of claim" in monitor.log()
+
+
+def test_the_feedback_loop_on_regions_of_the_cluster(
+    kube: Cluster, monitor: MonitorProcess
+) -> None:
+    """Two claims on one card: alone, a region's SM limit goes off (switch 0); with an active
+    peer at its priority it comes back on (1); under an active higher priority it is blocked
+    (recent_kernel -1), and freed when that one stops. A thread plays libvgpu.so's rate limiter:
+    each launch writes recent_kernel 2, and a blocked process (field < 0) launches nothing."""
+    namespace = kube.create_namespace("monitor")
+    card = kube.node.gpus[2]
+    _claim(kube, namespace, "first", card.uuid)
+    _claim(kube, namespace, "second", card.uuid)
+    first = claim_region(
+        monitor.root,
+        _pod(kube, namespace, "first", "first", ("main",)),
+        card.uuid,
+        pid=os.getpid(),
+        hostpid=os.getpid(),
+    )
+    second_uid = _pod(kube, namespace, "second", "second", ("main",))
+    active = {first: threading.Event()}
+    stop = threading.Event()
+
+    def launches() -> None:
+        while not stop.wait(0.05):
+            for path, running in list(active.items()):
+                if running.is_set() and fields(path)[0] >= 0:
+                    poke(path, layout.RECENT_KERNEL_AT, 2)
+
+    launcher = threading.Thread(target=launches)
+    launcher.start()
+    try:
+        active[first].set()
+        wait_for(
+            lambda: fields(first)[1] == 0,
+            "the first, alone on its card, to lose its SM limit",
+            timeout=15,
+        )
+        second = claim_region(
+            monitor.root, second_uid, card.uuid, pid=os.getpid(), hostpid=os.getpid()
+        )
+        active[second] = threading.Event()
+        active[second].set()
+        wait_for(
+            lambda: fields(first)[1] == 1 and fields(second)[1] == 1,
+            "both limited beside a peer",
+            timeout=15,
+        )
+        active[second].clear()  # the second stops launching: the first is alone again
+        wait_for(lambda: fields(first)[1] == 0, "the first alone again", timeout=15)
+        poke(second, layout.PRIORITY_AT, 0)  # the second now runs at a higher priority
+        active[second].set()
+        wait_for(lambda: fields(first)[0] == -1, "the first blocked under priority 0", timeout=15)
+        active[second].clear()
+        wait_for(lambda: fields(first)[0] >= 0, "the first freed when priority 0 stops", timeout=15)
+    finally:
+        stop.set()
+        launcher.join()
+    writes = series(
+        monitor.scrape(), "hami_dra_monitor_feedback_writes_total", field="utilization_switch"
+    )
+    assert writes and writes[0][2] >= 3
+
+
+def test_idle_it_reads_nothing_but_its_watches(kube: Cluster, monitor: MonitorProcess) -> None:
+    namespace = kube.create_namespace("monitor")
+    card = kube.node.gpus[1]
+    _claim(kube, namespace, "idle", card.uuid)
+    claim_uid = _pod(kube, namespace, "idle", "idle", ("main",))
+    claim_region(monitor.root, claim_uid, card.uuid, pid=os.getpid(), hostpid=os.getpid())
+    wait_for(
+        lambda: series(monitor.scrape(), "hami_vgpu_memory_used_bytes", claim_uid=claim_uid),
+        "the series",
+        timeout=30,
+    )
+    before = series(monitor.scrape(), "hami_dra_monitor_claim_reads_total")[0][2]
+    assert before >= 1
+    for _ in range(10):  # scrapes and about 10 feedback rounds
+        monitor.scrape()
+        threading.Event().wait(0.3)
+    assert series(monitor.scrape(), "hami_dra_monitor_claim_reads_total")[0][2] == before
