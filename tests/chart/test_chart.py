@@ -11,7 +11,15 @@ import yaml
 
 from tests.support import k8s_schema
 from tests.support.cel_k8s import _ENV
-from tests.support.chart_tools import CHART, find, render, render_text, run_helm
+from tests.support.chart_tools import (
+    CHART,
+    DRIVER,
+    RELEASE,
+    find,
+    render,
+    render_text,
+    run_helm,
+)
 
 pytestmark = [
     pytest.mark.skipif(not k8s_schema.available(), reason=k8s_schema.SKIP_REASON),
@@ -459,7 +467,7 @@ def test_the_policy_configmap_loads_as_the_webhook_reads_it() -> None:
 
 def test_driver_daemonset_and_device_class() -> None:
     documents = render()
-    daemonset = find(documents, "DaemonSet")
+    daemonset = find(documents, "DaemonSet", DRIVER)
     spec = daemonset["spec"]["template"]["spec"]
     assert spec["containers"][0]["image"] == "docker.io/projecthami/k8s-dra-driver:v0.1.0"
     paths = {v["hostPath"]["path"] for v in spec["volumes"]}
@@ -484,15 +492,17 @@ def test_driver_daemonset_and_device_class() -> None:
     assert plugin["startupProbe"]["grpc"] == {"port": 51516, "service": "liveness"}
     assert {"name": "HEALTHCHECK_PORT", "value": "51516"} in plugin["env"]
     assert plugin["resources"]["requests"] and plugin["resources"]["limits"]["memory"]
-    no_health = find(render("driver.healthcheckPort=-1"), "DaemonSet")["spec"]["template"]["spec"]
+    no_health = find(render("driver.healthcheckPort=-1"), "DaemonSet", DRIVER)["spec"]["template"][
+        "spec"
+    ]
     assert "livenessProbe" not in no_health["containers"][0]
     assert daemonset["spec"]["updateStrategy"] == {"type": "RollingUpdate"}
     device_class = find(documents, "DeviceClass")
     assert device_class["metadata"]["name"] == "hami-core-gpu.project-hami.io"
     assert "extendedResourceName" not in device_class["spec"]
-    off = render("driver.enabled=false", "deviceClass.create=false")
+    off = render("driver.enabled=false", "deviceClass.create=false", "monitor.enabled=false")
     assert not [d for d in off if d["kind"] in ("DaemonSet", "DeviceClass")]
-    custom_tag = find(render("driver.image.tag=v0.2.0"), "DaemonSet")
+    custom_tag = find(render("driver.image.tag=v0.2.0"), "DaemonSet", DRIVER)
     assert custom_tag["spec"]["template"]["spec"]["containers"][0]["image"].endswith(":v0.2.0")
 
 
@@ -526,7 +536,7 @@ def test_images_by_registry_digest_and_global_values() -> None:
         "webhook.image.tag=0.2.0",
     )
     deployment = find(documents, "Deployment")["spec"]["template"]["spec"]
-    daemonset = find(documents, "DaemonSet")["spec"]["template"]["spec"]
+    daemonset = find(documents, "DaemonSet", DRIVER)["spec"]["template"]["spec"]
     assert (
         deployment["containers"][0]["image"]
         == "mirror.example.com/projecthami/hami-dra-webhook:0.2.0"
@@ -574,7 +584,7 @@ def test_names_args_env_host_network_and_probes_are_values() -> None:
     assert spec["hostNetwork"] is True and spec["dnsPolicy"] == "ClusterFirstWithHostNet"
     assert container["readinessProbe"]["periodSeconds"] == 2
     assert spec["topologySpreadConstraints"][0]["topologyKey"] == "topology.kubernetes.io/zone"
-    service = find(documents, "Service")
+    service = find(documents, "Service", "gpu-hook")
     assert {p["name"]: p["targetPort"] for p in service["spec"]["ports"]} == {
         "https": "https",
         "metrics": "metrics",
@@ -588,12 +598,12 @@ def test_driver_in_a_namespace_of_its_own() -> None:
     namespace = find(documents, "Namespace")
     assert namespace["metadata"]["name"] == "gpu-system"
     assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"
-    assert find(documents, "DaemonSet")["metadata"]["namespace"] == "gpu-system"
+    assert find(documents, "DaemonSet", DRIVER)["metadata"]["namespace"] == "gpu-system"
     assert find(documents, "Deployment")["metadata"]["namespace"] != "gpu-system"
 
 
 def test_service_monitor_scrapes_plain_http() -> None:
-    monitor = find(render("serviceMonitor.enabled=true"), "ServiceMonitor")
+    monitor = find(render("serviceMonitor.enabled=true"), "ServiceMonitor", RELEASE)
     assert monitor["spec"]["endpoints"] == [
         {"port": "metrics", "path": "/metrics", "interval": "30s", "scrapeTimeout": "10s"}
     ]

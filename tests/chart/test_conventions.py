@@ -10,7 +10,7 @@ import sys
 
 import yaml
 
-from tests.support.chart_tools import CHART, find, render
+from tests.support.chart_tools import CHART, DRIVER, RELEASE, find, render
 
 
 def test_security_contexts_are_values_with_todays_defaults() -> None:
@@ -40,9 +40,11 @@ def test_security_contexts_are_values_with_todays_defaults() -> None:
 
 
 def test_driver_priority_common_labels_and_scrape_timeout() -> None:
-    driver = find(render(), "DaemonSet")["spec"]["template"]["spec"]
+    driver = find(render(), "DaemonSet", DRIVER)["spec"]["template"]["spec"]
     assert driver["priorityClassName"] == "system-node-critical"
-    driver = find(render("driver.priorityClassName="), "DaemonSet")["spec"]["template"]["spec"]
+    driver = find(render("driver.priorityClassName="), "DaemonSet", DRIVER)["spec"]["template"][
+        "spec"
+    ]
     assert "priorityClassName" not in driver
     documents = render(
         "commonLabels.team=gpu-platform",
@@ -58,7 +60,7 @@ def test_driver_priority_common_labels_and_scrape_timeout() -> None:
         if d["metadata"].get("labels", {}).get("team") != "gpu-platform"
     ]
     assert unlabelled == []
-    monitor = find(documents, "ServiceMonitor")
+    monitor = find(documents, "ServiceMonitor", RELEASE)
     assert monitor["spec"]["endpoints"][0]["scrapeTimeout"] == "5s"
 
 

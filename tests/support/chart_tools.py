@@ -47,6 +47,12 @@ def _template(sets: tuple[str, ...], namespace: str, release: str) -> str:
     return result.stdout
 
 
+# The names of the chart's objects as render() makes them (release hami-dra-webhook).
+RELEASE = "hami-dra-webhook"
+DRIVER = f"{RELEASE}-driver"
+MONITOR = f"{RELEASE}-monitor"
+
+
 def render_text(*sets: str) -> str:
     return _template(sets, "hami-system", "hami-dra-webhook")
 

@@ -39,6 +39,12 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/component: dra-driver
 {{- end -}}
 
+{{- define "hdw.monitorSelector" -}}
+app.kubernetes.io/name: {{ include "hdw.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: node-monitor
+{{- end -}}
+
 {{- define "hdw.driverNamespace" -}}
 {{- default .Release.Namespace .Values.driver.namespace -}}
 {{- end -}}
