@@ -8,6 +8,12 @@ import struct
 import uuid
 from pathlib import Path
 
+import pytest
+
+from tests.monitor.cluster_pods import (  # noqa: F401 (fixtures of these tests)
+    device_class,
+    gpu_namespace,
+)
 from tests.support.shared import shared_path
 
 FIXTURES = ("fixtures", "hami-core")
@@ -73,3 +79,9 @@ def poke(path: Path, offset: int, value: int) -> None:
     with path.open("r+b") as handle:
         handle.seek(offset)
         handle.write(struct.pack("<i", value))
+
+
+@pytest.fixture
+def namespace(request: pytest.FixtureRequest) -> str:
+    """The test's namespace on the shared control plane (its pods and claims deleted after)."""
+    return str(request.getfixturevalue("gpu_namespace"))

@@ -6,7 +6,6 @@ cluster says, never from the file."""
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 from collections.abc import Iterator
@@ -16,70 +15,12 @@ from typing import Any
 import pytest
 
 from hami_dra_webhook.core.region import layout
+from tests.monitor.cluster_pods import claim, gpu_pod
 from tests.monitor.conftest import claim_region, fields, poke
 from tests.monitor.monitor_process import MonitorProcess, series
 from tests.support.cluster import Cluster, wait_for
 
-DRIVER = "hami-core-gpu.project-hami.io"
-CLASS = "monitor-test.hami.example"
 Mi = 1024 * 1024
-
-
-@pytest.fixture(scope="module")
-def device_class(kube: Cluster) -> Iterator[str]:
-    kube.kubectl(
-        "apply", "-f", "-",
-        stdin=json.dumps({
-            "apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": CLASS},
-            "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{DRIVER}"'}}]},
-        }),
-    )  # fmt: skip
-    yield CLASS
-    kube.kubectl("delete", "deviceclass", CLASS, "--ignore-not-found")
-
-
-def _claim(kube: Cluster, namespace: str, name: str, gpu_uuid: str) -> None:
-    selector = f'device.attributes["{DRIVER}"].uuid == "{gpu_uuid}"'
-    kube.kubectl(
-        "apply", "-n", namespace, "-f", "-",
-        stdin=json.dumps({
-            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": name},
-            "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
-                "deviceClassName": CLASS,
-                "selectors": [{"cel": {"expression": selector}}],
-                "capacity": {"requests": {"memory": "1Gi", "cores": "10"}},
-            }}]}},
-        }),
-    )  # fmt: skip
-
-
-def _pod(kube: Cluster, namespace: str, name: str, claim: str, containers: tuple[str, ...]) -> str:
-    kube.kubectl(
-        "apply", "-n", namespace, "-f", "-",
-        stdin=json.dumps({
-            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
-            "spec": {
-                "resourceClaims": [{"name": "gpu", "resourceClaimName": claim}],
-                "containers": [
-                    {"name": c, "image": "busybox", "resources": {"claims": [{"name": "gpu"}]}}
-                    for c in containers
-                ],
-            },
-        }),
-    )  # fmt: skip
-    wait_for(
-        lambda: kube.get("pod", name, "-n", namespace)["spec"].get("nodeName"),
-        f"kube-scheduler to place {name}",
-    )
-    claimed = wait_for(
-        lambda: _reserved(kube.get("resourceclaim", claim, "-n", namespace)),
-        f"the claim {claim} allocated and reserved",
-    )
-    return str(claimed["metadata"]["uid"])
-
-
-def _reserved(claim: dict[str, Any]) -> dict[str, Any] | None:
-    return claim if claim.get("status", {}).get("reservedFor") else None
 
 
 @pytest.fixture
@@ -97,12 +38,11 @@ def monitor(kube: Cluster, tmp_path: Path, device_class: str) -> Iterator[Monito
 
 
 def test_a_shared_claims_series_name_its_pod_and_containers(
-    kube: Cluster, monitor: MonitorProcess
+    kube: Cluster, monitor: MonitorProcess, namespace: str
 ) -> None:
-    namespace = kube.create_namespace("monitor")
     card = kube.node.gpus[0]
-    _claim(kube, namespace, "shared", card.uuid)
-    claim_uid = _pod(kube, namespace, "trainer", "shared", ("main", "side"))
+    claim(kube, namespace, "shared", card.uuid)
+    claim_uid = gpu_pod(kube, namespace, "trainer", "shared", ("main", "side"))
     claim_region(monitor.root, claim_uid, card.uuid, pid=os.getpid(), hostpid=os.getpid())
 
     def used() -> list[Any]:
@@ -144,12 +84,11 @@ def test_a_shared_claims_series_name_its_pod_and_containers(
 
 
 def test_a_region_naming_another_card_or_no_claim_gives_no_series(
-    kube: Cluster, monitor: MonitorProcess
+    kube: Cluster, monitor: MonitorProcess, namespace: str
 ) -> None:
-    namespace = kube.create_namespace("monitor")
     card, other = kube.node.gpus[0], kube.node.gpus[1]
-    _claim(kube, namespace, "forger", card.uuid)
-    claim_uid = _pod(kube, namespace, "forger", "forger", ("main",))
+    claim(kube, namespace, "forger", card.uuid)
+    claim_uid = gpu_pod(kube, namespace, "forger", "forger", ("main",))
     claim_region(monitor.root, claim_uid, other.uuid, pid=os.getpid(), hostpid=os.getpid())
     # a folder the cluster knows nothing of (a claim UID no pod of the node uses)
     claim_region(monitor.root, "00000000-0000-4000-8000-0000000000aa", card.uuid, pid=1, hostpid=0)
@@ -167,24 +106,23 @@ def test_a_region_naming_another_card_or_no_claim_gives_no_series(
 
 
 def test_the_feedback_loop_on_regions_of_the_cluster(
-    kube: Cluster, monitor: MonitorProcess
+    kube: Cluster, monitor: MonitorProcess, namespace: str
 ) -> None:
     """Two claims on one card: alone, a region's SM limit goes off (switch 0); with an active
     peer at its priority it comes back on (1); under an active higher priority it is blocked
     (recent_kernel -1), and freed when that one stops. A thread plays libvgpu.so's rate limiter:
     each launch writes recent_kernel 2, and a blocked process (field < 0) launches nothing."""
-    namespace = kube.create_namespace("monitor")
     card = kube.node.gpus[2]
-    _claim(kube, namespace, "first", card.uuid)
-    _claim(kube, namespace, "second", card.uuid)
+    claim(kube, namespace, "first", card.uuid)
+    claim(kube, namespace, "second", card.uuid)
     first = claim_region(
         monitor.root,
-        _pod(kube, namespace, "first", "first", ("main",)),
+        gpu_pod(kube, namespace, "first", "first", ("main",)),
         card.uuid,
         pid=os.getpid(),
         hostpid=os.getpid(),
     )
-    second_uid = _pod(kube, namespace, "second", "second", ("main",))
+    second_uid = gpu_pod(kube, namespace, "second", "second", ("main",))
     active = {first: threading.Event()}
     stop = threading.Event()
 
@@ -229,11 +167,12 @@ def test_the_feedback_loop_on_regions_of_the_cluster(
     assert writes and writes[0][2] >= 3
 
 
-def test_idle_it_reads_nothing_but_its_watches(kube: Cluster, monitor: MonitorProcess) -> None:
-    namespace = kube.create_namespace("monitor")
+def test_idle_it_reads_nothing_but_its_watches(
+    kube: Cluster, monitor: MonitorProcess, namespace: str
+) -> None:
     card = kube.node.gpus[1]
-    _claim(kube, namespace, "idle", card.uuid)
-    claim_uid = _pod(kube, namespace, "idle", "idle", ("main",))
+    claim(kube, namespace, "idle", card.uuid)
+    claim_uid = gpu_pod(kube, namespace, "idle", "idle", ("main",))
     claim_region(monitor.root, claim_uid, card.uuid, pid=os.getpid(), hostpid=os.getpid())
     wait_for(
         lambda: series(monitor.scrape(), "hami_vgpu_memory_used_bytes", claim_uid=claim_uid),

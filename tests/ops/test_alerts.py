@@ -74,7 +74,7 @@ def test_promtool_unit_tests_of_each_alert(tmp_path: Path) -> None:
 
 def test_every_alert_links_its_runbook_and_every_runbook_an_alert() -> None:
     names = {a["alert"] for a in alerts()}
-    assert len(names) == 13
+    assert len(names) == 15
     for alert in alerts():
         annotations = alert["annotations"]
         assert annotations["summary"] and annotations["description"], alert["alert"]
@@ -124,7 +124,7 @@ def test_the_dashboard_is_what_the_sidecar_loads() -> None:
     assert loaded == json.loads((CHART / "files" / "dashboard.json").read_text())
     assert loaded["uid"] == "hami-dra-webhook"
     variables = {v["name"] for v in loaded["templating"]["list"]}
-    assert variables == {"datasource", "namespace", "job"}
+    assert variables == {"datasource", "namespace", "job", "monitor_job", "pod_namespace"}
     ids = [panel["id"] for panel in loaded["panels"]]
     assert len(ids) == len(set(ids)) >= 12
     for panel in loaded["panels"]:
@@ -132,7 +132,10 @@ def test_the_dashboard_is_what_the_sidecar_loads() -> None:
         grid = panel["gridPos"]
         assert grid["x"] + grid["w"] <= 24
     for query in dashboard_queries():
-        assert 'job=~"$job", namespace=~"$namespace"' in query, query
+        # the webhook's series, or the node monitor's (whose namespace is the pod's)
+        assert 'job=~"$job", namespace=~"$namespace"' in query or 'job=~"$monitor_job"' in query, (
+            query
+        )
 
 
 def test_the_rules_refuse_to_render_without_what_they_select() -> None:

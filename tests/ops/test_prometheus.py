@@ -1,34 +1,44 @@
 """The chart's alerts and dashboard against real series: Debian's Prometheus scrapes a running
 webhook (connected to the shared real control plane, so that the template watch, the cluster
-check and the driver's published GPUs have series), loads the rules the chart renders, and
-answers every alert expression and dashboard query without an error, over the webhook's own
-metric names. Then the webhook is stopped, and HamiDraWebhookDown turns pending."""
+check and the driver's published GPUs have series) and a node monitor (a converted pod's claim
+on the plane's GPU node, its region written as libvgpu.so writes it), loads the rules the chart
+renders, and answers every alert expression and dashboard query without an error, over the
+webhook's and the monitor's own metric names; HAMi's own dashboard queries for containers
+answer for the converted pod. Then the webhook is stopped, and HamiDraWebhookDown turns
+pending."""
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from tests.monitor.cluster_pods import claim, gpu_pod
+from tests.monitor.conftest import claim_region
+from tests.monitor.monitor_process import MonitorProcess
 from tests.ops.test_alerts import alerts, dashboard_queries, rules
 from tests.support.cluster import Cluster, wait_for
 from tests.support.reviews import replica_pod, review
 from tests.support.webhook_process import Webhook, free_port
 
 JOB, NAMESPACE = "hami-dra-webhook", "hami-system"  # as the chart's ServiceMonitor labels them
+MONITOR_JOB = "hami-dra-webhook-monitor"  # the monitor's ServiceMonitor (honorLabels)
+Mi = 1024 * 1024
 
 
 class Prometheus:
-    def __init__(self, folder: Path, target: str) -> None:
+    def __init__(self, folder: Path, target: str, monitor: str) -> None:
         binary = shutil.which("prometheus")
         if binary is None:
             pytest.fail("prometheus is not installed: ./scripts/test installs Debian's")
@@ -40,7 +50,12 @@ class Prometheus:
                 {
                     "job_name": JOB,
                     "static_configs": [{"targets": [target], "labels": {"namespace": NAMESPACE}}],
-                }
+                },
+                {
+                    "job_name": MONITOR_JOB,
+                    "honor_labels": True,
+                    "static_configs": [{"targets": [monitor], "labels": {"namespace": NAMESPACE}}],
+                },
             ],
         }
         (folder / "prometheus.yml").write_text(yaml.safe_dump(config))
@@ -87,22 +102,65 @@ class Prometheus:
         self.log.close()
 
 
+@dataclass
+class Scraped:
+    webhook: Webhook
+    monitor: MonitorProcess
+    prometheus: Prometheus
+    pod_namespace: str  # the converted pod's, whose claim's region the monitor reads
+
+
 @pytest.fixture
-def scraped(kube: Cluster, tmp_path: Path) -> Iterator[tuple[Webhook, Prometheus]]:
+def scraped(
+    kube: Cluster, tmp_path: Path, device_class: str, gpu_namespace: str
+) -> Iterator[Scraped]:
     kubeconfig = str(kube.plane.admin_kubeconfig)
+    pod_namespace = gpu_namespace
+    card = kube.node.gpus[0]
+    claim(kube, pod_namespace, "trainer", card.uuid)
+    claim_uid = gpu_pod(kube, pod_namespace, "trainer", "trainer", ("main",))
+    root = tmp_path / "claims"
+    claim_region(root, claim_uid, card.uuid, pid=os.getpid(), hostpid=os.getpid())
     webhook = Webhook(tmp_path / "webhook", "--kubeconfig", kubeconfig, "--gc-interval", "0")
-    prometheus = Prometheus(tmp_path, f"127.0.0.1:{webhook.ops_port}")
+    monitor = MonitorProcess(
+        tmp_path, root, "--kubeconfig", kubeconfig, "--node-name", kube.node.name
+    )
+    prometheus = Prometheus(tmp_path, f"127.0.0.1:{webhook.ops_port}", f"127.0.0.1:{monitor.port}")
     try:
-        yield webhook, prometheus
+        yield Scraped(webhook, monitor, prometheus, pod_namespace)
     finally:
         prometheus.stop()
+        monitor.stop()
         webhook.stop()
+
+
+def _hamis_own_dashboard_answers(prometheus: Prometheus, namespace: str) -> None:
+    """The container panels of HAMi's own dashboard (dashboards/hami-vgpu-dashboard.json at
+    HAMi's main: the queries below, with its $namespace variable set), over the converted
+    pod's series: each answers with the pod, as for a legacy HAMi pod."""
+    wanted = {"namespace": namespace, "pod": "trainer", "container": "main"}
+    answers = {
+        f'hami_vgpu_memory_used_bytes{{namespace=~"{namespace}"}}': 544 * Mi,
+        f'hami_vgpu_memory_limit_bytes{{namespace=~"{namespace}"}}': 1024 * Mi,
+        f'hami_container_device_utilization_ratio{{namespace=~"{namespace}"}}': 37,
+        f'100 * hami_vgpu_memory_used_bytes{{namespace=~"{namespace}"}}'
+        f' / hami_vgpu_memory_limit_bytes{{namespace=~"{namespace}"}}': 53.125,
+        f'topk(10, hami_vgpu_memory_used_bytes{{namespace=~"{namespace}"}})': 544 * Mi,
+    }
+    for query, value in answers.items():
+        (answer,) = prometheus.query(query)
+        labels = answer["metric"]
+        assert {k: labels.get(k) for k in wanted} == wanted, (query, labels)
+        assert labels["vdevice_index"] == "0" and labels["device_uuid"].startswith("GPU-")
+        assert float(answer["value"][1]) == value, (query, answer)
+    values = prometheus.api("label/namespace/values", **{"match[]": "hami_vgpu_memory_used_bytes"})
+    assert namespace in values["data"]  # the dashboard's $namespace variable
 
 
 def _names(expression: str) -> set[str]:
     """The metric names an expression reads."""
     words = set(re.findall(r"\b([a-z_][a-z0-9_]*)\s*\{", expression))
-    return {w for w in words if w == "up" or w.startswith(("hami_dra_", "process_"))}
+    return {w for w in words if w == "up" or w.startswith(("hami_", "process_"))}
 
 
 def _series_names(exposition: str) -> set[str]:
@@ -121,9 +179,9 @@ def _series_names(exposition: str) -> set[str]:
 
 
 def test_alerts_and_dashboard_evaluate_over_the_webhooks_real_series(
-    scraped: tuple[Webhook, Prometheus], kube: Cluster
+    scraped: Scraped, kube: Cluster
 ) -> None:
-    webhook, prometheus = scraped
+    webhook, prometheus = scraped.webhook, scraped.prometheus
     namespace = kube.create_namespace("prom")
     for _ in range(3):  # a conversion, so that latency and admission series exist
         assert webhook.post(review(replica_pod(), namespace=namespace))[0] == 200
@@ -138,9 +196,14 @@ def test_alerts_and_dashboard_evaluate_over_the_webhooks_real_series(
         "the cluster check's driver series",
         timeout=60,
     )
+    wait_for(
+        lambda: prometheus.query(f'hami_vgpu_memory_used_bytes{{job="{MONITOR_JOB}"}}'),
+        "the node monitor's series of the converted pod",
+        timeout=60,
+    )
     exported = {
         s["metric"]["__name__"] for s in prometheus.query(f'{{{selector}, __name__=~".+"}}')
-    }
+    } | {s["metric"]["__name__"] for s in prometheus.query(f'{{job="{MONITOR_JOB}"}}')}
     for alert in alerts():
         prometheus.query(alert["expr"])  # evaluates, with no error
         missing = _names(alert["expr"]) - exported - {"hami_dra_admission_duration_seconds_bucket"}
@@ -149,11 +212,17 @@ def test_alerts_and_dashboard_evaluate_over_the_webhooks_real_series(
     # The dashboard may show series that appear with their first event (an API error by code):
     # its names must be the webhook's families, as /metrics declares them.
     _, text = webhook.get_ops("/metrics")
-    declared = {"up"} | _series_names(text.decode())
+    declared = {"up"} | _series_names(text.decode()) | _series_names(scraped.monitor.scrape_text())
     for expression in dashboard_queries():
-        concrete = expression.replace("$job", JOB).replace("$namespace", NAMESPACE)
+        concrete = (
+            expression.replace("$monitor_job", MONITOR_JOB)
+            .replace("$pod_namespace", scraped.pod_namespace)
+            .replace("$job", JOB)
+            .replace("$namespace", NAMESPACE)
+        )
         prometheus.query(concrete)
         assert _names(concrete) <= declared, concrete
+    _hamis_own_dashboard_answers(prometheus, scraped.pod_namespace)
 
     # Healthy: every rule evaluates, and none is pending or firing once the first scrapes are
     # in (before them, HamiDraWebhookDown is rightly pending: no target was up yet).

@@ -227,9 +227,11 @@ func (p *plugin) prepare(claim *resourceapi.ResourceClaim) ([]kubeletplugin.Devi
 	if err := os.Chmod(claimDir, 0o777); err != nil {
 		return nil, err
 	}
-	env := []string{fmt.Sprintf("CUDA_DEVICE_MEMORY_SHARED_CACHE=%s/%s.cache", claimDir, newUUID())}
+	regionPath := fmt.Sprintf("%s/%s.cache", claimDir, newUUID())
+	env := []string{"CUDA_DEVICE_MEMORY_SHARED_CACHE=" + regionPath}
 	var devices []kubeletplugin.Device
 	var uuids []string
+	var region regionHeader
 	index := 0
 	cdiID := fmt.Sprintf("%s/%s=%s", cdiVendor, cdiClass, claim.UID)
 	for _, allocated := range claim.Status.Allocation.Devices.Results {
@@ -257,6 +259,7 @@ func (p *plugin) prepare(claim *resourceapi.ResourceClaim) ([]kubeletplugin.Devi
 			fmt.Sprintf("CUDA_DEVICE_MEMORY_LIMIT_%d=%sm", index, memoryMiB))
 		index++
 		uuids = append(uuids, card.UUID)
+		region.add(card.UUID, memoryMiB, cores)
 		devices = append(devices, kubeletplugin.Device{
 			Requests:     []string{allocated.Request},
 			PoolName:     allocated.Pool,
@@ -264,6 +267,9 @@ func (p *plugin) prepare(claim *resourceapi.ResourceClaim) ([]kubeletplugin.Devi
 			ShareID:      allocated.ShareID,
 			CDIDeviceIDs: []string{cdiID},
 		})
+	}
+	if err := region.write(regionPath); err != nil {
+		return nil, fmt.Errorf("claim %s/%s: the HAMi-core region: %w", claim.Namespace, claim.Name, err)
 	}
 	slices.Sort(uuids)
 	env = append(env, "NVIDIA_VISIBLE_DEVICES="+strings.Join(uuids, ","))
