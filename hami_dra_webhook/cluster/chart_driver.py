@@ -8,6 +8,7 @@ the tenant's namespace, with the tenant's image).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from hami_dra_webhook.core.model.types import JsonObject
@@ -17,6 +18,11 @@ from hami_dra_webhook.kube.port import ApiError, KubeApi, paths
 def driver_name(release: str) -> str:
     """The name the chart gives its driver's DaemonSet, ServiceAccount and ClusterRoleBinding."""
     return f"{release}-driver"[:63].rstrip("-")
+
+
+def monitor_name(release: str) -> str:
+    """The same names of the chart's node monitor (found as its driver is, for `check`)."""
+    return f"{release}-monitor"[:63].rstrip("-")
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,9 +53,12 @@ class ChartDriver:
         )
 
 
-async def read_chart_driver(api: KubeApi, release: str, timeout: float) -> ChartDriver | None:
-    """The release's driver, from its ClusterRoleBinding; None when the chart installed none."""
-    name = driver_name(release)
+async def read_chart_driver(
+    api: KubeApi, release: str, timeout: float, name_of: Callable[[str], str] = driver_name
+) -> ChartDriver | None:
+    """The release's driver (`name_of=monitor_name`: its node monitor), from its
+    ClusterRoleBinding; None when the chart installed none."""
+    name = name_of(release)
     try:
         binding = await api.get_path(paths.cluster_role_binding(name), timeout=timeout)
     except ApiError as error:

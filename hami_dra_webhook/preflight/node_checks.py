@@ -59,6 +59,7 @@ def _node_side(snapshot: Snapshot, policy: Policy, target: Installation, report:
         if (pod.get("spec") or {}).get("nodeName")
     }
     _driver_pods(gpu_nodes, driver_pods, report)
+    _monitor_pods(gpu_nodes, snapshot.monitor_pods, report)
     _driver_images(driver_pods, report)
     _devices(snapshot, policy, gpu_nodes, driver_pods, report)
     _container_runtimes(gpu_nodes, report)
@@ -210,6 +211,39 @@ def _driver_pods(
         report.add("WARN", "driver pods", f"not running: {', '.join(stopped)}", "read their events")
     else:
         report.add("PASS", "driver pods", f"running on all {len(gpu_nodes)} GPU node(s)")
+
+
+def _monitor_pods(gpu_nodes: dict[str, JsonObject], pods: object, report: Report) -> None:
+    """The node monitor on every node the driver serves: without it, that node's converted pods
+    have no per-container GPU metrics and no HAMi feedback loop (docs/node-monitor.md)."""
+    if pods is None:
+        report.add(
+            "WARN",
+            "node monitor",
+            "not installed (monitor.enabled=false): converted pods have no per-container GPU"
+            " metrics (hami_vgpu_memory_used_bytes, ...) and HAMi's feedback loop does not run",
+            "set monitor.enabled=true, unless another exporter covers DRA claims",
+        )
+        return
+    if failed(pods, "node monitor", report):
+        return
+    running = {
+        str((pod.get("spec") or {}).get("nodeName"))
+        for pod in (pods if isinstance(pods, list) else [])
+        if (pod.get("status") or {}).get("phase") == "Running"
+    }
+    missing = [node for node in sorted(gpu_nodes) if node not in running]
+    if missing:
+        report.add(
+            "WARN",
+            "node monitor",
+            f"DRA nodes without a running node monitor: {', '.join(missing)}; their converted"
+            " pods have no per-container GPU metrics and no feedback loop",
+            "read the monitor DaemonSet's events: it needs a privileged namespace (hostPID, a"
+            " hostPath) and the driver's tolerations",
+        )
+    else:
+        report.add("PASS", "node monitor", f"running on all {len(gpu_nodes)} DRA GPU node(s)")
 
 
 def _container_runtimes(gpu_nodes: dict[str, JsonObject], report: Report) -> None:

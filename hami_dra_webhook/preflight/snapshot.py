@@ -14,7 +14,11 @@ from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias, TypeVar, Union
 
-from hami_dra_webhook.cluster.chart_driver import chart_driver_pods, read_chart_driver
+from hami_dra_webhook.cluster.chart_driver import (
+    chart_driver_pods,
+    monitor_name,
+    read_chart_driver,
+)
 from hami_dra_webhook.cluster.inventory import read_inventory
 from hami_dra_webhook.cluster.quota_usage import QuotaLine, read_gpu_quotas
 from hami_dra_webhook.cluster.state import probe_template
@@ -64,6 +68,8 @@ class Snapshot:
     driver_slices: Read[list[JsonObject]] = field(default_factory=list)
     nodes: Read[list[JsonObject]] = field(default_factory=list)
     driver_pods: Read[list[JsonObject]] = field(default_factory=list)
+    # The chart's node monitor pods; None: the release installed no monitor.
+    monitor_pods: Read[list[JsonObject]] | None = None
     # The namespaces of the driver pods (or the chart's, without pods), by name.
     namespaces: Read[dict[str, JsonObject]] = field(default_factory=dict)
     daemonsets: Read[list[JsonObject]] = field(default_factory=list)
@@ -121,6 +127,9 @@ async def gather(api: KubeApi, policy: Policy, target: Installation, timeout: fl
     # The chart's own driver only (cluster/chart_driver.py): a tenant's pod labelled as one is
     # not it, and its namespace is not the driver's.
     snapshot.driver_pods = await _read(_driver_pods(api, target, timeout))
+    snapshot.monitor_pods = await _read(_monitor_pods(api, target, timeout))
+    if snapshot.monitor_pods is MISSING:
+        snapshot.monitor_pods = None
     snapshot.namespaces = await _namespaces(api, snapshot.driver_pods, target, timeout)
     snapshot.daemonsets = await _read(
         _every(api.workload_pages("DaemonSet", None, timeout=timeout))
@@ -144,6 +153,13 @@ async def gather(api: KubeApi, policy: Policy, target: Installation, timeout: fl
 async def _driver_pods(api: KubeApi, target: Installation, timeout: float) -> list[JsonObject]:
     driver = await read_chart_driver(api, target.webhook_configuration, timeout)
     return [] if driver is None else await chart_driver_pods(api, driver, timeout)
+
+
+async def _monitor_pods(api: KubeApi, target: Installation, timeout: float) -> list[JsonObject]:
+    monitor = await read_chart_driver(api, target.webhook_configuration, timeout, monitor_name)
+    if monitor is None:
+        raise ApiError(404, "NotFound", "no node monitor")  # read as MISSING: not installed
+    return await chart_driver_pods(api, monitor, timeout)
 
 
 async def _namespaces(

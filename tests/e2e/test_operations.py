@@ -68,6 +68,8 @@ def test_check_says_what_is_true_of_the_cluster(
         "driver": capacity,
         # The chart's DaemonSet put a driver pod on the GPU node; no kubelet runs it here.
         "driver pods": "WARN",
+        # and a node monitor pod, likewise never running
+        "node monitor": "WARN",
         # The chart's default driver image: v0.1.0 (k8s-dra-driver#45), by tag only: a FAIL
         # (issue 48: a fleet moved onto a tag may run two drivers).
         "driver version": "WARN",
@@ -89,6 +91,7 @@ def test_check_says_what_is_true_of_the_cluster(
     else:
         assert "not multi-allocatable on gpu-node-1" in lines["driver"][1]
     assert lines["driver pods"][1] == "not running: gpu-node-1 (Pending)"
+    assert "DRA nodes without a running node monitor: gpu-node-1" in lines["node monitor"][1]
     assert hami.url in lines["webhook url"][1]
     assert lines["Kubernetes"][1].startswith(f"v{cluster.version}")
     # Make two of them untrue, and watch the lines change.

@@ -140,17 +140,19 @@ def _install(setup: Setup, days: int = 365) -> None:
         }
     )
     driver_pod(setup, "Running")
+    driver_pod(setup, "Running", role="monitor")
 
 
 # A driver image as a careful installation names it: a release after v0.1.0, by digest.
 PINNED_DRIVER = "docker.io/projecthami/k8s-dra-driver:v0.2.0@sha256:" + "ab" * 32
 
 
-def driver_pod(setup: Setup, phase: str, image: str = PINNED_DRIVER) -> None:
-    """The chart's driver on the GPU node (driver.yaml): its ServiceAccount, the
-    ClusterRoleBinding that names it and its DaemonSet, whose pod kube-scheduler binds to the
-    node; no kubelet runs here, so its status is written as a kubelet would."""
-    name = f"{setup.release}-driver"
+def driver_pod(setup: Setup, phase: str, image: str = PINNED_DRIVER, role: str = "driver") -> None:
+    """The chart's driver on the GPU node (driver.yaml; `role` monitor: its node monitor,
+    monitor.yaml): its ServiceAccount, the ClusterRoleBinding that names it and its DaemonSet,
+    whose pod kube-scheduler binds to the node; no kubelet runs here, so its status is written
+    as a kubelet would."""
+    name = f"{setup.release}-{role}"
     setup.create({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name}})
     setup.create(driver_binding(name, setup.namespace))
     setup.kube.apply(driver_daemonset(name, "gpu-node-1", image), namespace=setup.namespace)
@@ -160,7 +162,7 @@ def driver_pod(setup: Setup, phase: str, image: str = PINNED_DRIVER) -> None:
         found = [p for p in pods if p["spec"].get("nodeName") == "gpu-node-1"]
         return found[0]["metadata"]["name"] if found else None
 
-    pod = wait_for(bound, "the driver DaemonSet's pod bound to the GPU node")
+    pod = wait_for(bound, f"the {role} DaemonSet's pod bound to the GPU node")
     # Deleted after the test in this order: the DaemonSet (its pod orphaned), then the pod at
     # once (no kubelet confirms a graceful end).
     setup.created += [("pod", pod), ("daemonset", name)]
@@ -203,7 +205,8 @@ def test_a_healthy_cluster_passes(setup: Setup) -> None:
     code, out, _ = check(setup)
     assert code == 0, out
     lines = [line for line in out.splitlines() if line[:4] in ("PASS", "WARN", "FAIL")]
-    assert len(lines) == 18 and all(line.startswith("PASS") for line in lines), out
+    assert len(lines) == 19 and all(line.startswith("PASS") for line in lines), out
+    assert "PASS  node monitor: running on all 1 DRA GPU node(s)" in out
     assert "PASS  workloads' preview: kubectl apply of a workload says what its pods become" in out
     assert "GPU pools: disjoint: 0 legacy node(s), 1 DRA node(s), no node in both" in out
     assert "POOL" not in out  # no legacy pool: no table of pools

@@ -107,6 +107,7 @@ def healthy() -> Snapshot:
                 "status": {"phase": "Running"},
             }
         ],
+        monitor_pods=[{"spec": {"nodeName": "gpu-1"}, "status": {"phase": "Running"}}],
         namespaces={"hami-system": {"metadata": {"labels": {}}}},
         daemonsets=[],
         deployments=[],
@@ -136,8 +137,8 @@ def test_a_healthy_cluster_passes_every_check() -> None:
     assert lines["driver"][1] == "2 shareable GPUs on 1 nodes"
     assert set(lines) == {
         "Kubernetes", "resource.k8s.io/v1", "consumable capacity", "DeviceClass", "driver",
-        "driver pods", "driver version", "driver image", "devices", "container runtime",
-        "pod security", "legacy HAMi", "GPU pools", "extended resources", "quotas",
+        "driver pods", "node monitor", "driver version", "driver image", "devices",
+        "container runtime", "pod security", "legacy HAMi", "GPU pools", "extended resources", "quotas",
         "webhook certificate", "webhook service", "workloads' preview",
     }  # fmt: skip
     assert lines["workloads' preview"][1] == (
@@ -171,6 +172,9 @@ def _with(**changes: Any) -> Snapshot:
         ({"nodes": [_node("gpu-1", "containerd://1.7.20")]}, "container runtime", "WARN", "off by default"),
         ({"nodes": [_node("gpu-1", "docker://28")]}, "container runtime", "FAIL", "no CDI"),
         ({"nodes": [_node("gpu-1"), _node("gpu-2")]}, "driver pods", "FAIL", "gpu-2"),
+        ({"nodes": [_node("gpu-1"), _node("gpu-2")]}, "node monitor", "WARN", "without a running node monitor: gpu-2"),
+        ({"monitor_pods": None}, "node monitor", "WARN", "not installed (monitor.enabled=false)"),
+        ({"monitor_pods": Failed("403 Forbidden")}, "node monitor", "FAIL", "403"),
         (
             {"namespaces": {"hami-system": {"metadata": {"labels": {"pod-security.kubernetes.io/enforce": "baseline"}}}}},
             "pod security", "FAIL", "hami-system (baseline)",
