@@ -67,6 +67,11 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "hami-dra-webhook migrate wave --to dra --selector gpu=a100 --batch 5 --max-unavailable 2",
         "hami-dra-webhook migrate wave --to legacy --pool dra --batch 10",
     ),
+    "monitor": (
+        "hami-dra-webhook monitor --once",
+        "hami-dra-webhook monitor --once -o json --claims-root /usr/local/vgpu/claims",
+        "hami-dra-webhook monitor --node-name gpu-1 --no-feedback",
+    ),
     "version": ("hami-dra-webhook version", "hami-dra-webhook version -o json"),
     "completion": (
         "source <(hami-dra-webhook completion bash)",

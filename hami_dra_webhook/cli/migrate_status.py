@@ -10,6 +10,7 @@ from hami_dra_webhook.cli.inputs import table
 from hami_dra_webhook.core.migration.pool_plan import destination
 from hami_dra_webhook.core.migration.pools import DRA, LEGACY
 from hami_dra_webhook.core.model.quantity import MIB
+from hami_dra_webhook.core.translate.lints import sm_limit_note
 
 
 def status_report(inventory: Any, policy: Any) -> dict[str, Any]:
@@ -99,6 +100,7 @@ def _namespaces(inventory: Any, policy: Any) -> dict[str, dict[str, Any]]:
                     "pod": pod.name,
                     "node": pod.node,
                     "blocker": _blocker(pod, inventory, moves, policy),
+                    "note": sm_limit_note(pod.pod, policy),
                 }
             )
     return namespaces
@@ -166,17 +168,23 @@ def status_text(report: dict[str, Any]) -> str:
                 for q in quotas
             ],
         )
-    blocked = [
-        (name, pod)
-        for name, entry in sorted(report["namespaces"].items())
-        for pod in entry["legacyPods"]
-    ]
-    if blocked:
-        lines += ["", "legacy pods and what keeps them from moving to DRA:"]
-        for name, pod in blocked:
-            what = pod["blocker"] or "nothing: it converts on its next creation"
-            lines.append(f"  {name}/{pod['pod']}: {what}")
+    lines += _legacy_pods(report["namespaces"])
     return "\n".join(lines) + "\n"
+
+
+def _legacy_pods(namespaces: dict[str, Any]) -> list[str]:
+    blocked = [
+        (name, pod) for name, entry in sorted(namespaces.items()) for pod in entry["legacyPods"]
+    ]
+    if not blocked:
+        return []
+    lines = ["", "legacy pods and what keeps them from moving to DRA:"]
+    for name, pod in blocked:
+        what = pod["blocker"] or "nothing: it converts on its next creation"
+        lines.append(f"  {name}/{pod['pod']}: {what}")
+        if pod.get("note"):
+            lines.append(f"    note: {pod['note']}")
+    return lines
 
 
 def _pools_table(pools: dict[str, dict[str, Any]]) -> list[str]:

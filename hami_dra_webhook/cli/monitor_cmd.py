@@ -45,6 +45,23 @@ def add_parser(commands: Any) -> None:
     parser.add_argument(
         "--port", type=int, default=9394, help="metrics port (default 9394, as HAMi's)"
     )
+    _node_flags(parser)
+    parser.add_argument(
+        "--once", action="store_true", help="print what the claims folder holds now and exit"
+    )
+    parser.add_argument(
+        "-o", "--output", choices=("text", "json"), default="text",
+        help="with --once: Prometheus exposition text (default) or JSON",
+    )  # fmt: skip
+    parser.add_argument(
+        "--log-level", choices=("debug", "info", "warning", "error"), default="info"
+    )
+    add_cluster_flags(parser)
+    parser.set_defaults(run=run)
+
+
+def _node_flags(parser: argparse.ArgumentParser) -> None:
+    """What the monitor does on its node: the feedback loop, old names, the process check."""
     parser.add_argument(
         "--feedback",
         action=argparse.BooleanOptionalAction,
@@ -72,18 +89,6 @@ def add_parser(commands: Any) -> None:
         action="store_true",
         help="count every slot whose status says running, as HAMi does (killed ones included)",
     )
-    parser.add_argument(
-        "--once", action="store_true", help="print what the claims folder holds now and exit"
-    )
-    parser.add_argument(
-        "-o", "--output", choices=("text", "json"), default="text",
-        help="with --once: Prometheus exposition text (default) or JSON",
-    )  # fmt: skip
-    parser.add_argument(
-        "--log-level", choices=("debug", "info", "warning", "error"), default="info"
-    )
-    add_cluster_flags(parser)
-    parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:

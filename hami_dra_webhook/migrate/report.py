@@ -24,7 +24,7 @@ from hami_dra_webhook.core.outcome.decision import (
     Unchanged,
 )
 from hami_dra_webhook.core.settings.policy import Policy
-from hami_dra_webhook.core.translate.lints import pod_notes
+from hami_dra_webhook.core.translate.lints import pod_notes, sm_limit_note
 from hami_dra_webhook.core.translate.pod import translate_pod
 from hami_dra_webhook.core.vendors.families import (
     NVIDIA,
@@ -108,6 +108,8 @@ def assess(workload: Workload, rules: AdmissionRules) -> WorkloadReport:
     )
     if embedded_at and not (isinstance(decision, Unchanged) and decision.left_alone):
         report.notes.append(EMBEDDED_NOTE.format(kind=f"{_article(kind)} {kind}"))
+    if not isinstance(decision, Refusal | Unchanged) and (limit := sm_limit_note(pod, policy)):
+        report.notes.append(limit)
     for container in report.containers:
         report.attention += [f"{container.name}: {note}" for note in container.notes]
     report.attention += [

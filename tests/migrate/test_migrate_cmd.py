@@ -21,7 +21,10 @@ def migrate(kube: Cluster, *args: str) -> tuple[int, str, str]:
     return code, out.getvalue(), err.getvalue()
 
 
-def legacy_pod(name: str) -> dict[str, Any]:
+def legacy_pod(name: str, cores: int | None = None) -> dict[str, Any]:
+    limits: dict[str, int] = {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 3000}
+    if cores is not None:
+        limits["nvidia.com/gpucores"] = cores
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -31,7 +34,7 @@ def legacy_pod(name: str) -> dict[str, Any]:
                 {
                     "name": "cuda",
                     "image": "ubuntu:22.04",
-                    "resources": {"limits": {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 3000}},
+                    "resources": {"limits": limits},
                 }
             ]
         },
@@ -40,7 +43,7 @@ def legacy_pod(name: str) -> dict[str, Any]:
 
 def test_status_lists_pools_namespaces_and_what_blocks_a_legacy_pod(kube: Cluster) -> None:
     namespace = kube.create_namespace("migrate")
-    kube.apply(legacy_pod("trainer"), namespace=namespace)
+    kube.apply(legacy_pod("trainer", cores=30), namespace=namespace)
     budget = {
         "apiVersion": "policy/v1",
         "kind": "PodDisruptionBudget",
@@ -59,16 +62,15 @@ def test_status_lists_pools_namespaces_and_what_blocks_a_legacy_pod(kube: Cluste
         mine = status["namespaces"][namespace]
         assert (mine["inScope"], mine["legacy"], mine["converted"]) == (True, 1, 0)
         # A bare pod: it would convert onto free capacity, but deleting it loses it.
-        assert mine["legacyPods"] == [
-            {
-                "pod": "trainer",
-                "node": "",
-                "blocker": "a bare pod: re-create it yourself (deleting it loses it)",
-            }
-        ]
+        (trainer,) = mine["legacyPods"]
+        assert trainer["blocker"] == "a bare pod: re-create it yourself (deleting it loses it)"
+        assert (trainer["pod"], trainer["node"]) == ("trainer", "")
+        # gpucores 30: what the SM limit becomes on a DRA node (docs/node-monitor.md)
+        assert trainer["note"].startswith('container "cuda": an SM limit (gpucores 30)')
         code, text, _ = migrate(kube, "status", "--scope", "namespaces")
         assert code == 0
         assert f"{namespace}/trainer: namespace not in the scope" in text, text
+        assert '    note: container "cuda": an SM limit (gpucores 30)' in text, text
         assert text.splitlines()[0] == "migration scope: namespaces"
 
         # The legacy pod is not on the node; what is (other tests' pods of this shared cluster)

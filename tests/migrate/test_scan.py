@@ -388,3 +388,26 @@ def test_cluster_scan_reads_a_page_at_a_time(kube: Cluster) -> None:
     assert pages and max(pages) <= 2 and sum(pages) == 15, pages
     assert sorted(w.name for w in found) == [*(f"gpu-{index}" for index in range(7)), "owner"]
     assert all("status" not in w.pod for w in found)
+
+
+def test_an_sm_limit_is_said_of_what_the_node_monitor_keeps() -> None:
+    """gpucores strictly between 0 and 100: a note (no attention: the pod converts) naming
+    what HAMi's feedback loop did with the limit and what it does on a DRA node."""
+
+    def pod(name: str, cores: object) -> str:
+        return json.dumps({
+            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+            "spec": {"containers": [{"name": "c", "image": "x", "resources": {"limits": {
+                "nvidia.com/gpu": 1, "nvidia.com/gpumem": 1000, "nvidia.com/gpucores": cores,
+            }}}]},
+        })  # fmt: skip
+
+    documents = "\n---\n".join([pod("limited", 30), pod("whole", 100), pod("none", 0)])
+    code, out, _ = scan("-", "-o", "json", stdin=documents)
+    assert code == 1  # gpucores 100 beside part of the memory needs attention (not this note)
+    workloads = by_name(json.loads(out))
+    (note,) = workloads["limited"]["notes"]
+    assert note.startswith('container "c": an SM limit (gpucores 30)')
+    assert "reads that switch once, when a CUDA process starts" in note
+    assert workloads["limited"]["outcome"] == "converted"
+    assert workloads["whole"]["notes"] == [] and workloads["none"]["notes"] == []

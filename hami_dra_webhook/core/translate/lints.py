@@ -55,3 +55,38 @@ def _sees_every_gpu(container: Any) -> bool:
         isinstance(e, dict) and e.get("name") == VISIBLE_DEVICES and e.get("value") == "all"
         for e in env
     )
+
+
+# The driver v0.1.0 pins HAMi-core 8c32de6, which reads utilization_switch once per process, at
+# cuInit (../shared/NODE-MONITOR.md, section 7): the node monitor's switch reaches only the
+# processes that start after it.
+SM_LIMIT_NOTE = (
+    "{containers}: an SM limit (gpucores {cores}): legacy HAMi's node monitor lifted it while the"
+    " pod ran alone on its card; on DRA nodes this chart's node monitor does (monitor.feedback),"
+    " but the driver v0.1.0's HAMi-core reads that switch once, when a CUDA process starts: the"
+    " pod's first process keeps its limit for its life; the ones started while it is alone on"
+    " the card run without it (docs/node-monitor.md)"
+)
+
+
+def sm_limit_note(pod: Any, policy: Policy) -> str:
+    """The SM-limit note for a pod whose NVIDIA containers ask for part of a card's cores
+    (gpucores strictly between 0 and 100); "" for any other pod."""
+    name = policy.nvidia.resource_core_name
+    limited: list[tuple[str, str]] = []
+    spec = pod.get("spec") if isinstance(pod, dict) else None
+    for ref, container in containers(spec):
+        limits, requests = resource_maps(container)
+        value = limits.get(name, requests.get(name))
+        try:
+            cores = int(str(value))
+        except ValueError:
+            continue
+        if 0 < cores < 100:
+            limited.append((ref.label, str(cores)))
+    if not limited:
+        return ""
+    return SM_LIMIT_NOTE.format(
+        containers=", ".join(label for label, _ in limited),
+        cores=", ".join(sorted({cores for _, cores in limited})),
+    )
