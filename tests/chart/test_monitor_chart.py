@@ -26,7 +26,8 @@ def test_it_runs_where_the_driver_runs_in_its_namespace() -> None:
     assert monitor["metadata"]["namespace"] == "gpu-system"
     for key in ("affinity", "nodeSelector", "tolerations"):
         assert spec[key] == driver[key], key
-    staged = _monitor("migration.scope=namespaces")["spec"]["template"]["spec"]["affinity"]["nodeAffinity"]
+    staged_pod = _monitor("migration.scope=namespaces")["spec"]["template"]["spec"]
+    staged = staged_pod["affinity"]["nodeAffinity"]
     terms = staged["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
     pool = {"key": "hami.io/gpu-pool", "operator": "In", "values": ["dra"]}
     assert all(pool in term["matchExpressions"] for term in terms)  # the DRA pool only
