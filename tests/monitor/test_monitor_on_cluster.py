@@ -7,7 +7,10 @@ cluster says, never from the file."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import threading
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +21,7 @@ from hami_dra_webhook.core.region import layout
 from tests.monitor.cluster_pods import claim, gpu_pod
 from tests.monitor.conftest import claim_region, fields, poke
 from tests.monitor.monitor_process import MonitorProcess, series
+from tests.ops.test_alerts import promtool
 from tests.support.cluster import Cluster, wait_for
 
 Mi = 1024 * 1024
@@ -67,6 +71,7 @@ def test_a_shared_claims_series_name_its_pod_and_containers(
     )
     info = series(samples, "hami_dra_claim_container_info", claim_uid=claim_uid)
     assert sorted(s[1]["container"] for s in info) == ["main", "side"]
+    _promtool_passes(monitor.scrape_text())
 
     # the process is killed: its slot keeps status 1 (no exit handler ran), and counts no more
     poke(
@@ -185,3 +190,35 @@ def test_idle_it_reads_nothing_but_its_watches(
         monitor.scrape()
         threading.Event().wait(0.3)
     assert series(monitor.scrape(), "hami_dra_monitor_claim_reads_total")[0][2] == before
+
+
+def _promtool_passes(text: str) -> None:
+    done = subprocess.run(
+        [promtool(), "check", "metrics"], input=text, capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_promtool_on_hamis_old_names(tmp_path: Path) -> None:
+    """--legacy-metrics: promtool's only complaints are HAMi's own two camelCase names (kept as
+    they are: dashboards query them)."""
+    claim_region(
+        tmp_path, str(uuid.uuid4()), "GPU-00000000-0000-4000-8000-000000000000", pid=1, hostpid=0
+    )
+    once = subprocess.run(
+        [sys.executable, "-m", "hami_dra_webhook", "monitor", "--once", "--legacy-metrics",
+         "--claims-root", str(tmp_path)],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert "vGPU_device_memory_usage_in_bytes{" in once.stdout
+    done = subprocess.run(
+        [promtool(), "check", "metrics"],
+        input=once.stdout,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    complaints = sorted(
+        line.split()[0] for line in (done.stdout + done.stderr).splitlines() if line
+    )
+    assert complaints == ["vGPU_device_memory_limit_in_bytes", "vGPU_device_memory_usage_in_bytes"]

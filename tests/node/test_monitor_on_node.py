@@ -119,13 +119,17 @@ def _fields(path: Path) -> tuple[int, int]:
     return recent, switch
 
 
-def _scrape(cluster: NodeCluster) -> list[tuple[str, dict[str, str], float]]:
+def _scrape_text(cluster: NodeCluster) -> str:
     (pod,) = cluster.pods(NAMESPACE, "app.kubernetes.io/component=node-monitor")
-    text = cluster.kubectl(
+    return cluster.kubectl(
         "exec", "-n", NAMESPACE, pod["metadata"]["name"], "--", "python", "-c",
         "import urllib.request;"
         "print(urllib.request.urlopen('http://127.0.0.1:9394/metrics').read().decode())",
     ).stdout  # fmt: skip
+
+
+def _scrape(cluster: NodeCluster) -> list[tuple[str, dict[str, str], float]]:
+    text = _scrape_text(cluster)
     return [
         (s.name, dict(s.labels), s.value)
         for family in text_string_to_metric_families(text)
@@ -175,6 +179,9 @@ def test_the_chart_monitor_names_a_converted_pod_and_runs_the_feedback_loop(
         if s[0] == "hami_container_device_utilization_ratio" and s[1]["claim_uid"] == claim_uid
     ]
     assert util[0][2] == 37
+    # kept beside the run's other files: the converted pod's series as the monitor served them
+    scraped = [line for line in _scrape_text(chart).splitlines() if claim_uid in line]
+    (chart.folder / "monitor-scrape.txt").write_text("\n".join(scraped) + "\n")
 
     # Alone on its card and active: the feedback loop switches its SM limit off.
     wait_for(
