@@ -22,7 +22,6 @@ after `--others` claims are created in other namespaces.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import struct
@@ -33,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.apiserver import cpu_seconds
-from benchmarks.quota_scale import rss_mib
+from benchmarks.quota_scale import audited, rss_mib
 from hami_dra_webhook.core.region import layout
 from tests.controlplane.build import build
 from tests.controlplane.cluster import ControlPlane
@@ -168,20 +167,6 @@ def write_regions(root: Path, claims: list[tuple[str, str]], node: GpuNode) -> N
             handle.write(tail)
 
 
-def audited(plane: ControlPlane, since: float) -> Counter[str]:
-    seen: dict[str, str] = {}
-    for line in plane.audit_log.read_text().splitlines():
-        event = json.loads(line)
-        if event.get("user", {}).get("username") != USER:
-            continue
-        stamp = event.get("requestReceivedTimestamp", "")
-        when = time.mktime(time.strptime(stamp[:19], "%Y-%m-%dT%H:%M:%S")) - time.timezone
-        if when >= since:
-            ref = event.get("objectRef", {})
-            seen[event["auditID"]] = f"{event['verb']} {ref.get('resource', '?')}"
-    return Counter(seen.values())
-
-
 def scrape_seconds(monitor: MonitorProcess, count: int) -> list[float]:
     times = []
     for _ in range(count):
@@ -203,7 +188,7 @@ def window(
         monitor.scrape_text()
         time.sleep(min(15.0, max(0.0, seconds - (time.time() - start))))
     used = cpu_seconds(monitor.process.pid) - cpu
-    found = audited(plane, start)
+    found = audited(plane, start, USER)
     return used / seconds * 100, sum(found.values()) * 60 / seconds, found
 
 

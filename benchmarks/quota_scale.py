@@ -40,12 +40,13 @@ ACCOUNT = "system:serviceaccount:hami-system:hami-dra-webhook"
 GATE = "hami.io/gpu-quota"
 
 
-def audited(plane: ControlPlane, since: float) -> Counter[str]:
-    """The webhook account's requests since `since` (epoch seconds), by verb and resource."""
+def audited(plane: ControlPlane, since: float, account: str = ACCOUNT) -> Counter[str]:
+    """`account`'s requests since `since` (epoch seconds), by verb and resource (the webhook's
+    by default)."""
     seen: dict[str, str] = {}
     for line in plane.audit_log.read_text().splitlines():
         event = json.loads(line)
-        if event.get("user", {}).get("username") != ACCOUNT:
+        if event.get("user", {}).get("username") != account:
             continue
         stamp = event.get("requestReceivedTimestamp", "")
         when = time.mktime(time.strptime(stamp[:19], "%Y-%m-%dT%H:%M:%S")) - time.timezone
