@@ -59,7 +59,15 @@ def _capacity(snapshot: Snapshot, policy: Policy, target: Installation, report: 
     answer = snapshot.capacity_probe
     if failed(answer, "consumable capacity", report):
         return
-    if isinstance(answer, dict) and capacity_kept(answer):
+    if not isinstance(answer, dict):  # no namespace to dry-run a claim in
+        report.add(
+            "WARN",
+            "consumable capacity",
+            f"not probed: neither namespace {target.namespace} nor default exists",
+            "pass the chart's namespace with -n, or create it, and check again",
+        )
+        return
+    if capacity_kept(answer):
         report.add("PASS", "consumable capacity", "a dry-run claim keeps its capacity request")
     else:
         report.add(

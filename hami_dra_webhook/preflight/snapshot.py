@@ -114,10 +114,7 @@ async def gather(api: KubeApi, policy: Policy, target: Installation, timeout: fl
     snapshot = Snapshot()
     snapshot.version = await _read(api.version(timeout=timeout))
     snapshot.dra_group = await _read(api.get_path(paths.DRA_GROUP, timeout=timeout))
-    probe = probe_template(policy, target.namespace)
-    snapshot.capacity_probe = await _read(
-        api.create_template(target.namespace, probe, dry_run=True, timeout=timeout)
-    )
+    snapshot.capacity_probe = await _capacity_probe(api, policy, target.namespace, timeout)
     snapshot.device_class = await _read(
         api.get_path(paths.device_class(web.device_class_name), timeout=timeout)
     )
@@ -153,6 +150,21 @@ async def gather(api: KubeApi, policy: Policy, target: Installation, timeout: fl
 async def _driver_pods(api: KubeApi, target: Installation, timeout: float) -> list[JsonObject]:
     driver = await read_chart_driver(api, target.webhook_configuration, timeout)
     return [] if driver is None else await chart_driver_pods(api, driver, timeout)
+
+
+async def _capacity_probe(
+    api: KubeApi, policy: Policy, namespace: str, timeout: float
+) -> Read[JsonObject]:
+    """A dry-run template with a capacity request, in the chart's namespace, or in `default`
+    where that one does not exist (not installed yet, or a wrong -n): the 404 of an absent
+    namespace says nothing of the feature gate (issue 65). MISSING: neither exists."""
+    answer: Read[JsonObject] = MISSING
+    for where in dict.fromkeys((namespace, "default")):
+        probe = probe_template(policy, where)
+        answer = await _read(api.create_template(where, probe, dry_run=True, timeout=timeout))
+        if answer is not MISSING:
+            return answer
+    return answer
 
 
 async def _monitor_pods(api: KubeApi, target: Installation, timeout: float) -> list[JsonObject]:

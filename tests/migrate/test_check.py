@@ -569,3 +569,11 @@ def test_before_install_checks_only_what_must_hold_before_the_chart(tmp_path: Pa
         assert "move in stages (docs/migration.md)" in before
     finally:
         plane.stop()
+
+
+def test_a_namespace_that_does_not_exist_is_no_dropped_capacity(setup: Setup) -> None:
+    """Issue 65: the chart's namespace absent (a wrong -n, or not installed yet) made the
+    capacity probe's 404 read as "kube-apiserver drops capacity requests", and sent the user
+    to change feature gates that are on. The probe then runs in `default`."""
+    _, out, _ = check(setup, "--webhook-namespace", "no-such-namespace")
+    assert "PASS  consumable capacity: a dry-run claim keeps its capacity request" in out, out

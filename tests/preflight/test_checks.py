@@ -167,6 +167,7 @@ def _with(**changes: Any) -> Snapshot:
         ({"dra_group": MISSING}, "resource.k8s.io/v1", "FAIL", "not served"),
         ({"dra_group": {"resources": []}}, "resource.k8s.io/v1", "FAIL", "without"),
         ({"capacity_probe": {"spec": {}}}, "consumable capacity", "FAIL", "drops capacity"),
+        ({"capacity_probe": MISSING}, "consumable capacity", "WARN", "not probed: neither namespace"),
         ({"device_class": MISSING}, "DeviceClass", "FAIL", "does not exist"),
         ({"driver_slices": []}, "driver", "FAIL", "no ResourceSlices"),
         ({"nodes": [_node("gpu-1", "containerd://1.7.20")]}, "container runtime", "WARN", "off by default"),
