@@ -70,5 +70,5 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
     verb = "would delete" if dry_run(args) else "deleted"
     for where in report.deleted:
         stdout.write(f"{verb} {where}\n")
-    stderr.write(report.summary() + "\n")
+    stderr.write(report.summary(dry_run=bool(dry_run(args))) + "\n")
     return exit_codes.OK

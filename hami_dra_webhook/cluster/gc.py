@@ -62,9 +62,15 @@ class GcReport:
     unknown_use: list[str] = field(default_factory=list)
     skipped: int = 0  # templates too large to read even as metadata (not the webhook's)
 
-    def summary(self) -> str:
+    def summary(self, dry_run: bool = False) -> str:
+        """In words; `dry_run`: nothing was deleted, as kubectl says it ("(dry run)")."""
+        deleted = (
+            f"would delete {len(self.deleted)} (dry run)"
+            if dry_run
+            else (f"deleted {len(self.deleted)}")
+        )
         return (
-            f"deleted {len(self.deleted)}, in use {len(self.in_use)},"
+            f"{deleted}, in use {len(self.in_use)},"
             f" used within the grace period {len(self.recent)}, changed meanwhile"
             f" {len(self.raced)}, not written by the webhook (kept) {len(self.foreign)}"
             + (

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from hami_dra_webhook.cluster.state import capacity_kept
 from hami_dra_webhook.core.model.quantity import QuantityError, format_bytes, parse_byte_size
 from hami_dra_webhook.core.settings.policy import Policy
-from hami_dra_webhook.preflight.report import Installation, NodeGpus, Report
+from hami_dra_webhook.preflight.report import Installation, NodeGpus, Report, counted
 from hami_dra_webhook.preflight.snapshot import Snapshot, failed
 
 
@@ -158,7 +158,8 @@ def _slices(snapshot: Snapshot, policy: Policy, target: Installation, report: Re
             " without it)",
         )
     else:
-        report.add("PASS", "driver", f"{total} shareable GPUs on {len(by_node)} nodes")
+        shareable = counted(total, "shareable GPU")
+        report.add("PASS", "driver", f"{shareable} on {counted(len(by_node), 'node')}")
 
 
 def _readable(memory: object) -> str:

@@ -67,3 +67,8 @@ class Report:
             "nodes": [asdict(n) for n in self.nodes],
             "pools": [asdict(p) for p in self.pools],
         }
+
+
+def counted(number: int, word: str) -> str:
+    """`1 node`, `3 nodes`: a count in words, as a person writes it."""
+    return f"{number} {word}" if number == 1 else f"{number} {word}s"

@@ -7,7 +7,7 @@ from __future__ import annotations
 from hami_dra_webhook.core.settings.policy import Policy
 from hami_dra_webhook.core.vendors.profile import Family
 from hami_dra_webhook.preflight.family_nodes import families_to_check
-from hami_dra_webhook.preflight.report import Report
+from hami_dra_webhook.preflight.report import Report, counted
 from hami_dra_webhook.preflight.snapshot import Failed, Snapshot
 
 
@@ -71,7 +71,10 @@ def _family(snapshot: Snapshot, family: Family, nodes: list[str], report: Report
     if _device_class_missing(snapshot, family, report):
         return
     report.add(
-        "PASS", check, f"{family.driver} publishes {devices} devices on {len(driver_nodes)} nodes"
+        "PASS",
+        check,
+        f"{family.driver} publishes {counted(devices, 'device')}"
+        f" on {counted(len(driver_nodes), 'node')}",
     )
 
 

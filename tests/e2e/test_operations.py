@@ -87,7 +87,7 @@ def test_check_says_what_is_true_of_the_cluster(
         "workloads' preview": "PASS",
     }
     if cluster.consumable_capacity:
-        assert lines["driver"][1] == "3 shareable GPUs on 1 nodes"
+        assert lines["driver"][1] == "3 shareable GPUs on 1 node"
     else:
         assert "not multi-allocatable on gpu-node-1" in lines["driver"][1]
     assert lines["driver pods"][1] == "not running: gpu-node-1 (Pending)"

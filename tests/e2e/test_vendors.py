@@ -261,7 +261,7 @@ def test_check_reports_each_vendor_and_its_driver(
     result = _cli("check", "--kubeconfig", kubeconfig, "--config", str(config), "-o", "json")
     lines = {line["check"]: line for line in json.loads(result.stdout)["checks"]}
     assert lines["Hygon DCU/HCU"]["level"] == "PASS", lines["Hygon DCU/HCU"]
-    assert "2 devices on 1 nodes" in lines["Hygon DCU/HCU"]["detail"]
+    assert "2 devices on 1 node" in lines["Hygon DCU/HCU"]["detail"]
     assert lines["Huawei Ascend NPU"]["level"] == "PASS", lines["Huawei Ascend NPU"]
     # converted, but no AMD or Neuron driver publishes anything here
     assert lines["AMD GPU"]["level"] == "FAIL" and "no ResourceSlices" in lines["AMD GPU"]["detail"]

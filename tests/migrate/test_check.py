@@ -210,7 +210,7 @@ def test_a_healthy_cluster_passes(setup: Setup) -> None:
     assert "PASS  workloads' preview: kubectl apply of a workload says what its pods become" in out
     assert "GPU pools: disjoint: 0 legacy node(s), 1 DRA node(s), no node in both" in out
     assert "POOL" not in out  # no legacy pool: no table of pools
-    assert "3 shareable GPUs on 1 nodes" in out
+    assert "3 shareable GPUs on 1 node" in out
     assert "gpu-node-1                         3  yes        24Gi, 80Gi" in out
     assert "2 ready endpoint(s)" in out
 

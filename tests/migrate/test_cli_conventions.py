@@ -265,6 +265,7 @@ def test_dry_run_server_asks_the_api_and_changes_nothing(kube: Cluster) -> None:
             "gc", "--dry-run=server", "--grace", "1ms", "-n", namespace, "--kubeconfig", config
         )
         assert (code, out) == (0, f"would delete {namespace}/{name}\n"), err
+        assert err.startswith("would delete 1 (dry run), in use"), err  # issue 65: not "deleted 1"
         got = kube.kubectl("get", "resourceclaimtemplate", name, "-n", namespace, "-o", "name")
         assert got.stdout.strip() == f"resourceclaimtemplate.resource.k8s.io/{name}"
     finally:

@@ -259,7 +259,7 @@ def test_check_tells_the_truth_about_this_cluster(chart: NodeCluster) -> None:
         "driver version": ("PASS", image),
         "driver image": ("FAIL", f"not pinned by a digest: {image}"),
         "Kubernetes": ("PASS", f"v{chart.plane.release.version}"),
-        "driver": ("PASS", "3 shareable GPUs on 1 nodes"),
+        "driver": ("PASS", "3 shareable GPUs on 1 node"),
         "driver pods": ("PASS", "running on all 1 GPU node(s)"),
         "node monitor": ("PASS", "running on all 1 DRA GPU node(s)"),
         "devices": ("PASS", "hami-gpu-N devices on 1 node(s) with a driver pod"),

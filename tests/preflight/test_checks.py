@@ -134,7 +134,7 @@ def _lines(snapshot: Snapshot, policy: Policy = DEFAULT_POLICY) -> dict[str, tup
 def test_a_healthy_cluster_passes_every_check() -> None:
     lines = _lines(healthy())
     assert {level for level, _ in lines.values()} == {"PASS"}, lines
-    assert lines["driver"][1] == "2 shareable GPUs on 1 nodes"
+    assert lines["driver"][1] == "2 shareable GPUs on 1 node"
     assert set(lines) == {
         "Kubernetes", "resource.k8s.io/v1", "consumable capacity", "DeviceClass", "driver",
         "driver pods", "node monitor", "driver version", "driver image", "devices",
@@ -325,7 +325,7 @@ def test_each_vendor_present_or_converted_gets_a_line() -> None:
         vendor_classes={"dra.hygon.com": {"spec": {}}},
     )
     lines = _lines(snapshot, VENDORS)
-    assert lines["Hygon DCU/HCU"] == ("PASS", "dra.hygon.com publishes 1 devices on 1 nodes")
+    assert lines["Hygon DCU/HCU"] == ("PASS", "dra.hygon.com publishes 1 device on 1 node")
     assert (
         lines["Huawei Ascend NPU"][0] == "FAIL"
         and "no ResourceSlices" in lines["Huawei Ascend NPU"][1]
