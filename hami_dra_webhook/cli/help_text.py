@@ -6,6 +6,7 @@ command it was given to, not the top-level one."""
 from __future__ import annotations
 
 import argparse
+import textwrap
 from typing import Any, TextIO
 
 EXAMPLES: dict[str, tuple[str, ...]] = {
@@ -82,21 +83,29 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
 
 
 class _Formatter(argparse.HelpFormatter):
-    """argparse's wrapping for descriptions; the examples keep their lines."""
+    """argparse's wrapping, never inside a name at its hyphen (`--max-unavailable`,
+    `hami-dra-webhook`: argparse's textwrap breaks there); the examples keep their lines."""
 
     def _fill_text(self, text: str, width: int, indent: str) -> str:
         if text.startswith("examples:\n"):
             return "".join(indent + line for line in text.splitlines(keepends=True))
-        return super()._fill_text(text, width, indent)
+        text = self._whitespace_matcher.sub(" ", text).strip()
+        return textwrap.fill(
+            text, width, initial_indent=indent, subsequent_indent=indent, break_on_hyphens=False
+        )
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        text = self._whitespace_matcher.sub(" ", text).strip()
+        return textwrap.wrap(text, width, break_on_hyphens=False)
 
 
 def finish(parser: argparse.ArgumentParser, path: str = "") -> None:
     """Examples under every command's help; bare commands print their help; each parser
     remembers itself (`command_parser`) so that an unknown flag is said with its usage."""
     examples = EXAMPLES.get(path, ())
+    parser.formatter_class = _Formatter
     if examples:
         parser.epilog = "examples:\n" + "\n".join(f"  {line}" for line in examples)
-        parser.formatter_class = _Formatter
     parser.set_defaults(command_parser=parser)
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):

@@ -42,7 +42,8 @@ def add_parser(commands: Any) -> None:
         "migrate",
         help="move a live cluster from legacy HAMi to DRA in stages (status, node, wave)",
         description="Legacy HAMi and DRA side by side on separate nodes: `status` shows both"
-        " pools, `node` moves one node between them with a plan first.",
+        " pools, `node` moves one node between them with a plan first, `wave` moves many in"
+        " waves, a canary first.",
     )
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
     status = actions.add_parser(

@@ -22,22 +22,12 @@ from hami_dra_webhook.cli.inputs import (
     write_data,
 )
 
-EXAMPLES = """\
-Examples:
-  # the plan: which nodes, in which waves, and where each wave's GPU pods would go now
-  hami-dra-webhook migrate wave --to dra --pool legacy --batch 4 --dry-run
-  # every node labelled gpu-type=a100, two at a time, at most 16 GPUs out of service
-  hami-dra-webhook migrate wave --to dra -l gpu-type=a100 --batch 2 --max-unavailable 16gpus
-  # two named nodes, the second as the canary
-  hami-dra-webhook migrate wave --to dra gpu-1 gpu-2 --canary gpu-2
-"""
-
 
 def add_wave_parser(actions: Any, common: Any) -> None:
     wave = actions.add_parser(
         "wave",
         help="move many nodes in waves, a canary first (plan, then node by node moves)",
-        description=_wrapped(
+        description=(
             "Moves a set of nodes to the DRA or the legacy pool in waves: first, unless a"
             " stopped move is resumed, a canary node alone; then waves of --batch nodes"
             " (and at most --max-unavailable nodes or GPUs). Before each wave its GPU pods are"
@@ -47,8 +37,6 @@ def add_wave_parser(actions: Any, common: Any) -> None:
             " move stops the fleet, its nodes cordoned. Each move's state is on its Node: run the"
             " same command again to resume."
         ),
-        epilog=EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     wave.add_argument("nodes", metavar="NODE", nargs="*", help="nodes to move, by name")
     wave.add_argument("--to", required=True, choices=("dra", "legacy"), help="the pool to join")
@@ -91,12 +79,6 @@ def add_wave_parser(actions: Any, common: Any) -> None:
     add_canary_pod(wave)
     common(wave)
     wave.set_defaults(run=run_wave)
-
-
-def _wrapped(text: str) -> str:
-    import textwrap
-
-    return textwrap.fill(text, width=88)
 
 
 def _positive(text: str) -> int:

@@ -30,7 +30,8 @@ def add_parser(commands: Any) -> None:
         " an environment variable HAMI_DRA_<FLAG> (e.g. HAMI_DRA_PORT); flags win.",
     )
     for name, field in Settings.model_fields.items():
-        default = "" if field.default_factory is not None else f"; default {field.default}"
+        unset = field.default_factory is not None or field.default is None
+        default = "" if unset else f"; default {field.default}"
         text = f"{field.description} ({env_name(name)}{default})"
         if field.annotation is bool:
             parser.add_argument(
