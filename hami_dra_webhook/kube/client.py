@@ -25,7 +25,7 @@ from hami_dra_webhook.core.model.types import JsonObject
 from hami_dra_webhook.kube.no_answer import no_answer
 from hami_dra_webhook.kube.paging import MAX_PAGE_BYTES, ListPages
 from hami_dra_webhook.kube.port import ApiError, paths
-from hami_dra_webhook.kube.streams import Oversized, drop, json_or_empty, lines, read_capped
+from hami_dra_webhook.kube.streams import Oversized, json_or_empty, lines, read_capped
 
 log = logging.getLogger(__name__)
 # Items a list asks for at a time (kubectl asks for 500 too).
@@ -165,7 +165,7 @@ class KubernetesApi(ListPages):
         except Exception as error:  # aiohttp's errors, bad JSON, anything the stream holds
             raise no_answer(error) from error
         finally:
-            drop(stream)  # the rest of the stream is not wanted
+            stream.close()  # not released to the pool: the rest of the stream is not wanted
 
     async def _open_watch(
         self, path: str, query: list[tuple[str, str]], version: str, window: int, accept: str

@@ -53,19 +53,6 @@ def lean_items(items: object) -> list[Any]:
     return items
 
 
-def drop(response: aiohttp.ClientResponse) -> None:
-    """Close a response whose rest is not wanted, its connection aborted: not released to the
-    pool, and without TLS's closing exchange. A graceful close waits for kube-apiserver's
-    close_notify, and a command's event loop that ends first (asyncio.run, right after) leaves
-    the socket open until the garbage collector finds it; aborted, it is closed on the loop's
-    next turn."""
-    connection = response.connection
-    protocol = connection.protocol if connection is not None else None
-    if protocol is not None:
-        protocol.abort()
-    response.close()
-
-
 async def read_capped(response: aiohttp.ClientResponse, max_bytes: int) -> bytes:
     """The body, or AnswerTooLarge as soon as it passes `max_bytes` (the connection is closed:
     the rest is never read). The error keeps a list page's continue token, which kube-apiserver
@@ -81,7 +68,7 @@ async def read_capped(response: aiohttp.ClientResponse, max_bytes: int) -> bytes
             return bytes(body)
     else:
         body += await response.content.read(4096)
-    drop(response)
+    response.close()
     found = _CONTINUE.search(body, 0, 4096)
     token = found.group(1).decode("ascii", "replace") if found else ""
     raise AnswerTooLarge(max(len(body), declared or 0), max_bytes, token)
