@@ -1,7 +1,10 @@
 """Rewriting manifests themselves: converted workloads plus the ResourceClaimTemplates they need.
 
-YAML goes through ruamel.yaml's round-trip mode: comments, key order, quoting and document
-separators are kept; a comment on a legacy key that is removed goes with it. JSON files are
+YAML is edited as text (migrate/text_edit.py): outside the lines a conversion must change, a file
+comes out byte for byte (comments, quoting, line breaks, indentation, flow maps, trailing spaces,
+document markers, line endings); a comment among the legacy keys removed goes with them. Only a
+document the editor cannot change so (an anchor on the edited path) goes through ruamel.yaml's
+round trip, which keeps comments and key order but not the rest. JSON files are
 written back as JSON (key order kept). A file with nothing to convert is left byte for byte, so
 converting twice changes nothing.
 """

@@ -24,7 +24,7 @@ from hami_dra_webhook.migrate.text_edit import NotEditable, edit_document
 # is then cheap.
 FAST_LOADER: Any = FastSafeLoader
 # A document marker at the start of a line ends any scalar (YAML 1.2), so splitting here is safe.
-_DOCUMENT_START = re.compile(r"^---(?=[ \t]|$)", re.MULTILINE)
+_DOCUMENT_START = re.compile(r"^---(?=[ \t]|\r?$)", re.MULTILINE)
 # For each document of a segment, for each of its workloads, the patch to apply.
 SegmentEdits = list[list[list[patch.PatchOp]]]
 
@@ -98,13 +98,18 @@ def _unshare(node: Any, seen: set[int]) -> None:
 
 def _patched(document: Any, per_workload: list[list[patch.PatchOp]]) -> Any:
     """The document with each of its workloads' patches applied (a List's items each)."""
-    workloads = workloads_of(document)
-    if workloads == [document]:
-        return patch.apply(document, per_workload[0]) if per_workload[0] else document
-    items = [
-        patch.apply(w, ops) if ops else w for w, ops in zip(workloads, per_workload, strict=True)
+    ops = _document_ops(document, per_workload)
+    return patch.apply(document, ops) if ops else document
+
+
+def _document_ops(document: Any, per_workload: list[list[patch.PatchOp]]) -> list[patch.PatchOp]:
+    """The workloads' patches as one patch of the document (a List's items at their place)."""
+    prefixes = workload_pointers(document)
+    return [
+        op
+        for prefix, ops in zip(prefixes, per_workload, strict=True)
+        for op in (patch.rebase(ops, prefix) if prefix else ops)
     ]
-    return {**document, "items": items} if items else document
 
 
 def _check_reads_back(text: str, expected: list[Any]) -> None:
@@ -124,13 +129,28 @@ def edited_text(
 ) -> str | None:
     """The segment edited in place (text_edit), or None where it needs the round trip."""
     present = [d for d in documents if d is not None]
-    if len(present) != 1 or len(edits[0]) != 1 or workloads_of(present[0]) != [present[0]]:
-        return None  # several documents, or a List of workloads
-    ops = edits[0][0]
+    if len(present) != 1:
+        return None  # several documents in one segment (`...` between them)
+    document = present[0]
+    ops = _document_ops(document, edits[0])
     try:
-        return edit_document(segment, ops, patch.apply(present[0], ops), indent)
+        return edit_document(segment, ops, patch.apply(document, ops), indent)
     except NotEditable:
         return None
+
+
+def workload_pointers(document: Any, prefix: str = "") -> list[str]:
+    """The JSON pointer of each of `workloads_of(document)`, in the same order."""
+    if isinstance(document, dict) and str(document.get("kind", "")).endswith("List"):
+        items = document.get("items")
+        if not isinstance(items, list):
+            return []
+        return [
+            pointer
+            for index, item in enumerate(items)
+            for pointer in workload_pointers(item, f"{prefix}/items/{index}")
+        ]
+    return [prefix]
 
 
 def round_trip_segment(
