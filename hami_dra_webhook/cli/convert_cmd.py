@@ -81,6 +81,11 @@ def _convert_stdin(
         raw(stdout).write(unified(text, result.text, "<stdin>", colour_wanted(stdout)))
     else:
         stdout.write(result.text)
+    return _code(result)
+
+
+def _code(result: Any) -> int:
+    """2 when something would be refused, else 0 (as dry-run: its warnings are on stderr)."""
     return exit_codes.REFUSED if result.refused else exit_codes.OK
 
 
@@ -111,6 +116,8 @@ def _read_text(path: Path) -> tuple[str, _Form]:
 def _report(result: Any, where: object, stderr: TextIO) -> None:
     for line in result.refused:
         stderr.write(f"refused: {where}: {line}\n")
+    for line in result.warnings:
+        stderr.write(f"warning: {where}: {line}\n")
     for line in result.notes:
         stderr.write(f"info: {where}: {line}\n")
 
@@ -301,7 +308,7 @@ def _convert_file(
         return exit_codes.UNREADABLE
     _report(result, path, stderr)
     totals.add(result)
-    code = exit_codes.REFUSED if result.refused else exit_codes.OK
+    code = _code(result)
     if args.diff:
         from hami_dra_webhook.cli.diff_view import colour_wanted, unified
 

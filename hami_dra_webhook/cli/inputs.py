@@ -51,11 +51,17 @@ def nothing_read(read: Any, named: list[str], stderr: TextIO) -> bool:
     return False
 
 
-def load_policy(path: str | None, stderr: TextIO) -> Policy:
-    """The policy for a command; its file's warning goes to stderr."""
+def load_policy(path: str | None, stderr: TextIO, *, notes: bool = True) -> Policy:
+    """The policy for a command; its file's warning goes to stderr, and (`notes`) what its
+    legacy settings keep or lose under DRA (core/vendors/nvidia_notes.policy_notes)."""
     loaded = read_policy(path)
     if loaded.warning:
         stderr.write(f"warning: {path}: {loaded.warning}\n")
+    if path and notes:
+        from hami_dra_webhook.core.vendors.nvidia_notes import policy_notes
+
+        for note in policy_notes(loaded.policy):
+            stderr.write(f"note: {path}: {note}\n")
     return loaded.policy
 
 

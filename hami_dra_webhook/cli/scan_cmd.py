@@ -131,7 +131,7 @@ def _policy(args: argparse.Namespace, stderr: TextIO) -> tuple[Any, list[str]] |
     from hami_dra_webhook.core.settings.policy import PolicyError, policy_from_yaml
 
     try:
-        policy = load_policy(args.config, stderr)
+        policy = load_policy(args.config, stderr, notes=False)
         if not args.config:
             return policy, []
         with open(args.config, encoding="utf-8") as config:
@@ -139,7 +139,12 @@ def _policy(args: argparse.Namespace, stderr: TextIO) -> tuple[Any, list[str]] |
     except PolicyError as error:
         stderr.write(f"error: {error}\n")
         return exit_codes.UNREADABLE
-    return policy, [f"nvidia.{key} has no DRA equivalent and is not applied" for key in legacy_only]
+    from hami_dra_webhook.core.vendors.nvidia_notes import policy_notes
+
+    return policy, [
+        *(f"nvidia.{key} has no DRA equivalent and is not applied" for key in legacy_only),
+        *policy_notes(policy),
+    ]
 
 
 def _manifest_workloads(

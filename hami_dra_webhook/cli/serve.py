@@ -79,6 +79,11 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
     if loaded.warning:
         log.warning("%s: %s", settings.config, loaded.warning)
     policy = loaded.policy
+    if settings.config:  # what the legacy settings keep or lose under DRA, once
+        from hami_dra_webhook.core.vendors.nvidia_notes import policy_notes
+
+        for note in policy_notes(policy):
+            log.info("%s: %s", settings.config, note)
     from hami_dra_webhook.server.builder import StartupError
 
     try:

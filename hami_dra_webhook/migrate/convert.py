@@ -45,6 +45,8 @@ class FileResult:
     converted: list[str] = field(default_factory=list)
     refused: list[str] = field(default_factory=list)
     templates: list[str] = field(default_factory=list)
+    # What the webhook would warn of the converted pods (the same words; `where: warning`)
+    warnings: list[str] = field(default_factory=list)
     # Pod templates inside custom resources left as they are (converted at admission), quotas
     # and queues that count legacy resources
     notes: list[str] = field(default_factory=list)
@@ -131,6 +133,10 @@ class _Changes:
         if not isinstance(decision, Converted):
             return []
         self.result.converted.append(where)
+        said = set(decision.summaries)
+        for warning in decision.warnings:
+            if warning not in said:
+                self.result.warnings.append(f"{where}: {warning}")
         for template in decision.templates:
             key = (str(template["metadata"].get("namespace", "")), template["metadata"]["name"])
             if key not in self.existing:

@@ -225,7 +225,7 @@ def test_several_problems_are_joined_and_name_their_section() -> None:
 def test_unknown_keys_are_reported_with_their_full_path() -> None:
     text = (
         "nvidia:\n  bogus: 1\n  deviceSplitCount.x: 1\n  x.deviceSplitCount: 1\n"
-        "  deviceSplitCount: 10\n"
+        "  deviceSplitCount: 10\n  deviceCoreScaling: 1\n"
         "hamiDraWebhook:\n  extra: 1\n  capacityKeys: {memory: memory, odd: 1}\n"
         "  attributes: {uuid: uuid, weird: 2}\n"
     )
@@ -238,7 +238,7 @@ def test_unknown_keys_are_reported_with_their_full_path() -> None:
         "hamiDraWebhook.capacityKeys.odd",
         "hamiDraWebhook.attributes.weird",
     )
-    assert loaded.legacy_only_keys == ("deviceSplitCount",)
+    assert loaded.legacy_only_keys == ("deviceCoreScaling",)
 
 
 # -- translate ----------------------------------------------------------------------------------

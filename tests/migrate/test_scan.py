@@ -96,7 +96,10 @@ def test_sizes_from_config_turn_attention_into_converts(tmp_path: Path) -> None:
         by_name(report)["notebooks"]["containers"][0]["dra"]
         == "1 GPU, 25% of each card's memory, no SM limit"
     )
-    assert report["notes"] == ["nvidia.deviceSplitCount has no DRA equivalent and is not applied"]
+    assert report["notes"] == [
+        "nvidia.deviceSplitCount (10): legacy HAMi put at most that many tasks on a card; DRA"
+        " has no such cap and packs shares as memory and cores allow"
+    ]
 
 
 def test_helm_output_on_stdin() -> None:

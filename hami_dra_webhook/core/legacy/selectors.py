@@ -19,6 +19,7 @@ VGPU_MODE = "nvidia.com/vgpu-mode"
 NUMA_BIND = "nvidia.com/numa-bind"
 GPU_SCHEDULER_POLICY = "hami.io/gpu-scheduler-policy"
 NODE_SCHEDULER_POLICY = "hami.io/node-scheduler-policy"
+DEVICE_SCORING_WEIGHTS = "hami.io/device-scoring-weights"  # HAMi v2.10: slot=,core=,memory=
 HAMI_CORE_MODE = "hami-core"
 MAX_SELECTOR_LENGTH = 10 * 1024
 # Legacy values are short lists (a UUID is 40 characters, a type a few words): 4 KiB holds ~100
@@ -32,7 +33,18 @@ _NOT_HONOURED = {
     NUMA_BIND: "NUMA binding is not honoured under DRA",
     GPU_SCHEDULER_POLICY: "GPU binpack/spread/mutex policy is not honoured under DRA",
     NODE_SCHEDULER_POLICY: "node binpack/spread policy is not honoured under DRA",
+    DEVICE_SCORING_WEIGHTS: "GPU scoring weights are not honoured under DRA",
 }
+# Go's strconv.ParseBool, which HAMi v2.10 applies to numa-bind: only these ask for NUMA
+# binding; any other value (`false`, `0`, a typo) was a no-op in legacy HAMi.
+_GO_TRUE = frozenset(("1", "t", "T", "TRUE", "true", "True"))
+
+
+def _asks(key: str, value: Any) -> bool:
+    """Whether an annotation DRA cannot honour asks for something (numa-bind only when true)."""
+    if value is None:
+        return False
+    return value in _GO_TRUE if key == NUMA_BIND else True
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +88,7 @@ def device_filter(annotations: dict[str, Any], policy: Policy) -> DeviceFilter:
             size += len(value)
     # Only whether they are set counts for the annotations DRA cannot honour, so that is all
     # that is kept of them (their values may be megabytes).
-    present = tuple(annotations.get(key) is not None for key in _NOT_HONOURED)
+    present = tuple(_asks(key, annotations.get(key)) for key in _NOT_HONOURED)
     relevant = (*values, *present)
     if size <= _CACHED_VALUES_UP_TO:
         try:
@@ -89,7 +101,7 @@ def device_filter(annotations: dict[str, Any], policy: Policy) -> DeviceFilter:
 def _as_annotations(relevant: tuple[Any, ...]) -> dict[str, Any]:
     found = dict(zip(SELECTOR_ANNOTATIONS, relevant, strict=True))
     for key in _NOT_HONOURED:
-        found[key] = True if found[key] else None
+        found[key] = "true" if found[key] else None
     return found
 
 
@@ -223,6 +235,6 @@ def unsupported_annotations(annotations: dict[str, Any]) -> list[str]:
     if annotations.get(VGPU_MODE) is not None:
         notes.append(f"annotation {VGPU_MODE}: DRA offers only {HAMI_CORE_MODE} devices")
     for key, text in _NOT_HONOURED.items():
-        if annotations.get(key) is not None:
+        if _asks(key, annotations.get(key)):
             notes.append(f"annotation {key}: {text}")
     return notes

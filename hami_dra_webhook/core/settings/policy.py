@@ -33,8 +33,6 @@ _CEL_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # accepted without a warning, recorded so that tooling can report them.
 LEGACY_ONLY_KEYS = frozenset(
     {
-        "deviceSplitCount",
-        "deviceMemoryScaling",
         "deviceCoreScaling",
         "knownMigGeometries",
         "disablecorelimit",
@@ -87,6 +85,15 @@ class NvidiaConfig(_Section):
     overwrite_env: bool = Field(False, alias="overwriteEnv")
     runtime_class_name: str = Field("", alias="runtimeClassName")
     lib_cuda_log_level: int | None = Field(None, alias="libCudaLogLevel")
+    # The legacy device plugin's: it injected GPU_CORE_UTILIZATION_POLICY=disable into every
+    # GPU container (the webhook writes the same, unless gpuCorePolicy says otherwise).
+    disable_core_limit: bool = Field(False, alias="disableCoreLimit")
+    # The legacy device plugin registered each card's memory times this (int32 of MiB x
+    # scaling): gpumem-percentage counts from it, so the webhook does too
+    # (core/vendors/nvidia_notes.py says what DRA cannot keep of a scaling above 1).
+    device_memory_scaling: float = Field(1.0, alias="deviceMemoryScaling", gt=0, le=100)
+    # At most this many tasks per card in legacy HAMi (10 when unset); DRA has no such cap.
+    device_split_count: int | None = Field(None, alias="deviceSplitCount", ge=0)
 
 
 class CapacityKeys(_Section):

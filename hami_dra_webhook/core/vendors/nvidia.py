@@ -21,7 +21,6 @@ from hami_dra_webhook.core.legacy.request import (
 )
 from hami_dra_webhook.core.model import cel
 from hami_dra_webhook.core.model.quantity import (
-    MIB,
     format_bytes,
     format_mib,
     parse_byte_size,
@@ -35,6 +34,13 @@ from hami_dra_webhook.core.outcome.decision import (
     describe,
 )
 from hami_dra_webhook.core.settings.policy import DEFAULT_POLICY, Policy
+from hami_dra_webhook.core.vendors.nvidia_notes import (
+    disabled_control_note,
+    hami_core_disabled,
+    over_card_note,
+    percentage_notes,
+    scaled_memory_mib,
+)
 from hami_dra_webhook.core.vendors.profile import (
     Family,
     Resolved,
@@ -125,7 +131,7 @@ def _per_size(
             *selectors,
             cel.capacity_equals(web.driver_name, web.capacity_keys.memory, quantity),
         )
-        memory_mib = max(1, (size // MIB) * percentage // 100)
+        memory_mib = scaled_memory_mib(size, percentage, policy)
         capacity = _capacity(memory_mib, cores, policy)
         alternatives.append(Alternative(pinned, capacity, f"mem-{quantity.lower()}"))
     if len(alternatives) == 1:
@@ -170,15 +176,8 @@ class NvidiaProfile:
             notes += (EXCLUSIVE_CORES_NOTE,)
         if notes:
             warnings += [f"{ref.label}: {note}" for note in notes]
-        if share is not None and share.memory_mib is not None:
-            largest = policy.largest_memory_mib
-            if largest and share.memory_mib > largest:
-                warnings.append(
-                    Attention(
-                        f"{ref.label}: {share.memory_mib} MiB is more than the largest GPU"
-                        f" ({largest} MiB): it can never be placed"
-                    )
-                )
+        if share is not None:
+            warnings += _share_notes(ref, container, share, policy)
         plan = (
             ContainerPlan(ref, request, share, FAMILY, notes=notes)
             if notes
@@ -208,6 +207,8 @@ class NvidiaProfile:
         if plan.share is not None:
             if policy.nvidia.gpu_core_policy != "default":
                 env[CORE_POLICY_ENV] = policy.nvidia.gpu_core_policy
+            elif policy.nvidia.disable_core_limit:  # the legacy device plugin's, on every card
+                env[CORE_POLICY_ENV] = "disable"
             if policy.nvidia.lib_cuda_log_level is not None:
                 env[LOG_LEVEL_ENV] = str(policy.nvidia.lib_cuda_log_level)
         return env
@@ -254,6 +255,21 @@ class NvidiaProfile:
 
 
 PROFILE = NvidiaProfile()
+
+
+def _share_notes(ref: ContainerRef, container: Any, share: GpuShare, policy: Policy) -> list[str]:
+    """What legacy HAMi did to this container that DRA does differently (nvidia_notes)."""
+    notes: list[str] = []
+    if share.memory_mib is not None:
+        over = over_card_note(ref, share.memory_mib, policy)
+        if over is not None:
+            notes.append(over)
+    if share.percentage is not None:
+        notes += percentage_notes(ref, share.percentage, policy)
+    disabled = hami_core_disabled(container)
+    if disabled is not None:
+        notes.append(disabled_control_note(ref, disabled))
+    return notes
 
 
 def driver_gpus(slices: list[JsonObject], policy: Policy) -> Iterator[tuple[str, JsonObject]]:

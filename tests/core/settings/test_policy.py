@@ -42,10 +42,10 @@ def test_hami_file_loads_unchanged_its_vendor_sections_read() -> None:
     # HAMi's other vendor sections are read (names), not reported as unknown
     assert loaded.ignored_keys == () and loaded.warning is None
     assert families(loaded.policy).of("cambricon.com/vmlu").key == "cambricon"  # type: ignore[union-attr]
-    assert (
-        "knownMigGeometries" in loaded.legacy_only_keys
-        and "deviceSplitCount" in loaded.legacy_only_keys
-    )
+    assert "knownMigGeometries" in loaded.legacy_only_keys
+    # Read now, for what DRA keeps of them (issue 64): the split count said, the scaling applied
+    assert loaded.policy.nvidia.device_split_count == 10
+    assert loaded.policy.nvidia.device_memory_scaling == 1
 
 
 def test_a_section_hami_does_not_have_is_reported() -> None:
