@@ -17,6 +17,7 @@ from hami_dra_webhook.core.workloads.volcano_jobs import (
     owner_scheduler,
 )
 from hami_dra_webhook.files.manifests import api_group, pod_template
+from hami_dra_webhook.files.operators import SchedulerSource, own_spec_left, scheduler_source
 
 PathPart = str | int
 
@@ -79,6 +80,12 @@ class EmbeddedPod:
     holder: tuple[PathPart, ...] | None = None
     container_key: str = ""
     left: str = ""
+    # Where the owner names that scheduler, and whether it replaces the template's own
+    # (files/operators.py); None: only a Volcano Job's default, or no owner scheduler.
+    owner: SchedulerSource | None = None
+    # False: the pods' labels and annotations do not come from this template's metadata (an
+    # object whose own spec is the pod spec): the webhook's label and annotation have no place.
+    metadata_reaches: bool = True
 
     @property
     def where(self) -> str:
@@ -90,17 +97,22 @@ class EmbeddedPod:
 
     @property
     def inherits_scheduler(self) -> bool:
+        """The pods get the owner's scheduler: the template names none, or the owner's
+        replaces it."""
+        if not self.owner_scheduler:
+            return False
+        if self.owner is not None and self.owner.overrides:
+            return True
         spec = self.pod.get("spec")
-        return bool(self.owner_scheduler) and not (
-            isinstance(spec, dict) and spec.get("schedulerName")
-        )
+        return not (isinstance(spec, dict) and spec.get("schedulerName"))
 
     @property
     def inherited(self) -> str:
         """Where the scheduler its pods get comes from, in words ("" when from the template)."""
         if not self.inherits_scheduler:
             return ""
-        return f"its pods take their owner's schedulerName {self.owner_scheduler}"
+        where = self.owner.where if self.owner is not None else "schedulerName"
+        return f"its pods take their owner's {where} {self.owner_scheduler}"
 
     @property
     def admitted(self) -> JsonObject:
@@ -154,12 +166,25 @@ def embedded_pods(document: Any, dra_schedulers: frozenset[str] = frozenset()) -
         return []
     found = _components(document)
     _look_inside(document, (), found, 0, {e.holder for e in found if e.holder is not None})
-    if not is_volcano_job(document):
+    found = [_own_spec(document, e) if not e.path else e for e in found]
+    if is_volcano_job(document):
+        # A Volcano Job's pods take its scheduler where their template names none (its job
+        # controller's createJobPod; its admission defaults the Job's to volcano).
+        scheduler = owner_scheduler(document)
+        job = SchedulerSource(scheduler, "spec.schedulerName", False, ("spec", "schedulerName"))
+        return [
+            replace(e, owner_scheduler=scheduler, dra_schedulers=dra_schedulers, owner=job)
+            for e in found
+        ]
+    source = scheduler_source(document)
+    if source is None:
         return found
-    # A Volcano Job's pods take its scheduler where their template names none (its job
-    # controller's createJobPod; its admission defaults the Job's to volcano).
-    scheduler = owner_scheduler(document)
-    return [replace(e, owner_scheduler=scheduler, dra_schedulers=dra_schedulers) for e in found]
+    return [replace(e, owner_scheduler=source.name, owner=source) for e in found]
+
+
+def _own_spec(document: JsonObject, found: EmbeddedPod) -> EmbeddedPod:
+    """An object whose own spec is a pod spec: its metadata is its own, not its pods'."""
+    return replace(found, metadata_reaches=False, left=found.left or own_spec_left(document))
 
 
 def _components(document: JsonObject) -> list[EmbeddedPod]:

@@ -109,7 +109,7 @@ class _Changes:
             where = f"{title} {judgement.where}" if judgement.where else title
             self.result.notes += [f"{where}: {w}" for w in judgement.notes]
             if judgement.legacy:
-                ops += self._template(where, judgement)
+                ops += [op for op in self._template(where, judgement) if op not in ops]
         return ops
 
     def _template(self, where: str, judgement: Judgement) -> list[patch.PatchOp]:
@@ -146,10 +146,21 @@ class _Changes:
         if inside is None:
             path = judgement.path
             return patch.rebase(decision.patch, patch.pointer(*path)) if path else decision.patch
-        mine = inside.in_object(decision.patch)
-        if inside.inherits_scheduler:  # the owner's, not the template's, to remove
-            mine = [op for op in mine if not op["path"].endswith("/spec/schedulerName")]
-        return mine
+        ops = decision.patch
+        if not inside.metadata_reaches:
+            ops = [op for op in ops if not op["path"].startswith("/metadata")]
+            self.result.notes.append(f"{where}: {NO_POD_METADATA}")
+        release: list[patch.PatchOp] = []
+        if inside.inherits_scheduler:  # the owner's, not the template's, to change
+            scheduler = [op for op in ops if op["path"] == "/spec/schedulerName"]
+            ops = [op for op in ops if op["path"] != "/spec/schedulerName"]
+            if scheduler and inside.owner is not None:
+                release = [inside.owner.release()]
+                self.result.notes.append(
+                    f"{where}: its owner's {inside.owner.where} {inside.owner_scheduler} leaves"
+                    f" with legacy HAMi: {_released(inside.owner)}"
+                )
+        return inside.in_object(ops) + release
 
     def _quota(self, title: str, document: JsonObject, quota: QuotaReport) -> list[patch.PatchOp]:
         ops = dra_quota_ops(document, quota)
@@ -161,6 +172,19 @@ class _Changes:
         added = f"; added {', '.join(keys)}" if ops else ""
         self.result.notes.append(f"{title} counts {', '.join(quota.counted)}: {quota.stops}{added}")
         return ops
+
+
+NO_POD_METADATA = (
+    "the object's own metadata does not reach its pods, so the label hami.io/dra and the"
+    " annotation hami.io/converted-from are not written (its pods will lack them: `kubectl"
+    " get pods -l hami.io/dra=true` will not list them)"
+)
+
+
+def _released(owner: Any) -> str:
+    if owner.label:
+        return f"label {owner.label} removed"
+    return f"{owner.where} set to default-scheduler"
 
 
 def _existing_templates(documents: list[Any]) -> set[tuple[str, str]]:

@@ -104,7 +104,7 @@ def test_a_volcano_jobs_pods_take_its_scheduler(tmp_path: Path) -> None:
     code, item, _ = dry_run(job)
     (inside,) = item["embedded"]
     assert code == 0 and inside["outcome"] == "unchanged"
-    assert "its pods take their owner's schedulerName volcano" in inside["warnings"][0]
+    assert "its pods take their owner's spec.schedulerName volcano" in inside["warnings"][0]
     code, workloads = scanned(job)
     assert code == 1 and "schedulerName volcano" in " ".join(workloads[0]["attention"])
     code, documents, err = converted(job, tmp_path, "--embedded")
