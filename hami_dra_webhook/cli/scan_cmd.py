@@ -73,7 +73,7 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
     policy, notes = loaded
     if args.cluster:
         try:
-            workloads, policy, gpu_quotas = _cluster_workloads(args, policy, stderr)
+            workloads, policy, gpu_quotas = _cluster_workloads(args, policy, stderr, notes)
         except ClusterUnavailable as error:
             say_unavailable(error, stderr)
             return exit_codes.UNREADABLE
@@ -172,8 +172,10 @@ def _manifest_workloads(
 
 
 def _cluster_workloads(
-    args: argparse.Namespace, policy: Any, stderr: TextIO
+    args: argparse.Namespace, policy: Any, stderr: TextIO, notes: list[str]
 ) -> tuple[list[Any], Any, list[Any]]:
+    """The cluster's workloads, its policy with the drivers' facts, its GPU quotas; `notes`
+    gets what each node loses under DRA of legacy HAMi's per-node settings."""
     from hami_dra_webhook.cluster.quota_usage import read_gpu_quotas
     from hami_dra_webhook.cluster.state import read_facts
     from hami_dra_webhook.core.vendors.facts import ClusterFacts, with_cluster_facts
@@ -199,11 +201,35 @@ def _cluster_workloads(
             except ApiError as error:  # quotas are a part of the report, not a reason to fail it
                 stderr.write(f"warning: GPU quotas not read: {error}\n")
                 gpu_quotas = []
+            notes.extend(await _node_losses(api, policy, stderr))
             return workloads, facts, gpu_quotas
 
         workloads, facts, gpu_quotas = on_cluster(args, collect)
     policy = with_cluster_facts(policy, facts, policy.webhook.consumable_capacity)
     return workloads, policy, gpu_quotas
+
+
+async def _node_losses(api: Any, policy: Any, stderr: TextIO) -> list[str]:
+    """What each node loses under DRA (check's "legacy node settings", the same words)."""
+    from hami_dra_webhook.cluster.legacy_node_config import (
+        device_plugin_configs,
+        device_taint_rules_served,
+    )
+    from hami_dra_webhook.core.migration.node_config import node_losses
+    from hami_dra_webhook.kube.port import ApiError, paths
+
+    try:
+        daemonsets = [
+            d async for page in api.workload_pages("DaemonSet", None, timeout=30) for d in page
+        ]
+        configs = await device_plugin_configs(api, daemonsets, 30)
+        nodes = await api.list_path(paths.NODES, [], timeout=30)
+        served = await device_taint_rules_served(api, 30)
+    except ApiError as error:  # a part of the report, not a reason to fail it
+        stderr.write(f"warning: legacy per-node settings not read: {error}\n")
+        return []
+    losses, errors = node_losses(configs, nodes, policy, served)
+    return [*errors, *(f"node {n.words}" for n in losses)]
 
 
 class _Progress:

@@ -17,6 +17,7 @@ The steps, each idempotent; the last one done is kept on the Node (annotation
    driver for it, no claim of the driver allocated on it, no pod of the device plugin's;
 5. label it with the new pool and wait until that side serves it (the driver's pod Ready and
    its ResourceSlice published, or the device plugin's `nvidia.com/gpu` allocatable again);
+   its cards' cordon (hami.io/device-cordon) becomes DeviceTaintRules, or they go (to legacy);
    to DRA, a canary, a converted pod, must then run there (cluster/move_canary.py);
 6. check again that only the new side serves it and nothing of the old side is held there,
    then uncordon (unless it was cordoned before the move) and drop the annotation.
@@ -36,10 +37,16 @@ from dataclasses import dataclass
 from typing import Literal, TypeVar
 
 from hami_dra_webhook.cluster import kept_lists
+from hami_dra_webhook.cluster.device_cordons import DeviceCordons, MoveCordons
 from hami_dra_webhook.cluster.events import About, event_body, post_event
 from hami_dra_webhook.cluster.kept_lists import KeptList
 from hami_dra_webhook.cluster.move_canary import Canary, driver_pod, driver_words
 from hami_dra_webhook.cluster.move_drain import Drain
+from hami_dra_webhook.cluster.move_words import (
+    not_served_words,
+    served_detail,
+    still_served_words,
+)
 from hami_dra_webhook.core.migration.holdings import (
     ClaimIndex,
     claim_on_node,
@@ -133,9 +140,11 @@ class NodeMove:
         await post_event(self.api, body, CALL_TIMEOUT)
 
     async def _run(self) -> MoveState:
+        await self._cordons().carriable(await self._node())  # before anything changes
         state = await self._state()
         self._state_now = state
         if state.step == "done":
+            await self._carry_cordons()  # a node already moved: its rules follow the annotation
             await self._tell("done", f"{self.node} is already in the {self.to} pool")
             return state
         if not state.done("cordoned"):
@@ -167,7 +176,8 @@ class NodeMove:
                 self._served, f"the {self.to} side serving {self.node}", self._not_served
             )
             await self._patch({}, state, "served")
-            await self._tell("served", self._served_detail())
+            await self._tell("served", served_detail(self.to))
+        await self._carry_cordons()  # every run: idempotent
         if self.to == DRA and self.canary:  # every run: a resumed state is not evidence
             await self._tell("canary", f"a converted pod on {self.node} before it is given back")
             canary = Canary(self.api, self.policy, self.node, self._deadline, self.poll)
@@ -201,6 +211,14 @@ class NodeMove:
             " It stays cordoned; fix that and run the move again, or move it back with"
             f" migrate node {self.node} --to {LEGACY if self.to == DRA else DRA}"
         )
+
+    def _cordons(self) -> MoveCordons:
+        return MoveCordons(DeviceCordons(self.api, self.policy, self.node, CALL_TIMEOUT), self.to)
+
+    async def _carry_cordons(self) -> None:
+        said = await self._cordons().carry(await self._node())
+        if said:
+            await self._tell(*said)
 
     # -- the state on the Node ------------------------------------------------------------
 
@@ -353,33 +371,15 @@ class NodeMove:
         return await self._call(driver_pod(self.api, self.node, self.release))
 
     async def _still_served(self) -> str:
-        served = await self._served_by()
-        held = await self._held_here()
+        served, held = await self._served_by(), await self._held_here()
         if held and not served:
             return await self._held()
-        hints = {
-            LEGACY: "nvidia.com/gpu is still allocatable: HAMi's device plugin still runs there;"
-            f" restrict its DaemonSet to {POOL_LABEL}={LEGACY} (docs/migration.md)",
-            DRA: "the driver's ResourceSlice is still published: is its DaemonSet restricted to"
-            f" {POOL_LABEL}={DRA} (chart value migration.scope, docs/migration.md)?",
-        }
-        return "; ".join([*(hints[side] for side in served), *held[:5]])
+        return still_served_words(served, held)
 
     async def _not_served(self) -> str:
         served = await self._served_by()
-        if self.to in served and len(served) > 1:
-            return f"served by both pools: {', '.join(served)}"
-        if self.to == DRA:
-            words = [driver_words(await self._driver(), self.node, self.release)]
-            if served != (DRA,):
-                words.insert(0, "no ResourceSlice of the driver for it yet")
-            return "; ".join(w for w in words if w)
-        return "no nvidia.com/gpu allocatable yet: is HAMi's device plugin running there?"
-
-    def _served_detail(self) -> str:
-        if self.to == DRA:
-            return "the driver's pod is Ready and publishes its devices"
-        return "the device plugin advertises nvidia.com/gpu"
+        driver = await self._driver() if self.to == DRA else None
+        return not_served_words(self.to, self.node, self.release, served, driver)
 
     async def _until(
         self, check: Callable[[], Awaitable[bool]], what: str, why_not: Callable[[], Awaitable[str]]

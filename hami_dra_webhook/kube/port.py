@@ -111,6 +111,10 @@ class paths:  # noqa: N801 (a namespace of functions, read as paths.template(...
         return f"/api/v1/namespaces/{_name(namespace)}/secrets/{_name(name)}"
 
     @staticmethod
+    def config_map(namespace: str, name: str) -> str:
+        return f"/api/v1/namespaces/{_name(namespace)}/configmaps/{_name(name)}"
+
+    @staticmethod
     def webhook_configuration(name: str, validating: bool = False) -> str:
         return f"{paths.VALIDATING_WEBHOOKS if validating else paths.WEBHOOKS}/{_name(name)}"
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from hami_dra_webhook.core.settings.policy import Policy
 from hami_dra_webhook.preflight import api_checks, legacy_checks, node_checks
+from hami_dra_webhook.preflight.node_losses import legacy_node_settings
 from hami_dra_webhook.preflight.report import Installation, Report
 from hami_dra_webhook.preflight.snapshot import Snapshot
 
@@ -19,4 +20,5 @@ def judge_before_install(snapshot: Snapshot, policy: Policy, target: Installatio
         check(snapshot, policy, target, report)
     node_checks.gpu_nodes_before_install(snapshot, report)
     legacy_checks.legacy_before_install(snapshot, policy, report)
+    legacy_node_settings(snapshot, policy, target, report)
     return report

@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 from hami_dra_webhook.core.settings.policy import Policy
 from hami_dra_webhook.preflight import api_checks, legacy_checks, node_checks
+from hami_dra_webhook.preflight.node_losses import legacy_node_settings
 from hami_dra_webhook.preflight.report import Installation, Report
 from hami_dra_webhook.preflight.snapshot import Snapshot
 from hami_dra_webhook.preflight.vendors import vendors
@@ -18,6 +19,7 @@ CHECKS: tuple[Callable[[Snapshot, Policy, Installation, Report], None], ...] = (
     *api_checks.CHECKS,
     *node_checks.CHECKS,
     *legacy_checks.CHECKS,
+    legacy_node_settings,
 )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from hami_dra_webhook.core.migration.node_config import looks_legacy
 from hami_dra_webhook.core.migration.pool_plan import Inventory
 from hami_dra_webhook.core.migration.pools import LEGACY, POOL_LABEL
 from hami_dra_webhook.core.model.types import JsonObject
@@ -27,11 +28,11 @@ def _legacy_hami(snapshot: Snapshot, policy: Policy, target: Installation, repor
     plugins = [
         item
         for item in daemonsets
-        if _looks_legacy(item, ("hami-device-plugin", "vgpu-device-plugin"))
+        if looks_legacy(item, ("hami-device-plugin", "vgpu-device-plugin"))
     ]
     found = [f"device plugin DaemonSet {_where(item)}" for item in plugins]
     schedulers = [
-        item for item in deployments if _looks_legacy(item, ("hami-scheduler", "vgpu-scheduler"))
+        item for item in deployments if looks_legacy(item, ("hami-scheduler", "vgpu-scheduler"))
     ]
     found += [f"scheduler Deployment {_where(item)}" for item in schedulers]
     found += [
@@ -87,11 +88,11 @@ def legacy_before_install(snapshot: Snapshot, policy: Policy, report: Report) ->
     found = [
         f"device plugin DaemonSet {_where(item)}"
         for item in daemonsets
-        if _looks_legacy(item, ("hami-device-plugin", "vgpu-device-plugin"))
+        if looks_legacy(item, ("hami-device-plugin", "vgpu-device-plugin"))
     ] + [
         f"scheduler Deployment {_where(item)}"
         for item in deployments
-        if _looks_legacy(item, ("hami-scheduler", "vgpu-scheduler"))
+        if looks_legacy(item, ("hami-scheduler", "vgpu-scheduler"))
     ]
     if found:
         report.add(
@@ -111,19 +112,6 @@ def _gpu_pools(snapshot: Snapshot, policy: Policy, target: Installation, report:
         return
     if isinstance(snapshot.inventory, Inventory):
         judge_pools(snapshot.inventory, report)
-
-
-def _looks_legacy(item: JsonObject, names: tuple[str, ...]) -> bool:
-    name = str((item.get("metadata") or {}).get("name", ""))
-    containers = (((item.get("spec") or {}).get("template") or {}).get("spec") or {}).get(
-        "containers"
-    ) or []
-    images = " ".join(str(c.get("image", "")) for c in containers)
-    return (
-        any(n in name for n in names)
-        or "projecthami/hami:" in images
-        or "4pdosc/k8s-vgpu" in images
-    )
 
 
 def _where(item: JsonObject) -> str:

@@ -20,6 +20,7 @@ from hami_dra_webhook.cluster.chart_driver import (
     read_chart_driver,
 )
 from hami_dra_webhook.cluster.inventory import read_inventory
+from hami_dra_webhook.cluster.legacy_node_config import device_plugin_configs
 from hami_dra_webhook.cluster.quota_usage import QuotaLine, read_gpu_quotas
 from hami_dra_webhook.cluster.state import probe_template
 from hami_dra_webhook.core.migration.pool_plan import Inventory
@@ -73,6 +74,8 @@ class Snapshot:
     # The namespaces of the driver pods (or the chart's, without pods), by name.
     namespaces: Read[dict[str, JsonObject]] = field(default_factory=dict)
     daemonsets: Read[list[JsonObject]] = field(default_factory=list)
+    # The legacy device plugin's per-node config.json, by where it came from.
+    legacy_configs: Read[list[tuple[str, str]]] = field(default_factory=list)
     deployments: Read[list[JsonObject]] = field(default_factory=list)
     webhook_configurations: Read[list[JsonObject]] = field(default_factory=list)
     quotas: Read[list[JsonObject]] = field(default_factory=list)
@@ -131,6 +134,10 @@ async def gather(api: KubeApi, policy: Policy, target: Installation, timeout: fl
     snapshot.daemonsets = await _read(
         _every(api.workload_pages("DaemonSet", None, timeout=timeout))
     )
+    if isinstance(snapshot.daemonsets, list):
+        snapshot.legacy_configs = await _read(
+            device_plugin_configs(api, snapshot.daemonsets, timeout)
+        )
     snapshot.deployments = await _read(
         _every(api.workload_pages("Deployment", None, timeout=timeout))
     )

@@ -61,6 +61,8 @@ from tests.support.cluster import wait_for
 pytestmark = pytest.mark.node  # the real node: runs beside the quiet tests
 
 POOL = "hami.io/gpu-pool"
+CORDON = "hami.io/device-cordon"
+CORDONED_CARD = "GPU-1c000000-0000-4000-8000-000000000000"  # the stand-in driver's hami-gpu-0
 OPT_IN = "hami.io/gpu-migration"
 DRIVER = "hami-core-gpu.project-hami.io"
 REPLICAS = 3
@@ -363,6 +365,8 @@ def _legacy_replicas_opted_in(cluster: NodeCluster, namespace: str) -> None:
     first = pods[0]["metadata"]["name"]
     assert container_env(cluster, namespace, first)["HAMI_LEGACY_STAND_IN"] == "1"
     cluster.kubectl("label", "namespace", namespace, f"{OPT_IN}=dra")
+    # HAMi v2.10's per-card cordon: the move carries it into a DeviceTaintRule (issue 64)
+    cluster.kubectl("annotate", "node", LEGACY_NODE, f"{CORDON}={CORDONED_CARD}", "--overwrite")
     status = json.loads(cli(cluster, "migrate", "status", "-o", "json").stdout)
     mine = status["namespaces"][namespace]
     assert (mine["inScope"], mine["legacy"], mine["converted"]) == (True, REPLICAS, 0), status
@@ -387,6 +391,7 @@ def _converted_replicas(cluster: NodeCluster, namespace: str) -> None:
         assert limits_of(env) == [("3000m", "30")], env
     assert node_state(cluster) == ("dra", False, "")
     assert driver_devices(cluster, LEGACY_NODE) > 0 and legacy_slots(cluster, LEGACY_NODE) == 0
+    _cordon_carried(cluster)
     status = json.loads(cli(cluster, "migrate", "status", "-o", "json").stdout)
     mine = status["namespaces"][namespace]
     # The replicas, and the create client's pods that exist at that moment.
@@ -394,6 +399,37 @@ def _converted_replicas(cluster: NodeCluster, namespace: str) -> None:
     (cluster.folder / "staged-status-after.txt").write_text(
         cli(cluster, "migrate", "status").stdout
     )
+
+
+def cordon_rules(cluster: NodeCluster) -> list[dict[str, Any]]:
+    rules: list[dict[str, Any]] = cluster.get(
+        "devicetaintrules", "-l", f"hami.io/device-cordon-node={LEGACY_NODE}"
+    )["items"]
+    return rules
+
+
+def _cordon_carried(cluster: NodeCluster) -> None:
+    """The cordoned card is one DeviceTaintRule (NoSchedule) of the driver's device with its
+    UUID."""
+    (rule,) = cordon_rules(cluster)
+    rule["spec"]["taint"].pop("timeAdded", None)  # the server's
+    assert rule["spec"] == {
+        "deviceSelector": {"driver": DRIVER, "pool": LEGACY_NODE, "device": "hami-gpu-0"},
+        "taint": {"key": CORDON, "value": "true", "effect": "NoSchedule"},
+    }, rule
+
+
+def _cordoned_card_unused(cluster: NodeCluster) -> None:
+    """No claim allocated on the node (a pod pinned there holds one) got the cordoned card."""
+    given = [
+        (result["pool"], result["device"])
+        for claim in cluster.get("resourceclaims", "-A")["items"]
+        for result in ((claim.get("status") or {}).get("allocation") or {})
+        .get("devices", {})
+        .get("results", [])
+    ]
+    assert any(pool == LEGACY_NODE for pool, _ in given), given  # the pinned pod's
+    assert (LEGACY_NODE, "hami-gpu-0") not in given, given
 
 
 def _move_events_on_the_node(cluster: NodeCluster, namespace: str) -> None:
@@ -405,7 +441,7 @@ def _move_events_on_the_node(cluster: NodeCluster, namespace: str) -> None:
     reasons = {e["reason"] for e in node_events if e["reason"].startswith("GpuPoolMove")}
     wanted = {"GpuPoolMoveStarted", "GpuPoolMoveCordoned", "GpuPoolMoveEvicted"}
     wanted |= {"GpuPoolMoveDrained", "GpuPoolMoveServed", "GpuPoolMoveDone"}
-    wanted |= {"GpuPoolMoveCanary", "GpuPoolMoveCanaryPassed"}
+    wanted |= {"GpuPoolMoveCanary", "GpuPoolMoveCanaryPassed", "GpuPoolMoveCordonsCarried"}
     assert wanted <= reasons, reasons
     evicted = [
         e
@@ -421,6 +457,7 @@ def _back_to_legacy_interrupted(cluster: NodeCluster, namespace: str) -> None:
     node is drained, and run again: it resumes."""
     apply(cluster, namespace, _pinned(_sleeping_pod("held-here")))
     wait_running(cluster, namespace, "held-here")
+    _cordoned_card_unused(cluster)
     refused = cli(cluster, "migrate", "node", LEGACY_NODE, "--to", "legacy", "-o", "json")
     assert refused.returncode == 2, refused.stdout + refused.stderr
     plan = json.loads(refused.stdout)
@@ -445,6 +482,9 @@ def _back_to_legacy_interrupted(cluster: NodeCluster, namespace: str) -> None:
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     result = json.loads(resumed.stdout)
     assert result["timeline"][0]["step"] == "resumed", result
+    assert cordon_rules(cluster) == []  # legacy HAMi reads the annotation itself again
+    assert "cordonsDropped" in {t["step"] for t in result["timeline"]}, result
+    cluster.kubectl("annotate", "node", LEGACY_NODE, f"{CORDON}-")
     (cluster.folder / "staged-back.json").write_text(resumed.stdout)
     assert node_state(cluster) == ("legacy", False, "")
     wait_for(lambda: driver_devices(cluster, LEGACY_NODE) == 0, "no driver slice on it", 60)
