@@ -15,7 +15,6 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-import jsonpatch
 import yaml
 
 from hami_dra_webhook.admission.admitted import AdmissionRules, Judgement
@@ -25,9 +24,11 @@ from hami_dra_webhook.core.outcome.decision import Converted, Refusal, Unchanged
 from hami_dra_webhook.core.review.translation_cache import TranslationCache
 from hami_dra_webhook.files.manifests import pod_template
 from hami_dra_webhook.migrate.quotas import QuotaReport, dra_quota_ops, quota_report
+from hami_dra_webhook.migrate.text_edit import NotEditable, edit_document
 from hami_dra_webhook.migrate.yaml_write import (
     FAST_LOADER,
     SegmentEdits,
+    document_ops,
     edited_text,
     guess_indent,
     round_trip_segment,
@@ -199,19 +200,33 @@ def _existing_templates(documents: list[Any]) -> set[tuple[str, str]]:
 
 
 def _convert_json(text: str, changes: _Changes, default_namespace: str | None) -> FileResult:
+    """JSON edited as text where it can be (JSON is YAML's flow style: migrate/text_edit.py), so
+    that what is not converted stays byte for byte; else written again, two-space indented. A
+    single object that needs templates becomes a List of it and them."""
     top = json.loads(text)
-    changes.existing = _existing_templates(workloads_of(top))
-    for document in workloads_of(top):
-        jsonpatch.apply_patch(
-            document, changes.workload(document, default_namespace), in_place=True
-        )
+    workloads = workloads_of(top)
+    changes.existing = _existing_templates(workloads)
+    per_workload = [changes.workload(document, default_namespace) for document in workloads]
     result = changes.result
     if not result.converted and not changes.new_templates:
         return result
     result.changed = True
-    if str(top.get("kind", "")).endswith("List") and isinstance(top.get("items"), list):
-        top["items"] += changes.new_templates
-    elif changes.new_templates:
+    is_list = str(top.get("kind", "")).endswith("List") and isinstance(top.get("items"), list)
+    ops = document_ops(top, per_workload)
+    if is_list:
+        ops += [patch.add("/items/-", t) for t in changes.new_templates]
+    if is_list or not changes.new_templates:
+        expected = patch.apply(top, ops)
+        try:
+            edited = edit_document(text, ops, expected, (2, 0))
+            if json.loads(edited) == expected:
+                result.text = edited
+                return result
+        except (NotEditable, ValueError, yaml.YAMLError):
+            pass  # written again below
+        top = expected
+    else:
+        top = patch.apply(top, ops)
         top = {"apiVersion": "v1", "kind": "List", "items": [top, *changes.new_templates]}
     result.text = json.dumps(top, indent=2) + "\n"
     return result

@@ -66,6 +66,10 @@ class _Style:
     indent: tuple[int, int]
     newline: str
     gap: int = 1  # spaces after a dash (`- name`, `-   name`)
+    json: bool = False  # a JSON document: what is added is JSON too
+    # The children the ops remove, by the collection holding them (a flow insertion goes after
+    # the last entry that stays, and takes no comma when none does).
+    removed: frozenset[int] = frozenset()
 
 
 def edit_document(
@@ -81,12 +85,21 @@ def edit_document(
         raise NotEditable("empty document")
     shared = shared_nodes(root) if ("*" in text or "&" in text) else frozenset()
     gap = _DASH_GAP.search(text)
-    style = _Style(indent, newline, len(gap.group(1)) if gap else 1)
     folded = _folded(ops)
+    style = _Style(
+        indent,
+        newline,
+        len(gap.group(1)) if gap else 1,
+        text.lstrip().startswith(("{", "[")),
+        _removed(root, folded),
+    )
     edits = [_edit(text, root, op, order, style, shared) for order, op in enumerate(folded)]
     _no_overlap(edits)
     result = text
-    for edit in sorted(edits, key=lambda e: (e.start, -e.depth, e.order), reverse=True):
+    # Back to front; at one place a removal before the insertions there (they stay before
+    # what follows it), the deeper insertion last (it ends up first).
+    order = sorted(edits, key=lambda e: (e.start, e.end > e.start, -e.depth, e.order))
+    for edit in reversed(order):
         result = result[: edit.start] + edit.text + result[edit.end :]
     if not ended and not any(e.start >= len(text) for e in edits):
         result = result[: -len(newline)]
@@ -100,6 +113,23 @@ def edit_document(
 
 
 _DASH_GAP = re.compile(r"^[ \t]*-( +)[A-Za-z_\"']", re.MULTILINE)
+
+
+def _removed(root: yaml.Node, ops: list[patch.PatchOp]) -> frozenset[int]:
+    """The nodes (a removed key's value, a removed item) that `remove` ops take away."""
+    found: set[int] = set()
+    for op in ops:
+        if op["op"] != "remove":
+            continue
+        node: yaml.Node | None = root
+        try:
+            for token in _tokens(op["path"]):
+                node = _child(node, token) if node is not None else None
+        except NotEditable:
+            continue
+        if node is not None:
+            found.add(id(node))
+    return frozenset(found)
 
 
 def _folded(ops: list[patch.PatchOp]) -> list[patch.PatchOp]:
@@ -256,7 +286,8 @@ def _add_key(
     text: str, mapping: yaml.MappingNode, name: str, value: Any, order: int, style: _Style
 ) -> _Edit:
     if mapping.flow_style:
-        return _flow_insert(text, mapping, flow_entry(mapping, name, value), order)
+        written = flow_entry(mapping, name, value, style.json)
+        return _flow_insert(text, mapping, written, order, style)
     if not mapping.value:
         raise NotEditable("an empty mapping")
     column = mapping.value[0][0].start_mark.column
@@ -276,7 +307,8 @@ def _replace_value(
     key, old = entry
     no_alias(key, old)
     if mapping.flow_style or (isinstance(old, _MAPPING | _SEQUENCE) and old.flow_style):
-        return _Edit(old.start_mark.index, content_end(old, text), flow_value(value), order)
+        written = flow_value(value, style.json)
+        return _Edit(old.start_mark.index, content_end(old, text), written, order)
     if (not isinstance(value, dict | list) or not value) and (
         isinstance(old, yaml.ScalarNode)
         and old.value
@@ -301,7 +333,7 @@ def _append_item(
     text: str, sequence: yaml.SequenceNode, value: Any, order: int, style: _Style
 ) -> _Edit:
     if sequence.flow_style:
-        return _flow_insert(text, sequence, flow_value(value), order)
+        return _flow_insert(text, sequence, flow_value(value, style.json), order, style)
     if not sequence.value:
         raise NotEditable("an empty sequence")
     first = sequence.value[0]
@@ -317,16 +349,17 @@ def _append_item(
     return _Edit(at, at, _lines(written, style), order, column + 1)
 
 
-def _flow_insert(text: str, node: yaml.Node, written: str, order: int) -> _Edit:
-    """`written` as the last entry of a flow collection, after its last entry."""
+def _flow_insert(text: str, node: yaml.Node, written: str, order: int, style: _Style) -> _Edit:
+    """`written` as the last entry of a flow collection, after the last entry that stays."""
     closing = int(node.end_mark.index) - 1
     if text[closing] not in "}]":
         raise NotEditable("a flow collection without its bracket")
-    if node.value:
-        last = node.value[-1][1] if isinstance(node, _MAPPING) else node.value[-1]
-        at = content_end(last, text)
+    values = [pair[1] for pair in node.value] if isinstance(node, _MAPPING) else node.value
+    staying = [v for v in values if id(v) not in style.removed]
+    if staying:
+        at = content_end(staying[-1], text)
         between = text[at:closing]
-        if "," in between:  # a trailing comma: the new entry goes after it
+        if staying[-1] is values[-1] and "," in between:  # a trailing comma: after it
             at = at + between.index(",") + 1
             return _Edit(at, at, " " + written + ",", order)
         return _Edit(at, at, ", " + written, order)

@@ -15,13 +15,16 @@ class NotEditable(Exception):
     """This document needs the round trip."""
 
 
-def flow_entry(mapping: yaml.MappingNode, name: str, value: Any) -> str:
-    if mapping.value and getattr(mapping.value[0][0], "style", None) == '"':
+def flow_entry(mapping: yaml.MappingNode, name: str, value: Any, as_json: bool = False) -> str:
+    """`name: value` in a flow map, in JSON where the document or the map's keys are."""
+    if as_json or (mapping.value and getattr(mapping.value[0][0], "style", None) == '"'):
         return json.dumps(name) + ": " + json.dumps(value, separators=(", ", ": "))
     return scalar_text(name) + ": " + flow_value(value)
 
 
-def flow_value(value: Any) -> str:
+def flow_value(value: Any, as_json: bool = False) -> str:
+    if as_json:
+        return json.dumps(value, separators=(", ", ": "))
     if isinstance(value, dict | list):
         return _dumped(value)
     return scalar_text(value)

@@ -98,11 +98,11 @@ def _unshare(node: Any, seen: set[int]) -> None:
 
 def _patched(document: Any, per_workload: list[list[patch.PatchOp]]) -> Any:
     """The document with each of its workloads' patches applied (a List's items each)."""
-    ops = _document_ops(document, per_workload)
+    ops = document_ops(document, per_workload)
     return patch.apply(document, ops) if ops else document
 
 
-def _document_ops(document: Any, per_workload: list[list[patch.PatchOp]]) -> list[patch.PatchOp]:
+def document_ops(document: Any, per_workload: list[list[patch.PatchOp]]) -> list[patch.PatchOp]:
     """The workloads' patches as one patch of the document (a List's items at their place)."""
     prefixes = workload_pointers(document)
     return [
@@ -132,7 +132,7 @@ def edited_text(
     if len(present) != 1:
         return None  # several documents in one segment (`...` between them)
     document = present[0]
-    ops = _document_ops(document, edits[0])
+    ops = document_ops(document, edits[0])
     try:
         return edit_document(segment, ops, patch.apply(document, ops), indent)
     except NotEditable:

@@ -6,6 +6,7 @@ indentation. A property test over generated formatting styles, and every real-wo
 
 from __future__ import annotations
 
+import json
 import random
 from pathlib import Path
 
@@ -363,3 +364,46 @@ def test_every_real_world_document_changes_only_where_it_converts(embedded: bool
     assert not wrong, wrong
     assert counts["documents"] > 300, counts
     assert counts["changed only where converted"] > 100, counts
+
+
+JSON_LIST = """\
+{
+  "apiVersion": "v1",
+  "kind": "List",
+  "items": [
+    {
+      "apiVersion": "apps/v1",
+      "kind": "Deployment",
+      "metadata": {"name": "web", "labels": {"app": "web"}},
+      "spec": {
+        "selector": {"matchLabels": {"app": "web"}},
+        "template": {
+          "metadata": {"labels": {"app": "web"}},
+          "spec": {
+            "containers": [
+              {"name": "main", "image": "busybox",
+               "resources": {"limits": {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 4000}}}
+            ]
+          }
+        }
+      }
+    },
+    {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web"},
+     "spec": {"ports": [{"port": 80}]}}
+  ]
+}
+"""
+
+
+def test_a_json_list_is_edited_in_place_in_json() -> None:
+    """JSON is YAML's flow style: a List's workloads are edited where they are, in JSON, and
+    the templates join its items; the rest stays byte for byte."""
+    result = convert_text(JSON_LIST, RULES, "default", True)
+    assert not unexpected_changes(JSON_LIST, result.text), result.text
+    converted = json.loads(result.text)
+    kinds = [item["kind"] for item in converted["items"]]
+    assert kinds == ["Deployment", "Service", "ResourceClaimTemplate"]
+    assert '{"name": "web", "labels": {"app": "web"}}' in result.text  # untouched
+    pod = converted["items"][0]["spec"]["template"]
+    assert pod["spec"]["containers"][0]["resources"] == {"claims": [{"name": "main-gpu"}]}
+    assert not convert_text(result.text, RULES, "default", True).changed
