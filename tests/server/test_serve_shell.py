@@ -225,3 +225,26 @@ def test_the_serve_reference_lists_every_setting_with_its_default() -> None:
         if field.default_factory is None and field.default not in (None, ""):
             assert f"| {field.default} |" in row, row
     assert set(rows) <= {flag(name) for name in Settings.model_fields}
+
+
+def test_serve_logs_what_the_legacy_settings_keep_or_lose_once(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 64: deviceSplitCount and the like are said once at the start, not on every pod
+    (core/vendors/nvidia_notes.policy_notes: the words every tool prints). The operations port
+    is taken so that the server stops right after reading its settings."""
+    config = tmp_path / "device-config.yaml"
+    config.write_text("nvidia:\n  deviceSplitCount: 4\n  disableCoreLimit: true\n")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        code = main(
+            ["serve", "--log-format", "text", "--self-signed-dir", str(tmp_path / "certs"),
+             "--config", str(config), "--ops-host", "127.0.0.1",
+             "--ops-port", str(taken.getsockname()[1])],
+            stdout=io.StringIO(), stderr=io.StringIO(),
+        )  # fmt: skip
+    assert code == 3
+    logged = capfd.readouterr().err  # the server's log handler writes to the process's stderr
+    assert "nvidia.deviceSplitCount (4): legacy HAMi put at most that many tasks" in logged
+    assert "GPU_CORE_UTILIZATION_POLICY=disable in every GPU container" in logged
