@@ -23,7 +23,7 @@ from hami_dra_webhook.core.migration.move_state import MoveError
 from hami_dra_webhook.core.migration.pools import LEGACY
 from hami_dra_webhook.core.model.types import JsonObject
 from hami_dra_webhook.core.settings.policy import Policy
-from hami_dra_webhook.kube.port import ApiError, KubeApi
+from hami_dra_webhook.kube.port import ApiError, KubeApi, paths
 
 T = TypeVar("T")
 VERSIONS = ("v1", "v1beta2", "v1alpha3")  # newest first
@@ -33,10 +33,6 @@ NOT_SERVED = (
     " on the feature gate DRADeviceTaints and --runtime-config=resource.k8s.io/v1beta2=true), or"
     " remove the annotation to move the node without its cordon"
 )
-
-
-def rules_path(version: str) -> str:
-    return f"/apis/resource.k8s.io/{version}/devicetaintrules"
 
 
 @dataclass
@@ -50,7 +46,7 @@ class DeviceCordons:
         """The newest DeviceTaintRule version the cluster serves, or None."""
         for version in VERSIONS:
             try:
-                await self.api.get_path(rules_path(version), timeout=self.timeout)
+                await self.api.get_path(paths.device_taint_rules(version), timeout=self.timeout)
             except ApiError as error:
                 if error.status == 404:
                     continue
@@ -68,9 +64,9 @@ class DeviceCordons:
             return None
         existing = await self._existing(version)
         plan = plan_cordons(self.node, uuids, slices, existing, self.policy)
-        path = rules_path(version)
+        path = paths.device_taint_rules(version)
         for name in [*plan.delete, *(r["metadata"]["name"] for r in plan.replace)]:
-            await self._delete(f"{path}/{name}")
+            await self._delete(paths.device_taint_rule(version, name))
         for rule in [*plan.replace, *plan.create]:
             body = {**rule, "apiVersion": f"resource.k8s.io/{version}"}
             await self.api.create_object(path, body, timeout=self.timeout)
@@ -84,7 +80,7 @@ class DeviceCordons:
             return 0
         names = [str(r["metadata"]["name"]) for r in await self._existing(version)]
         for name in names:
-            await self._delete(f"{rules_path(version)}/{name}")
+            await self._delete(paths.device_taint_rule(version, name))
         return len(names)
 
     def not_served(self, count: int) -> str:
@@ -93,7 +89,8 @@ class DeviceCordons:
     async def _existing(self, version: str) -> list[JsonObject]:
         selector = f"{NODE_LABEL}={node_label_value(self.node)}"
         query = [("labelSelector", selector)]
-        return await self.api.list_path(rules_path(version), query, timeout=self.timeout)
+        path = paths.device_taint_rules(version)
+        return await self.api.list_path(path, query, timeout=self.timeout)
 
     async def _delete(self, path: str) -> None:
         try:

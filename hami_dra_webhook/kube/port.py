@@ -111,6 +111,15 @@ class paths:  # noqa: N801 (a namespace of functions, read as paths.template(...
         return f"/api/v1/namespaces/{_name(namespace)}/secrets/{_name(name)}"
 
     @staticmethod
+    def device_taint_rules(version: str) -> str:
+        """DeviceTaintRules in one version of resource.k8s.io (v1 from 1.37; v1beta2, v1alpha3)."""
+        return f"/apis/resource.k8s.io/{_name(version)}/devicetaintrules"
+
+    @staticmethod
+    def device_taint_rule(version: str, name: str) -> str:
+        return f"{paths.device_taint_rules(version)}/{_name(name)}"
+
+    @staticmethod
     def config_map(namespace: str, name: str) -> str:
         return f"/api/v1/namespaces/{_name(namespace)}/configmaps/{_name(name)}"
 

@@ -263,7 +263,7 @@ CEL list of legacy names. */}}
 {{- $legacy := index . 1 -}}
 {{- $s := include "hdw.deviceClassSettings" $root | fromJson -}}
 {{- $only := printf "(!has(c.resources) || ((!has(c.resources.limits) || c.resources.limits.all(k, k == '%s' || !(k in %s))) && (!has(c.resources.requests) || c.resources.requests.all(k, k == '%s' || !(k in %s)))))" $s.count $legacy $s.count $legacy -}}
-{{- $annotations := "['nvidia.com/use-gpuuuid', 'nvidia.com/nouse-gpuuuid', 'nvidia.com/use-gputype', 'nvidia.com/nouse-gputype', 'nvidia.com/vgpu-mode', 'nvidia.com/numa-bind', 'hami.io/gpu-scheduler-policy', 'hami.io/node-scheduler-policy']" -}}
+{{- $annotations := "['nvidia.com/use-gpuuuid', 'nvidia.com/nouse-gpuuuid', 'nvidia.com/use-gputype', 'nvidia.com/nouse-gputype', 'nvidia.com/vgpu-mode', 'nvidia.com/numa-bind', 'hami.io/gpu-scheduler-policy', 'hami.io/node-scheduler-policy', 'hami.io/device-scoring-weights']" -}}
 {{- printf "object.spec.containers.all(c, %s) && !(has(object.spec.initContainers) && %s) && !(has(object.metadata.annotations) && %s.exists(a, a in object.metadata.annotations)) && (!has(object.spec.schedulerName) || object.spec.schedulerName == 'default-scheduler')" $only (include "hdw.usesLegacy" (list "object.spec.initContainers" $legacy)) $annotations -}}
 {{- end -}}
 
