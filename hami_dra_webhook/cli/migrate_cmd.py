@@ -108,13 +108,17 @@ def _common(parser: argparse.ArgumentParser) -> None:
     add_output(parser, "progress lines and tables")
 
 
-def _inventory(args: argparse.Namespace, policy: Any) -> Any:
+def _inventory(args: argparse.Namespace, policy: Any) -> tuple[Any, Any]:
+    """The policy with the cluster's facts (card sizes from the driver's slices, as the
+    webhook and scan --cluster judge), and the inventory judged with it."""
     from hami_dra_webhook.cluster.inventory import read_inventory, read_scope
+    from hami_dra_webhook.cluster.state import cluster_policy
     from hami_dra_webhook.core.migration.pools import Scope
 
-    async def read(api: Any) -> Any:
+    async def read(api: Any) -> tuple[Any, Any]:
+        known = await cluster_policy(api, policy, 10)
         scope = Scope(args.scope) if args.scope else await read_scope(api, args.release, 10)
-        return await read_inventory(api, policy, scope)
+        return known, await read_inventory(api, known, scope)
 
     return on_cluster(args, read)
 
@@ -134,8 +138,7 @@ def _read(args: argparse.Namespace, stderr: TextIO) -> tuple[Any, Any] | int:
     from hami_dra_webhook.core.settings.policy import PolicyError
 
     try:
-        policy = load_policy(args.config, stderr)
-        return policy, _inventory(args, policy)
+        return _inventory(args, load_policy(args.config, stderr))
     except PolicyError as error:
         stderr.write(f"error: {error}\n")
     except ClusterUnavailable as error:

@@ -163,23 +163,26 @@ def run_wave(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: Te
         stderr.write(f"error: {error}\n")
         return exit_codes.USAGE
     try:
-        policy = load_policy(args.config, stderr)
-        read = on_cluster(args, lambda api: _read(api, args, policy))
+        given = load_policy(args.config, stderr)
+        policy, inventory, names = on_cluster(args, lambda api: _read(api, args, given))
     except PolicyError as error:
         stderr.write(f"error: {error}\n")
         return exit_codes.UNREADABLE
     except ClusterUnavailable as error:
         say_unavailable(error, stderr)
         return exit_codes.UNREADABLE
-    return _plan_and_move(args, policy, read, limit, stdout, stderr)
+    return _plan_and_move(args, policy, (inventory, names), limit, stdout, stderr)
 
 
-async def _read(api: Any, args: argparse.Namespace, policy: Any) -> tuple[Any, list[str]]:
-    """The inventory and the names of the nodes the command selects."""
+async def _read(api: Any, args: argparse.Namespace, given: Any) -> tuple[Any, Any, list[str]]:
+    """The policy with the cluster's facts (as every tool judges), the inventory and the
+    names of the nodes the command selects."""
     from hami_dra_webhook.cluster.inventory import read_inventory, read_scope
+    from hami_dra_webhook.cluster.state import cluster_policy
     from hami_dra_webhook.core.migration.pools import Scope
     from hami_dra_webhook.kube.port import paths
 
+    policy = await cluster_policy(api, given, 10)
     scope = Scope(args.scope) if args.scope else await read_scope(api, args.release, 10)
     inventory = await read_inventory(api, policy, scope)
     names = list(args.nodes)
@@ -191,7 +194,7 @@ async def _read(api: Any, args: argparse.Namespace, policy: Any) -> tuple[Any, l
         names += sorted(
             n.name for n in inventory.nodes.values() if n.gpu_node and n.pool == args.pool
         )
-    return inventory, names
+    return policy, inventory, names
 
 
 def _plan_and_move(

@@ -177,8 +177,7 @@ def _cluster_workloads(
     """The cluster's workloads, its policy with the drivers' facts, its GPU quotas; `notes`
     gets what each node loses under DRA of legacy HAMi's per-node settings."""
     from hami_dra_webhook.cluster.quota_usage import read_gpu_quotas
-    from hami_dra_webhook.cluster.state import read_facts
-    from hami_dra_webhook.core.vendors.facts import ClusterFacts, with_cluster_facts
+    from hami_dra_webhook.cluster.state import cluster_policy
     from hami_dra_webhook.core.vendors.families import uses_legacy
     from hami_dra_webhook.kube.port import ApiError
     from hami_dra_webhook.migrate.sources import from_cluster
@@ -190,22 +189,20 @@ def _cluster_workloads(
         def step(kind: str) -> None:
             progress.advance(f"listing {kind}s")
 
-        async def collect(api: Any) -> tuple[list[Any], ClusterFacts, list[Any]]:
-            facts = await read_facts(api, policy, 30)
+        async def collect(api: Any) -> tuple[list[Any], Any, list[Any]]:
+            known = await cluster_policy(api, policy, 30)
             workloads = await from_cluster(
                 api, namespace, step, lambda pod: uses_legacy(pod, policy)
             )
-            known = with_cluster_facts(policy, facts, policy.webhook.consumable_capacity)
             try:
                 gpu_quotas = await read_gpu_quotas(api, known, 30, namespace)
             except ApiError as error:  # quotas are a part of the report, not a reason to fail it
                 stderr.write(f"warning: GPU quotas not read: {error}\n")
                 gpu_quotas = []
-            notes.extend(await _node_losses(api, policy, stderr))
-            return workloads, facts, gpu_quotas
+            notes.extend(await _node_losses(api, known, stderr))
+            return workloads, known, gpu_quotas
 
-        workloads, facts, gpu_quotas = on_cluster(args, collect)
-    policy = with_cluster_facts(policy, facts, policy.webhook.consumable_capacity)
+        workloads, policy, gpu_quotas = on_cluster(args, collect)
     return workloads, policy, gpu_quotas
 
 

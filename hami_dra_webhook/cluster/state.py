@@ -18,7 +18,12 @@ from hami_dra_webhook.core.migration.move_state import FleetSummary, MoveWatch, 
 from hami_dra_webhook.core.model.types import JsonObject
 from hami_dra_webhook.core.settings.policy import Policy
 from hami_dra_webhook.core.translate.claims import API_VERSION, KIND, template_labels
-from hami_dra_webhook.core.vendors.facts import ClusterFacts, fact_drivers, read_cluster_facts
+from hami_dra_webhook.core.vendors.facts import (
+    ClusterFacts,
+    fact_drivers,
+    read_cluster_facts,
+    with_cluster_facts,
+)
 from hami_dra_webhook.core.vendors.nvidia import driver_gpus
 from hami_dra_webhook.kube.port import ApiError, KubeApi, paths
 
@@ -85,6 +90,19 @@ async def read_facts(
     for words in unreadable:
         log.warning("%s", words)
     return facts
+
+
+async def cluster_policy(
+    api: KubeApi,
+    policy: Policy,
+    timeout: float,
+    listed: Mapping[str, list[JsonObject]] | None = None,
+) -> Policy:
+    """The policy as the cluster's drivers make it (card sizes, compute units: read from their
+    ResourceSlices, the settings the fallback): what every tool judges with, as the webhook
+    does (`check`, `scan --cluster`, `migrate status|node|wave`: one reader, one answer)."""
+    facts = await read_facts(api, policy, timeout, listed)
+    return with_cluster_facts(policy, facts, policy.webhook.consumable_capacity)
 
 
 @dataclass

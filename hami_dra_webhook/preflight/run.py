@@ -15,7 +15,8 @@ from hami_dra_webhook.preflight.snapshot import gather
 async def run_checks(
     api: KubeApi, policy: Policy, target: Installation, timeout: float = 20.0
 ) -> Report:
-    return judge(await gather(api, policy, target, timeout), policy, target)
+    snapshot = await gather(api, policy, target, timeout)
+    return judge(snapshot, snapshot.policy or policy, target)
 
 
 async def run_before_install(
@@ -24,4 +25,4 @@ async def run_before_install(
     """`check --before-install`. Its dry-run claim goes to `default`: the chart's namespace
     need not exist yet."""
     snapshot = await gather(api, policy, replace(target, namespace="default"), timeout)
-    return judge_before_install(snapshot, policy, target)
+    return judge_before_install(snapshot, snapshot.policy or policy, target)

@@ -22,7 +22,7 @@ from hami_dra_webhook.cluster.chart_driver import (
 from hami_dra_webhook.cluster.inventory import read_inventory
 from hami_dra_webhook.cluster.legacy_node_config import device_plugin_configs
 from hami_dra_webhook.cluster.quota_usage import QuotaLine, read_gpu_quotas
-from hami_dra_webhook.cluster.state import probe_template
+from hami_dra_webhook.cluster.state import cluster_policy, probe_template
 from hami_dra_webhook.core.migration.pool_plan import Inventory
 from hami_dra_webhook.core.migration.pools import Scope
 from hami_dra_webhook.core.model.types import JsonObject
@@ -91,6 +91,9 @@ class Snapshot:
     vendor_classes: dict[str, Read[JsonObject]] = field(default_factory=dict)
     # The GPU pools of a cluster in migration (preflight/pools.py).
     inventory: Read[Inventory] = MISSING
+    # The policy with the cluster's facts (card sizes from the drivers' slices), as every tool
+    # judges with; None: not read (the configured one is used).
+    policy: Policy | None = None
 
     @property
     def scope(self) -> Scope:
@@ -124,6 +127,11 @@ async def gather(api: KubeApi, policy: Policy, target: Installation, timeout: fl
     snapshot.device_classes = await _read(api.list_device_classes(timeout=timeout))
     snapshot.driver_slices = await _read(api.list_resource_slices(web.driver_name, timeout=timeout))
     snapshot.nodes = await _read(api.list_path(paths.NODES, [], timeout=timeout))
+    slices = snapshot.driver_slices
+    listed = {web.driver_name: slices} if isinstance(slices, list) else None
+    known = await _read(cluster_policy(api, policy, timeout, listed))
+    if isinstance(known, Policy):
+        snapshot.policy = policy = known
     # The chart's own driver only (cluster/chart_driver.py): a tenant's pod labelled as one is
     # not it, and its namespace is not the driver's.
     snapshot.driver_pods = await _read(_driver_pods(api, target, timeout))
