@@ -12,6 +12,7 @@ from hami_dra_webhook.cli import exit_codes
 from hami_dra_webhook.cli.inputs import (
     EMPTY,
     EXIT_CODES,
+    add_exit_code,
     add_inputs,
     add_rules,
     admission_rules,
@@ -45,6 +46,7 @@ def add_parser(commands: Any) -> None:
     )
     parser.add_argument("--config", metavar="FILE", help="HAMi device-config.yaml (policy)")
     add_rules(parser)
+    add_exit_code(parser, "a file convert would change")
     parser.add_argument(
         "--embedded",
         action="store_true",
@@ -81,7 +83,8 @@ def _convert_stdin(
         raw(stdout).write(unified(text, result.text, "<stdin>", colour_wanted(stdout)))
     else:
         stdout.write(result.text)
-    return _code(result)
+    remains = args.exit_code and result.changed
+    return exit_codes.worst(_code(result), exit_codes.LEGACY_REMAINS if remains else exit_codes.OK)
 
 
 def _code(result: Any) -> int:
@@ -230,7 +233,8 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
         for path, _ in files
     ]
     stderr.write(totals.line(args.diff) + "\n")
-    return exit_codes.worst(*codes)
+    remains = args.exit_code and totals.changed > 0
+    return exit_codes.worst(*codes, exit_codes.LEGACY_REMAINS if remains else exit_codes.OK)
 
 
 @dataclass

@@ -141,6 +141,16 @@ def admission_rules(args: argparse.Namespace, policy: Policy) -> AdmissionRules:
     )
 
 
+def add_exit_code(parser: argparse.ArgumentParser, remains: str) -> None:
+    """`--exit-code`: 1 while legacy GPU requests remain (a CI gate, as `kubectl diff`)."""
+    parser.add_argument(
+        "--exit-code",
+        action="store_true",
+        help=f"exit 1 while legacy GPU requests remain ({remains}), 0 once none do, as"
+        " kubectl diff and git diff --exit-code; 2 and 3 keep their meaning: a CI gate",
+    )
+
+
 def add_output(
     parser: argparse.ArgumentParser,
     text_help: str = "lines for people",

@@ -16,6 +16,7 @@ from hami_dra_webhook.cli.cluster_access import (
 )
 from hami_dra_webhook.cli.inputs import (
     EXIT_CODES,
+    add_exit_code,
     add_inputs,
     add_output,
     add_rules,
@@ -49,6 +50,7 @@ def add_parser(commands: Any) -> None:
     )
     parser.add_argument("--config", metavar="FILE", help="HAMi device-config.yaml (policy)")
     add_rules(parser)
+    add_exit_code(parser, "a workload the webhook would convert or refuse")
     add_output(
         parser,
         "a table",
@@ -92,9 +94,11 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
     reports.sort(key=lambda r: (r.namespace, r.kind, r.name, r.embedded_at, r.source))
     _write(args.output, stdout, reports, notes, unreadable, quotas, gpu_quotas)
     outcomes = {r.outcome for r in reports}
+    remains = args.exit_code and any(r.acted_on for r in reports)
     return exit_codes.worst(
         exit_codes.REFUSED if "refused" in outcomes else exit_codes.OK,
         exit_codes.ATTENTION if "attention" in outcomes or quotas else exit_codes.OK,
+        exit_codes.LEGACY_REMAINS if remains else exit_codes.OK,
         exit_codes.UNREADABLE if unreadable else exit_codes.OK,
     )
 

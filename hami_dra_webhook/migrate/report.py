@@ -62,9 +62,14 @@ class WorkloadReport:
     # The pod template's place inside an object that is not a built-in workload ("" otherwise)
     embedded_at: str = ""
     notes: list[str] = field(default_factory=list)  # said, but no attention needed
+    # The webhook converts or refuses its pods (False: it leaves them, another scheduler's or
+    # out of scope): what `scan --exit-code` counts as legacy requests that remain.
+    acted_on: bool = True
 
     def as_json(self) -> JsonObject:
-        return asdict(self)
+        found = asdict(self)
+        del found["acted_on"]
+        return found
 
 
 def worth_reporting(pod: Any, policy: Policy) -> bool:
@@ -124,6 +129,7 @@ def assess(workload: Workload, rules: AdmissionRules) -> WorkloadReport:
         return report
     if isinstance(decision, Unchanged) and decision.left_alone:
         report.attention.append(decision.left_alone)
+        report.acted_on = False
     elif not isinstance(decision, Unchanged) and decision.init_claims_held:
         report.attention.append(INIT_CLAIMS_HELD)
     if report.attention:

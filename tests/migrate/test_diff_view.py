@@ -5,6 +5,7 @@ colour only on a terminal and never under NO_COLOR; and the run ends with its to
 from __future__ import annotations
 
 import io
+import json
 import shutil
 import subprocess
 from pathlib import Path
@@ -84,3 +85,25 @@ def test_dry_run_diff_shows_each_object_and_its_new_templates(tmp_path: Path) ->
     )
     assert run("dry-run", "--diff", str(plain))[:2] == (0, "")
     assert run("convert", "--diff", str(plain))[:2] == (0, "")
+
+
+def test_exit_code_gates_on_legacy_requests_that_remain(tmp_path: Path) -> None:
+    """Issue 65: `--exit-code` is kubectl diff's convention (1: differences, here legacy GPU
+    requests that remain; 0: none), for `convert` and `scan`; without it nothing changes."""
+    legacy = str(EXAMPLES / "deployment.yaml")
+    assert run("convert", "--diff", "--exit-code", legacy)[0] == 1
+    assert run("convert", "--diff", legacy)[0] == 0
+    assert run("scan", "--exit-code", legacy)[0] == 1
+    assert run("scan", legacy)[0] == 0
+    out = tmp_path / "out"
+    assert run("convert", "--out", str(out), legacy)[0] == 0
+    converted = str(out / "deployment.yaml")
+    assert run("convert", "--diff", "--exit-code", converted)[:2] == (0, "")
+    assert run("scan", "--exit-code", converted)[0] == 0
+    other = tmp_path / "other.yaml"  # another scheduler keeps its legacy requests
+    text = (EXAMPLES / "deployment.yaml").read_text()
+    other.write_text(text.replace("schedulerName: hami-scheduler", "schedulerName: volcano"))
+    code, out_text, _ = run("scan", "--exit-code", "-o", "json", str(other))
+    (workload,) = json.loads(out_text)["workloads"]
+    assert "acted_on" not in workload and "volcano" in " ".join(workload["attention"])
+    assert code == run("scan", "-o", "json", str(other))[0]  # the flag adds nothing for it
