@@ -5,6 +5,7 @@ name is one the code uses, and the README's commands are the English README's.""
 
 from __future__ import annotations
 
+import itertools
 import re
 import shlex
 from pathlib import Path
@@ -100,3 +101,65 @@ def test_the_chinese_readme_shows_the_english_readmes_commands() -> None:
 
     english, chinese = commands(ROOT / "README.md"), commands(ROOT / "README.zh.md")
     assert english and english <= chinese, sorted(english - chinese)
+
+
+# Issue 65: the known issues and the compatibility table, in the English README, on the site's
+# home, in the Chinese README and on the Chinese home, say the same: the same number of known
+# issues with the same facts (their issue numbers, versions, names), and the same Kubernetes
+# versions with the same consumable-capacity state.
+HOMES = [ROOT / "README.md", ROOT / "docs" / "index.md", ROOT / "README.zh.md",
+         ROOT / "docs" / "zh" / "index.md"]  # fmt: skip
+KNOWN = re.compile(r"^## (?:Known issues|已知问题)\n(.*?)(?=^## )", re.DOTALL | re.MULTILINE)
+# What each known issue must name wherever it is told (facts carry over, words do not).
+FACTS = ("#45", "1.34", "30", "wholeGpusByExtendedResource")
+
+
+def _known(page: Path) -> list[str]:
+    found = KNOWN.search(page.read_text())
+    assert found, f"{page.relative_to(ROOT)} has no known issues section"
+    return [item for item in re.split(r"^- ", found.group(1), flags=re.MULTILINE)[1:]]
+
+
+def _table_rows(page: Path) -> list[tuple[str, ...]]:
+    rows = [line for line in page.read_text().splitlines() if re.match(r"^\| 1\.3\d", line)]
+    return [tuple(re.findall(r"1\.3\d", row.split("|")[1])) for row in rows]
+
+
+@pytest.mark.parametrize("page", HOMES[1:], ids=lambda p: str(p.relative_to(ROOT)))
+def test_the_known_issues_and_compatibility_are_the_english_readmes(page: Path) -> None:
+    english = _known(HOMES[0])
+    told = _known(page)
+    assert len(told) == len(english), page
+    for fact, item in zip(FACTS, told, strict=True):
+        assert fact in item, (page.name, fact, item)
+    assert all(fact in item for fact, item in zip(FACTS, english, strict=True))
+    assert _table_rows(page) == _table_rows(HOMES[0]), page
+    shared = next(line for line in page.read_text().splitlines() if line.startswith("| 1.36"))
+    assert "1.38" in shared and "GA" in shared, (page.name, shared)
+
+
+CJK = re.compile(r"[\u3000-\u303f\u4e00-\u9fff\uff00-\uffef]")
+NEW_BLOCK = re.compile(r"^\s*(?:[-*+]\s|\d+\.\s|#|\||```|$)")
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_no_chinese_line_break_renders_as_a_space(page: Path) -> None:
+    """A line break inside a paragraph renders as a space; between two Chinese characters that
+    is a stray space, so a Chinese sentence is not broken between lines."""
+    lines = FENCE.sub("", page.read_text()).splitlines()
+    broken = [
+        f"{number}: {line[-12:]}|{following.strip()[:12]}"
+        for number, (line, following) in enumerate(itertools.pairwise(lines), 1)
+        if line.strip()
+        and not line.lstrip().startswith(("|", "#"))
+        and CJK.match(line[-1])
+        and not NEW_BLOCK.match(following)
+        and CJK.match(following.strip()[:1] or " ")
+    ]
+    assert broken == [], (page.name, broken[:5])
+
+
+def test_chinese_headings_get_anchors_of_their_own() -> None:
+    """The site's anchors keep a heading's letters (#已知问题), not `#_2`."""
+    config = (ROOT / "mkdocs.yml").read_text()
+    assert "slugify: !!python/name:markdown.extensions.toc.slugify_unicode" in config
