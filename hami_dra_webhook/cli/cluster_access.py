@@ -40,12 +40,32 @@ def on_cluster(args: argparse.Namespace, work: Callable[[Any], Awaitable[T]]) ->
     except ClusterAccessError as error:
         raise ClusterUnavailable(str(error)) from error
     except ApiError as error:
-        if error.status == 0:
-            raise ClusterUnavailable(
-                f"the cluster did not answer: {error.message}; is it up, and is this the"
-                " context you meant? (kubectl cluster-info says the same)"
-            ) from error
-        raise ClusterUnavailable(f"the Kubernetes API failed: {error}") from error
+        raise ClusterUnavailable(api_failure_words(error)) from error
+
+
+def api_failure_words(error: Any) -> str:
+    """What a failed call says: what happened, the call (method and URL), and the likely fix."""
+    call = f" ({error.request})" if getattr(error, "request", "") else ""
+    if error.status == 0:
+        return (
+            f"the cluster did not answer{call}: {error.message}; is it up, and is this the"
+            " context you meant? (kubectl cluster-info says the same)"
+        )
+    if not getattr(error, "from_kubernetes", True):
+        return (
+            f"the server answered {error.status} {error.reason}{call} without a Kubernetes"
+            " Status: it is likely no Kubernetes API server (or a proxy in front of one):"
+            " check the kubeconfig's server URL (kubectl config view --minify)"
+        )
+    hints = {
+        401: "the kubeconfig's credentials were refused: log in again or renew the token",
+        403: "this identity may not do that: ask for the RBAC the command needs"
+        " (docs/cli.md lists each command's)",
+        404: "the object or API is not there: is the name, namespace or Kubernetes version"
+        " (1.34+ for resource.k8s.io/v1) right?",
+    }
+    hint = f"; {hints[error.status]}" if error.status in hints else ""
+    return f"the Kubernetes API failed{call}: {error}{hint}"
 
 
 def context_namespace(args: argparse.Namespace) -> str:

@@ -368,17 +368,28 @@ class KubernetesApi(ListPages):
             else:
                 async with asyncio.timeout(max(timeout, 0.001)):
                     data = await read_capped(response.response, max_bytes)
-        except (ApiError, asyncio.CancelledError):
+        except asyncio.CancelledError:
+            raise
+        except ApiError as error:
+            error.request = error.request or f"{method} {self.host}{path}"
             raise
         except ApiException as error:
-            raise ApiError(error.status or 0, "Unreachable", str(error.reason)) from error
+            failed = ApiError(error.status or 0, "Unreachable", str(error.reason))
+            failed.request = f"{method} {self.host}{path}"
+            raise failed from error
         except TimeoutError as error:
-            raise ApiError(0, "Timeout", f"no answer within {timeout:g}s") from error
+            failed = ApiError(0, "Timeout", f"no answer within {timeout:g}s")
+            failed.request = f"{method} {self.host}{path}"
+            raise failed from error
         except Exception as error:  # aiohttp: refused and reset connections, TLS, DNS
-            raise no_answer(error) from error
+            failed = no_answer(error)
+            failed.request = f"{method} {self.host}{path}"
+            raise failed from error
         document = json_or_empty(data)
         if response.status >= 300:
-            raise ApiError.from_status(response.status, document)
+            failed = ApiError.from_status(response.status, document)
+            failed.request = f"{method} {self.host}{path}"
+            raise failed
         if not isinstance(document, dict):
             raise ApiError(response.status, "BadResponse", "the answer is not a JSON object")
         return document

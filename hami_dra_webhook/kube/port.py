@@ -154,18 +154,26 @@ class ApiError(Exception):
         # A 410 to a paged list whose `continue` expired may carry a token that goes on
         # without a consistent snapshot (Kubernetes API concepts: "inconsistent continue").
         self.continue_token = continue_token
+        # The call that failed ("GET https://host/path"), where the adapter knows it.
+        self.request = ""
+        # Whether the answer was a Kubernetes `Status` (False: the server is likely no API
+        # server at all, or a proxy in front of it).
+        self.from_kubernetes = True
 
     @classmethod
     def from_status(cls, status: int, body: Any) -> ApiError:
         """From a response and its `Status` body (kind: Status, reason, message) when it has one."""
         reason, message, token = "", "", ""
-        if isinstance(body, dict) and body.get("kind") == "Status":
+        status_body = isinstance(body, dict) and body.get("kind") == "Status"
+        if status_body:
             reason = str(body.get("reason") or "")
             message = str(body.get("message") or "")
             metadata = body.get("metadata")
             if isinstance(metadata, dict):
                 token = str(metadata.get("continue") or "")
-        return cls(status, reason or _REASONS.get(status, "Error"), message or "no message", token)
+        error = cls(status, reason or _REASONS.get(status, "Error"), message or "no message", token)
+        error.from_kubernetes = status_body
+        return error
 
 
 class AnswerTooLarge(ApiError):
