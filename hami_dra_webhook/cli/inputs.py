@@ -46,9 +46,19 @@ def nothing_read(read: Any, named: list[str], stderr: TextIO) -> bool:
     if not (read.manifests or read.unreadable):
         stderr.write(f"error: no Kubernetes objects in {', '.join(named)}: the input is empty\n")
         return True
+    if not read.unreadable and not any(_is_object(m.document) for m in read.manifests):
+        stderr.write(
+            f"error: no Kubernetes objects in {', '.join(named)}: no document has an apiVersion"
+            " and a kind (is it a manifest? kubectl refuses it too)\n"
+        )
+        return True
     for source in read.empty:
         stderr.write(f"warning: {source}: {EMPTY}\n")
     return False
+
+
+def _is_object(document: Any) -> bool:
+    return isinstance(document, dict) and bool(document.get("apiVersion") and document.get("kind"))
 
 
 def load_policy(path: str | None, stderr: TextIO, *, notes: bool = True) -> Policy:

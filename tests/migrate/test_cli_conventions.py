@@ -299,3 +299,19 @@ def test_hidden_folders_below_a_named_folder_are_not_read(tmp_path: Path) -> Non
     assert len(json.loads(out)["workloads"]) == 1
     code, out, _ = run("convert", str(tmp_path), "--out", str(tmp_path.parent / "converted"))
     assert code == 0 and out.count("template(s) added") == 1
+
+
+@pytest.mark.parametrize("command", ["dry-run", "scan"])
+@pytest.mark.parametrize("text", ["foo: bar\n", "Some prose, not a manifest.\n"])
+def test_an_input_with_no_kubernetes_object_is_an_error(
+    command: str, text: str, tmp_path: Path
+) -> None:
+    """Issue 65: as kubectl refuses it (exit 3, naming the file), not "nothing to do", exit 0."""
+    path = tmp_path / "notes.yaml"
+    path.write_text(text)
+    out, err = io.StringIO(), io.StringIO()
+    code = main([command, str(path)], stdin=io.StringIO(""), stdout=out, stderr=err)
+    assert code == 3, err.getvalue()
+    assert f"error: no Kubernetes objects in {path}: no document has an apiVersion and a kind" in (
+        err.getvalue()
+    )
