@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -16,6 +17,7 @@ from hami_dra_webhook.core.legacy.selectors import (
     unsupported_annotations,
 )
 from hami_dra_webhook.core.model.containers import containers
+from hami_dra_webhook.core.model.quantity import QuantityError, parse_quantity
 from hami_dra_webhook.core.model.types import Attention, ContainerRef, JsonObject
 from hami_dra_webhook.core.outcome.decision import (
     INIT_CLAIMS_HELD,
@@ -153,7 +155,7 @@ def _containers(
             k for keys in container_families(container, families(policy)).values() for k in keys
         ]
         keys += unknown
-        legacy = {k: str(limits.get(k, requests.get(k))) for k in keys}
+        legacy = {k: _as_written(limits.get(k, requests.get(k))) for k in keys}
         label = ref.shown if ref.list_name == "containers" else f"{ref.shown} (init)"
         parts = [_container(label, legacy, p, decision) for p in plan.get(ref, [])]
         if len(parts) == 1:
@@ -170,6 +172,22 @@ def _containers(
         else:
             reports.append(_container(label, legacy, None, decision))
     return reports
+
+
+# What kube-apiserver makes of a whole number that ends in zeros: 3000 -> 3k, 2000000 -> 2M.
+_CANONICAL_THOUSANDS = re.compile(r"^[0-9]+[kMGTPE]$")
+
+
+def _as_written(value: object) -> str:
+    """A legacy value as its manifest wrote it: kube-apiserver stores `3000` as `3k` (its
+    canonical quantity), which legacy HAMi reads as 3000; a whole number is shown as one."""
+    text = str(value)
+    if not _CANONICAL_THOUSANDS.match(text):
+        return text  # as written: a binary suffix (16Gi) or a fraction stays what it was
+    try:
+        return str(int(parse_quantity(text)))
+    except (QuantityError, ValueError):
+        return text
 
 
 def _container(

@@ -50,6 +50,18 @@ def _stateful_set(name: str) -> dict[str, Any]:
     }
 
 
+def _bare_pod() -> dict[str, Any]:
+    limits = {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 3000}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "bare"},
+        "spec": {
+            "containers": [{"name": "c", "image": "busybox", "resources": {"limits": limits}}]
+        },
+    }
+
+
 QUOTA = {
     "apiVersion": "v1",
     "kind": "ResourceQuota",
@@ -63,16 +75,19 @@ def test_scan_migrate_status_and_check_give_one_answer(kube: Cluster) -> None:
     kube.apply(QUOTA, namespace=namespace)
     kube.apply(_stateful_set("infer"), namespace=namespace)
     wait_for(lambda: kube.pods(namespace), "the StatefulSet's pod")
+    kube.apply(_bare_pod(), namespace=namespace)  # kube-apiserver stores its 3000 as 3k
     _, out, err = _cli(kube, "scan", "--cluster", "-n", namespace, "-o", "json")
     scanned = json.loads(out)
     (workload,) = [w for w in scanned["workloads"] if w["kind"] == "StatefulSet"]
     assert workload["outcome"] == "converted", (workload, err)
     scan_quota = {(q["quota"], q["key"]): q["used"] for q in scanned["gpuQuotas"]}
+    (bare,) = [w for w in scanned["workloads"] if w["name"] == "bare"]
+    assert bare["containers"][0]["legacy"]["nvidia.com/gpumem"] == "3000", bare
 
     _, out, err = _cli(kube, "migrate", "status", "-o", "json")
     status = json.loads(out)
     mine = status["namespaces"][namespace]
-    (pod,) = mine["legacyPods"]
+    (pod,) = [p for p in mine["legacyPods"] if p["pod"] == "infer-0"]
     # Nothing keeps it from moving: it converts onto a DRA node (its card sizes known).
     assert pod["blocker"] == "", (pod, err)
     status_quota = {
