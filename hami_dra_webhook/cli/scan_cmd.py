@@ -119,7 +119,7 @@ def _write(
         from hami_dra_webhook.migrate import ticket
 
         if output == "csv":
-            stdout.write(ticket.as_csv(reports))
+            stdout.write(ticket.as_csv(reports, unreadable))
         else:
             stdout.write(ticket.as_markdown(reports, quotas, unreadable))
     elif output != "text":

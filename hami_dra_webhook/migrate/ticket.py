@@ -26,6 +26,7 @@ CSV_HEADERS = (
     "reason",
     "message",
     "source",
+    "attention",  # what needs a look, `; `-joined (the Markdown report's notes)
 )
 
 
@@ -134,10 +135,16 @@ def _quota_lines(quotas: list[QuotaReport]) -> list[str]:
     return [*lines, "", *dict.fromkeys(_cell(q.note) for q in quotas if q.note)]
 
 
-def as_csv(reports: list[WorkloadReport]) -> str:
+def as_csv(reports: list[WorkloadReport], unreadable: tuple[str, ...] | list[str] = ()) -> str:
+    """One row per container; a file that could not be read is a row too (outcome
+    `unreadable`, the reason in `message`), so that the sheet misses nothing the scan did."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(CSV_HEADERS)
+    for problem in unreadable:
+        source, _, why = problem.partition(": ")
+        cells = ["", "", "", "", "", "", "", "unreadable", "", why or problem, source, ""]
+        writer.writerow([_csv_cell(cell) for cell in cells])
     for report in reports:
         every: list[ContainerReport | None] = [*report.containers] or [None]
         for container in every:
@@ -147,5 +154,6 @@ def as_csv(reports: list[WorkloadReport]) -> str:
             else:
                 row += [container.name, _legacy(container.legacy), container.dra]
             row += [report.outcome, report.reason, report.message, report.source]
+            row.append("; ".join(report.attention))
             writer.writerow([_csv_cell(cell) for cell in row])
     return out.getvalue()

@@ -70,3 +70,17 @@ def test_what_queues_share_is_said_once(tmp_path: Path) -> None:
     assert out.count("Kueue stops counting their GPUs here (note 1)") == 3
     assert out.count("deviceClassMappings") == 1 and "\nnote 1: Kueue counts DRA claims" in out
     assert max(len(line) for line in out.splitlines() if "stops counting" in line) < 100
+
+
+def test_csv_keeps_what_needs_attention_and_a_row_per_unreadable_file(tmp_path: Path) -> None:
+    """Issue 65: the sheet misses nothing the scan found: the attention notes (the Markdown
+    report's) in a column, and each file that could not be read as a row."""
+    (tmp_path / "bad.yaml").write_text("kind: [unclosed\n")
+    (tmp_path / "ok.yaml").write_text((TREE / "team-a" / "apps.yaml").read_text())
+    code, out, _ = scan(str(tmp_path), "-o", "csv")
+    rows = list(csv.DictReader(io.StringIO(out)))
+    (bad,) = [r for r in rows if r["outcome"] == "unreadable"]
+    assert code == 3 and bad["source"] == str(tmp_path / "bad.yaml") and bad["message"], bad
+    _, tree, _ = scan(str(TREE), "-o", "csv")
+    attention = [r for r in csv.DictReader(io.StringIO(tree)) if r["outcome"] == "attention"]
+    assert attention and all(r["attention"] for r in attention), attention
