@@ -9,6 +9,7 @@ import argparse
 import textwrap
 from typing import Any, TextIO
 
+PROGRAM = "hami-dra-webhook"
 EXAMPLES: dict[str, tuple[str, ...]] = {
     "": (
         "hami-dra-webhook scan ./manifests",
@@ -99,20 +100,22 @@ class _Formatter(argparse.HelpFormatter):
         return textwrap.wrap(text, width, break_on_hyphens=False)
 
 
-def finish(parser: argparse.ArgumentParser, path: str = "") -> None:
-    """Examples under every command's help; bare commands print their help; each parser
-    remembers itself (`command_parser`) so that an unknown flag is said with its usage."""
+def finish(parser: argparse.ArgumentParser, path: str = "", prog: str = PROGRAM) -> None:
+    """Examples under every command's help (as `prog` is typed: `kubectl hami scan` for the
+    kubectl plugin); bare commands print their help; each parser remembers itself
+    (`command_parser`) so that an unknown flag is said with its usage."""
     examples = EXAMPLES.get(path, ())
     parser.formatter_class = _Formatter
     if examples:
-        parser.epilog = "examples:\n" + "\n".join(f"  {line}" for line in examples)
+        typed = (prog + x[len(PROGRAM) :] if x.startswith(PROGRAM) else x for x in examples)
+        parser.epilog = "examples:\n" + "\n".join(f"  {line}" for line in typed)
     parser.set_defaults(command_parser=parser)
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
             action.required = False
             parser.set_defaults(run=_help_of(parser))
             for name, sub in action.choices.items():
-                finish(sub, f"{path} {name}".strip())
+                finish(sub, f"{path} {name}".strip(), prog)
 
 
 def _help_of(parser: argparse.ArgumentParser) -> Any:

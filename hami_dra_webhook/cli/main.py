@@ -44,7 +44,7 @@ def build_parser(prog: str = PROGRAM, only: str | None = None) -> argparse.Argum
     )
     for name in (only,) if only else COMMANDS:
         importlib.import_module(f"hami_dra_webhook.cli.{name}").add_parser(commands)
-    help_text.finish(parser)
+    help_text.finish(parser, prog=prog)
     return parser
 
 
@@ -77,9 +77,33 @@ def main(
     return code
 
 
+# kubectl's own flags that a user writes before the command (`kubectl hami -n team-a scan`):
+# moved after it, where the command's parser reads them.
+_KUBECTL_FLAGS = ("-n", "--namespace", "--context", "--kubeconfig")
+_KUBECTL_SWITCHES = ("-A", "--all-namespaces")
+
+
+def kubectl_order(argv: list[str]) -> list[str]:
+    """`-n x scan ...` as `scan ... -n x`: kubectl's flags before the command go after it."""
+    moved: list[str] = []
+    rest = list(argv)
+    while rest and rest[0].startswith("-"):
+        word = rest[0]
+        if word in _KUBECTL_FLAGS and len(rest) > 1:
+            moved += rest[:2]
+            rest = rest[2:]
+        elif word in _KUBECTL_SWITCHES or word.split("=", 1)[0] in _KUBECTL_FLAGS[1:]:
+            moved.append(word)
+            rest = rest[1:]
+        else:
+            break
+    return [*rest, *moved] if rest else argv
+
+
 def kubectl_plugin() -> int:
-    """`kubectl-hami` on PATH: kubectl runs it for `kubectl hami ...`."""
-    return main(prog=KUBECTL_PLUGIN)
+    """`kubectl-hami` on PATH: kubectl runs it for `kubectl hami ...` (kubectl's flags may come
+    before the command, as kubectl users write them)."""
+    return main(kubectl_order(sys.argv[1:]), prog=KUBECTL_PLUGIN)
 
 
 def kubectl_plugin_completion() -> int:

@@ -113,6 +113,12 @@ def test_kubectl_runs_it_as_a_plugin(installed: Path) -> None:
     assert scan.returncode == 0 and "converted" in scan.stdout, scan.stderr
     usage = _run([kubectl, "hami", "scan", "-o", "xml"], installed)
     assert usage.returncode == 64 and usage.stderr.startswith("usage: kubectl hami scan")
+    # kubectl's flags before the command, as kubectl users write them (issue 65)
+    scoped = _run([kubectl, "hami", "-n", "team-a", "scan", str(EXAMPLE), "-o", "json"], installed)
+    assert scoped.returncode == 0 and '"namespace": "team-a"' in scoped.stdout, scoped.stderr
+    helped = _run([kubectl, "hami", "scan", "--help"], installed)
+    assert "  kubectl hami scan --cluster -A" in helped.stdout, helped.stdout
+    assert "hami-dra-webhook scan" not in helped.stdout
     # kubectl's own <TAB> for plugins asks kubectl_complete-hami
     tab = _run([kubectl, "__complete", "hami", "mig"], installed)
     assert tab.stdout.splitlines()[:2] == ["migrate", ":4"], tab
