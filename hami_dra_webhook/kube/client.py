@@ -47,6 +47,10 @@ JSON_PATCH = "application/json-patch+json"
 MERGE_PATCH = "application/merge-patch+json"
 FIELD_MANAGER = "hami-dra-webhook"
 Configuration = kubernetes.aio.client.Configuration
+# How long close() waits for the connections this adapter closed itself (a watch that ended,
+# an answer too large to read) to finish closing: over TLS a close waits for the server's
+# close_notify, and a loop that ends first leaves their sockets unclosed (ResourceWarning).
+CLOSE_WAIT = 2.0
 
 
 class KubernetesApi(ListPages):
@@ -58,15 +62,31 @@ class KubernetesApi(ListPages):
         self.skipped_items = 0  # items of lists larger than MAX_PAGE_BYTES alone, skipped
         self._client: Any = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._closing: set[asyncio.Future[Any]] = set()
 
     @property
     def host(self) -> str:
         return str(self._configuration.host)
 
     async def close(self) -> None:
+        """The session closed (its pooled connections waited for, by aiohttp), and the
+        connections closed outside the pool waited for too, at most CLOSE_WAIT seconds."""
         if self._client is not None:
             await self._client.close()
             self._client = None
+        pending = [closed for closed in self._closing if not closed.done()]
+        self._closing.clear()
+        if pending:
+            await asyncio.wait(pending, timeout=CLOSE_WAIT)
+
+    def _close_alone(self, response: Any) -> None:
+        """Close a response's connection (not back to the pool), remembered for close()."""
+        connection = getattr(response, "connection", None)
+        closed = getattr(getattr(connection, "protocol", None), "closed", None)
+        response.close()
+        if isinstance(closed, asyncio.Future) and not closed.done():
+            self._closing = {c for c in self._closing if not c.done()}
+            self._closing.add(closed)
 
     def _api_client(self) -> Any:
         loop = asyncio.get_running_loop()
@@ -143,7 +163,7 @@ class KubernetesApi(ListPages):
         stream = response.response
         try:
             if response.status >= 300:
-                body = await read_capped(stream, MAX_PAGE_BYTES)
+                body = await read_capped(stream, MAX_PAGE_BYTES, self._close_alone)
                 raise ApiError.from_status(response.status, json_or_empty(body))
             yield {"type": "WATCHING", "resourceVersion": version, "listed": listed}
             async for line in lines(stream.content, MAX_EVENT_BYTES):
@@ -165,7 +185,7 @@ class KubernetesApi(ListPages):
         except Exception as error:  # aiohttp's errors, bad JSON, anything the stream holds
             raise no_answer(error) from error
         finally:
-            stream.close()  # not released to the pool: the rest of the stream is not wanted
+            self._close_alone(stream)  # not released to the pool: the rest is not wanted
 
     async def _open_watch(
         self, path: str, query: list[tuple[str, str]], version: str, window: int, accept: str
@@ -367,7 +387,7 @@ class KubernetesApi(ListPages):
                 data = await response.read()
             else:
                 async with asyncio.timeout(max(timeout, 0.001)):
-                    data = await read_capped(response.response, max_bytes)
+                    data = await read_capped(response.response, max_bytes, self._close_alone)
         except asyncio.CancelledError:
             raise
         except ApiError as error:

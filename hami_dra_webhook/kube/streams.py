@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,7 +53,11 @@ def lean_items(items: object) -> list[Any]:
     return items
 
 
-async def read_capped(response: aiohttp.ClientResponse, max_bytes: int) -> bytes:
+async def read_capped(
+    response: aiohttp.ClientResponse,
+    max_bytes: int,
+    close: Callable[[aiohttp.ClientResponse], None] = aiohttp.ClientResponse.close,
+) -> bytes:
     """The body, or AnswerTooLarge as soon as it passes `max_bytes` (the connection is closed:
     the rest is never read). The error keeps a list page's continue token, which kube-apiserver
     writes before the items."""
@@ -68,7 +72,7 @@ async def read_capped(response: aiohttp.ClientResponse, max_bytes: int) -> bytes
             return bytes(body)
     else:
         body += await response.content.read(4096)
-    response.close()
+    close(response)
     found = _CONTINUE.search(body, 0, 4096)
     token = found.group(1).decode("ascii", "replace") if found else ""
     raise AnswerTooLarge(max(len(body), declared or 0), max_bytes, token)
