@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from hami_dra_webhook.cli import exit_codes
+from hami_dra_webhook.cli.diff_view import add_color
 from hami_dra_webhook.cli.inputs import (
     EMPTY,
     EXIT_CODES,
@@ -47,6 +48,7 @@ def add_parser(commands: Any) -> None:
     parser.add_argument("--config", metavar="FILE", help="HAMi device-config.yaml (policy)")
     add_rules(parser)
     add_exit_code(parser, "a file convert would change")
+    add_color(parser)
     parser.add_argument(
         "--embedded",
         action="store_true",
@@ -80,7 +82,7 @@ def _convert_stdin(
     if args.diff:
         from hami_dra_webhook.cli.diff_view import colour_wanted, unified
 
-        raw(stdout).write(unified(text, result.text, "<stdin>", colour_wanted(stdout)))
+        raw(stdout).write(unified(text, result.text, "<stdin>", colour_wanted(stdout, args.color)))
     else:
         stdout.write(result.text)
     remains = args.exit_code and result.changed
@@ -316,7 +318,7 @@ def _convert_file(
     if args.diff:
         from hami_dra_webhook.cli.diff_view import colour_wanted, unified
 
-        raw(stdout).write(unified(text, result.text, str(path), colour_wanted(stdout)))
+        raw(stdout).write(unified(text, result.text, str(path), colour_wanted(stdout, args.color)))
         return code
     if args.in_place and not result.changed:
         return code

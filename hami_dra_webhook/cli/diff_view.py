@@ -6,16 +6,33 @@ from __future__ import annotations
 
 import difflib
 import os
-from typing import TextIO
+from typing import Any, TextIO
 
 _RED, _GREEN, _CYAN, _BOLD, _RESET = "\x1b[31m", "\x1b[32m", "\x1b[36m", "\x1b[1m", "\x1b[0m"
 
 
-def colour_wanted(stream: TextIO) -> bool:
+COLOR_CHOICES = ("auto", "always", "never")
+
+
+def colour_wanted(stream: TextIO, when: str = "auto") -> bool:
+    """`--color` as git takes it: always, never, or auto (a terminal, unless NO_COLOR is set or
+    TERM is dumb)."""
+    if when in ("always", "never"):
+        return when == "always"
     if os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
         return False
     isatty = getattr(stream, "isatty", None)
     return bool(isatty and isatty())
+
+
+def add_color(parser: Any) -> None:
+    parser.add_argument(
+        "--color",
+        choices=COLOR_CHOICES,
+        default="auto",
+        metavar="WHEN",
+        help="colour the diff: auto (on a terminal, unless NO_COLOR is set), always or never",
+    )
 
 
 def unified(before: str, after: str, name: str, colour: bool = False) -> str:

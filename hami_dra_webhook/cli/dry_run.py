@@ -9,6 +9,7 @@ from typing import Any, TextIO
 
 from hami_dra_webhook.admission.admitted import AdmissionRules, Judgement
 from hami_dra_webhook.cli import exit_codes
+from hami_dra_webhook.cli.diff_view import add_color
 from hami_dra_webhook.cli.inputs import (
     EXIT_CODES,
     add_inputs,
@@ -144,6 +145,7 @@ def add_parser(commands: Any) -> None:
         const="diff",
         help="the same as -o diff: what `kubectl diff` shows a reviewer (coloured on a terminal)",
     )
+    add_color(parser)
     parser.set_defaults(run=run)
 
 
@@ -193,7 +195,7 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
     if args.output == "diff":
         from hami_dra_webhook.cli.diff_view import colour_wanted
 
-        raw(stdout).write(render_diff(objects, results, colour_wanted(stdout)))
+        raw(stdout).write(render_diff(objects, results, colour_wanted(stdout, args.color)))
     else:
         stdout.write(render(results, args.output))
     return exit_codes.worst(

@@ -69,6 +69,14 @@ def test_colour_only_on_a_terminal_and_not_under_no_color(
     monkeypatch.setenv("NO_COLOR", "1")
     _, plain, _ = run("convert", "--diff", pod, stdout=Terminal())
     assert "\x1b[" not in plain and "+  resourceClaims:" in plain
+    # --color as git takes it (issue 65): always into a pipe, never on a terminal
+    _, forced, _ = run("convert", "--diff", "--color", "always", pod)
+    assert "\x1b[32m+  resourceClaims:\x1b[0m" in forced
+    monkeypatch.delenv("NO_COLOR")
+    _, never, _ = run("dry-run", "--diff", "--color", "never", pod, stdout=Terminal())
+    assert "\x1b[" not in never and "resourceClaims" in never
+    _, always, _ = run("dry-run", "--diff", "--color=always", pod)
+    assert "\x1b[32m" in always
 
 
 def test_dry_run_diff_shows_each_object_and_its_new_templates(tmp_path: Path) -> None:
