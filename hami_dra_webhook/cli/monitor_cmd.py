@@ -17,6 +17,19 @@ from hami_dra_webhook.cli.cluster_access import add_cluster_flags
 CLAIMS_ROOT = "/usr/local/vgpu/claims"  # hostHookPath of the HAMi DRA driver v0.1.0
 
 
+def _interval(text: str) -> float:
+    """A duration, as every command takes one (core/model/durations.py), more than 0."""
+    from hami_dra_webhook.core.model.durations import parse_seconds
+
+    try:
+        value = parse_seconds(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text} must be more than 0 seconds")
+    return value
+
+
 def add_parser(commands: Any) -> None:
     parser = commands.add_parser(
         "monitor",
@@ -71,10 +84,10 @@ def _node_flags(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--feedback-interval",
-        type=float,
+        type=_interval,
         default=5.0,
-        metavar="SECONDS",
-        help="seconds between rounds of the feedback loop (default 5, as HAMi)",
+        metavar="DURATION",
+        help="time between rounds of the feedback loop, as 5, 5s or 1m (default 5s, as HAMi)",
     )
     parser.add_argument(
         "--legacy-metrics", action="store_true", help="also send HAMi's old metric names"

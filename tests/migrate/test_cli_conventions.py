@@ -315,3 +315,20 @@ def test_an_input_with_no_kubernetes_object_is_an_error(
     assert f"error: no Kubernetes objects in {path}: no document has an apiVersion and a kind" in (
         err.getvalue()
     )
+
+
+@pytest.mark.parametrize(
+    ("words", "dest"),
+    [
+        (["monitor", "--feedback-interval"], "feedback_interval"),
+        (["gc", "--grace"], "grace"),
+        (["migrate", "node", "n1", "--to", "dra", "--timeout"], "timeout"),
+    ],
+)
+def test_every_time_option_takes_one_duration_syntax(words: list[str], dest: str) -> None:
+    """Issue 65: seconds, or a duration (`90s`, `15m`, `1h30m`), wherever a time is given."""
+    from hami_dra_webhook.cli.main import build_parser
+
+    parser = build_parser()
+    for text, seconds in (("90", 90.0), ("90s", 90.0), ("15m", 900.0), ("1h30m", 5400.0)):
+        assert getattr(parser.parse_args([*words, text]), dest) == seconds, (words, text)
