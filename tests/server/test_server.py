@@ -196,6 +196,13 @@ def test_one_json_log_line_per_admission(process: Webhook) -> None:
     assert entry["user"] == sent["request"]["userInfo"]["username"]
     assert entry["resource"] == "v1/pods" and entry["dryRun"] is False
     assert "color_message" not in process.log() and "\x1b[" not in process.log()
+    # A refusal's line is found by the same filter: its words are `refusal`, not `message`
+    # (issue 65: they replaced the record's "admission").
+    process.post(review(replica_pod({"nvidia.com/gpu": "1", "nvidia.com/gpumem": "-5"})))
+    wait_for(lambda: len(admissions()) == 2, "the refusal's log line", timeout=5)
+    refused = admissions()[1]
+    assert refused["outcome"] == "refused" and refused["reason"], refused
+    assert "negative" in refused["refusal"] and refused["message"] == "admission", refused
 
 
 def test_graceful_shutdown_finishes_in_flight_admissions(faulty: Webhook, standin: StandIn) -> None:
