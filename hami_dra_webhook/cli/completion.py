@@ -10,6 +10,7 @@ reads the same format from `kubectl_complete-hami` for `kubectl hami <TAB>`, and
 from __future__ import annotations
 
 import argparse
+import itertools
 from dataclasses import dataclass
 from typing import Any, TextIO
 
@@ -50,14 +51,14 @@ def complete(parser: argparse.ArgumentParser, words: list[str]) -> Completion:
         else:
             positionals += 1
     if expecting is not None:
-        return _values(expecting, current)
+        return _values(expecting, current, done)
     if current.startswith("-"):
         if "=" in current:
             name, value = current.split("=", 1)
             action = _option(parser, name)
             if action is None:
                 return Completion([], NO_FILES)
-            values = _values(action, value)
+            values = _values(action, value, done)
             return Completion([f"{name}={v}" for v in values.candidates], values.directive)
         options = [
             name
@@ -73,7 +74,7 @@ def complete(parser: argparse.ArgumentParser, words: list[str]) -> Completion:
     positional = _positional(parser, positionals)
     if positional is None:
         return Completion([], NO_FILES)
-    return _values(positional, current)
+    return _values(positional, current, done)
 
 
 def _option(parser: argparse.ArgumentParser, name: str) -> argparse.Action | None:
@@ -105,13 +106,32 @@ def _positional(parser: argparse.ArgumentParser, index: int) -> argparse.Action 
     return None
 
 
-def _values(action: argparse.Action, current: str) -> Completion:
+def _values(action: argparse.Action, current: str, done: list[str]) -> Completion:
+    if action.dest == "context":  # as kubectl: the kubeconfig's contexts
+        names = [n for n in _contexts(done) if n.startswith(current)]
+        return Completion(sorted(names), NO_FILES)
     if action.choices is not None:
         choices: Any = action.choices
         return Completion([str(c) for c in choices if str(c).startswith(current)], NO_FILES)
     metavar = action.metavar if isinstance(action.metavar, str) else ""
     wants_path = metavar in PATH_METAVARS or action.dest in ("kubeconfig", "out_dir", "out")
     return Completion([], FILES if wants_path else NO_FILES)
+
+
+def _contexts(done: list[str]) -> list[str]:
+    """The contexts of the kubeconfig the command would read (its --kubeconfig, if given
+    before); none when it cannot be read (completion never fails)."""
+    from hami_dra_webhook.kube import kubeconfig
+
+    given = None
+    for flag, value in itertools.pairwise(done):
+        if flag == "--kubeconfig":
+            given = value
+    given = next((w.split("=", 1)[1] for w in done if w.startswith("--kubeconfig=")), given)
+    try:
+        return list(kubeconfig.read(kubeconfig.files(given)).contexts)
+    except (kubeconfig.KubeconfigProblem, OSError, ValueError):
+        return []
 
 
 def script(shell: str, program: str) -> str:

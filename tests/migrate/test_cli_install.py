@@ -153,6 +153,16 @@ def test_bash_completes_commands_options_choices_and_files(installed: Path, tmp_
         f"{tmp_path}/apps-gpu.yaml",
         f"{tmp_path}/apps.yaml",
     ]
+    # --context: the kubeconfig's contexts, as kubectl completes them; never file names
+    config = tmp_path / "kubeconfig"
+    config.write_text(
+        "apiVersion: v1\nkind: Config\ncontexts:\n- {name: prod, context: {cluster: c}}\n"
+        "- {name: staging, context: {cluster: c}}\nclusters:\n- {name: c, cluster: {server:"
+        " 'https://127.0.0.1:1'}}\n"
+    )
+    assert tab("check", "--kubeconfig", str(config), "--context", "") == ["prod", "staging"]
+    assert tab("check", "--kubeconfig", str(config), "--context", "st") == ["staging"]
+    assert tab("check", "--kubeconfig", str(tmp_path / "none"), "--context", "") == []
 
 
 @pytest.mark.parametrize("shell", ["zsh", "fish"])
