@@ -48,7 +48,7 @@ def api_failure_words(error: Any) -> str:
     call = f" ({error.request})" if getattr(error, "request", "") else ""
     if error.status == 0:
         return (
-            f"the cluster did not answer{call}: {error.message}; is it up, and is this the"
+            f"the cluster did not answer: {error.message}{call}; is it up, and is this the"
             " context you meant? (kubectl cluster-info says the same)"
         )
     if not getattr(error, "from_kubernetes", True):

@@ -22,7 +22,7 @@ import kubernetes.aio.config
 from kubernetes.aio.client.exceptions import ApiException
 
 from hami_dra_webhook.core.model.types import JsonObject
-from hami_dra_webhook.kube.no_answer import no_answer
+from hami_dra_webhook.kube.no_answer import failure, named, no_answer
 from hami_dra_webhook.kube.paging import MAX_PAGE_BYTES, ListPages
 from hami_dra_webhook.kube.port import ApiError, paths
 from hami_dra_webhook.kube.streams import Oversized, json_or_empty, lines, read_capped
@@ -390,26 +390,11 @@ class KubernetesApi(ListPages):
                     data = await read_capped(response.response, max_bytes, self._close_alone)
         except asyncio.CancelledError:
             raise
-        except ApiError as error:
-            error.request = error.request or f"{method} {self.host}{path}"
-            raise
-        except ApiException as error:
-            failed = ApiError(error.status or 0, "Unreachable", str(error.reason))
-            failed.request = f"{method} {self.host}{path}"
-            raise failed from error
-        except TimeoutError as error:
-            failed = ApiError(0, "Timeout", f"no answer within {timeout:g}s")
-            failed.request = f"{method} {self.host}{path}"
-            raise failed from error
-        except Exception as error:  # aiohttp: refused and reset connections, TLS, DNS
-            failed = no_answer(error)
-            failed.request = f"{method} {self.host}{path}"
-            raise failed from error
+        except Exception as error:  # every failure an ApiError naming the call
+            raise failure(error, timeout, f"{method} {self.host}{path}") from error
         document = json_or_empty(data)
         if response.status >= 300:
-            failed = ApiError.from_status(response.status, document)
-            failed.request = f"{method} {self.host}{path}"
-            raise failed
+            raise named(ApiError.from_status(response.status, document), method, self.host, path)
         if not isinstance(document, dict):
             raise ApiError(response.status, "BadResponse", "the answer is not a JSON object")
         return document

@@ -7,6 +7,7 @@ import os
 import ssl
 
 import aiohttp
+from kubernetes.aio.client.exceptions import ApiException
 
 from hami_dra_webhook.kube.port import ApiError
 
@@ -56,3 +57,23 @@ def _reason(error: BaseException) -> str:
     """An SSL error's reason (`WRONG_VERSION_NUMBER`, `CERTIFICATE_VERIFY_FAILED`), else its
     text."""
     return str(getattr(error, "reason", "") or error)[:200]
+
+
+def named(error: ApiError, method: str, host: str, path: str) -> ApiError:
+    error.request = error.request or f"{method} {host}{path}"
+    return error
+
+
+def failure(error: Exception, timeout: float, request: str) -> ApiError:
+    """The ApiError of a call that got no usable answer (aiohttp's refused and reset
+    connections, TLS, DNS; the client's own errors; a timeout), naming the call."""
+    if isinstance(error, ApiError):
+        failed = error
+    elif isinstance(error, ApiException):
+        failed = ApiError(error.status or 0, "Unreachable", str(error.reason))
+    elif isinstance(error, TimeoutError):
+        failed = ApiError(0, "Timeout", f"no answer within {timeout:g}s")
+    else:
+        failed = no_answer(error)
+    failed.request = failed.request or request
+    return failed

@@ -461,7 +461,7 @@ def test_an_unreachable_cluster_exits_3(setup: Setup, tmp_path: Path) -> None:
     out, err = io.StringIO(), io.StringIO()
     assert main(["check", "--kubeconfig", str(unreachable)], stdout=out, stderr=err) == 3
     assert "did not answer: nothing answers at https://127.0.0.1:" in err.getvalue()
-    assert "(connection refused); is it up" in err.getvalue()
+    assert "(connection refused) (GET https://127.0.0.1:" in err.getvalue()
     assert "ClientConnectorError" not in err.getvalue()
 
 
