@@ -33,6 +33,7 @@ from hami_dra_webhook.cli.inputs import (
     duration,
     write_data,
 )
+from hami_dra_webhook.cli.progress import Steps
 
 MIB = 1 << 20  # core.model.quantity.MIB (the CLI imports the core lazily)
 
@@ -172,21 +173,6 @@ def run_status(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: 
 # -- node -------------------------------------------------------------------------------------
 
 
-class _Progress:
-    def __init__(self, stdout: TextIO, quiet: bool) -> None:
-        self.started = time.monotonic()
-        self.stdout = stdout
-        self.quiet = quiet
-        self.timeline: list[dict[str, Any]] = []
-
-    def step(self, name: str, detail: str) -> None:
-        seconds = round(time.monotonic() - self.started, 1)
-        self.timeline.append({"seconds": seconds, "step": name, "detail": detail})
-        if not self.quiet:
-            self.stdout.write(f"[{seconds:6.1f}s] {name}: {detail}\n")
-            self.stdout.flush()
-
-
 def run_node(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
     from hami_dra_webhook.core.migration.pool_plan import plan_move
 
@@ -240,7 +226,7 @@ def _move(
     from hami_dra_webhook.cluster.node_move import MoveError, NodeMove
 
     text = args.output == "text"
-    progress = _Progress(stdout, quiet=not text)
+    progress = Steps(stdout, quiet=not text)
 
     async def move(api: Any) -> Any:
         return await NodeMove(

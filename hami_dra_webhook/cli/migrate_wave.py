@@ -21,6 +21,7 @@ from hami_dra_webhook.cli.inputs import (
     duration,
     write_data,
 )
+from hami_dra_webhook.cli.progress import WaveSteps
 
 
 def add_wave_parser(actions: Any, common: Any) -> None:
@@ -89,64 +90,6 @@ def _positive(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"{text!r}: give a whole number, 1 or more")
     return value
-
-
-class _Progress:
-    """The fleet's progress on the terminal: a line per wave and per step of each node, and
-    after each wave what it did and how far the fleet is."""
-
-    def __init__(self, stdout: TextIO, quiet: bool, nodes: int = 0) -> None:
-        self.started = time.monotonic()
-        self.stdout, self.quiet = stdout, quiet
-        self.timeline: list[dict[str, Any]] = []
-        self.current = ""
-        self.nodes, self.moved = nodes, 0
-        self._wave_started, self._wave_moved, self._wave_evicted = self.started, 0, 0
-
-    def finish(self) -> None:
-        """The last wave's summary line (each earlier one is written as the next starts)."""
-        if not self.current:
-            return
-        seconds = time.monotonic() - self._wave_started
-        self._line(
-            "",
-            "finished",
-            f"{self._wave_moved} node(s) moved in {seconds:.1f} s, {self._wave_evicted} GPU"
-            f" pod(s) evicted; {self.moved} of {self.nodes} node(s) moved so far",
-        )
-
-    def _line(self, node: str, name: str, detail: str) -> None:
-        if name == "done" and node:
-            self.moved += 1
-            self._wave_moved += 1
-        elif name == "evicted" and node:
-            self._wave_evicted += 1
-        seconds = round(time.monotonic() - self.started, 1)
-        self.timeline.append(
-            {"seconds": seconds, "wave": self.current, "node": node, "step": name, "detail": detail}
-        )
-        if not self.quiet:
-            where = f"{self.current} {node}".strip()
-            self.stdout.write(f"[{seconds:7.1f}s] {where}: {name}: {detail}\n")
-            self.stdout.flush()
-
-    def step(self, name: str, detail: str) -> None:
-        self._line("", name, detail)
-
-    def wave(self, index: int, total: int, nodes: list[str]) -> None:
-        self.finish()
-        self._wave_started, self._wave_moved, self._wave_evicted = time.monotonic(), 0, 0
-        self.current = f"wave {index}/{total}"
-        self._line("", "wave", ", ".join(nodes))
-
-    def node(self, name: str) -> Any:
-        progress = self
-
-        class _Node:
-            def step(self, step: str, detail: str) -> None:
-                progress._line(name, step, detail)
-
-        return _Node()
 
 
 def run_wave(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
@@ -254,7 +197,7 @@ def _move(
     from hami_dra_webhook.cluster.fleet_move import FleetMove
 
     text = args.output == "text"
-    progress = _Progress(stdout, quiet=not text, nodes=sum(len(w) for w in waves))
+    progress = WaveSteps(stdout, quiet=not text, nodes=sum(len(w) for w in waves))
     started: list[FleetMove] = []
 
     async def move(api: Any) -> bool:

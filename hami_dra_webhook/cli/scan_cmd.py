@@ -26,7 +26,6 @@ from hami_dra_webhook.cli.inputs import (
     nothing_read,
     write_data,
 )
-from hami_dra_webhook.cli.terminal import printable, raw
 
 
 def add_parser(commands: Any) -> None:
@@ -180,6 +179,7 @@ def _cluster_workloads(
 ) -> tuple[list[Any], Any, list[Any]]:
     """The cluster's workloads, its policy with the drivers' facts, its GPU quotas; `notes`
     gets what each node loses under DRA of legacy HAMi's per-node settings."""
+    from hami_dra_webhook.cli.progress import ListingLine
     from hami_dra_webhook.cluster.quota_usage import read_gpu_quotas
     from hami_dra_webhook.cluster.state import cluster_policy
     from hami_dra_webhook.core.vendors.families import uses_legacy
@@ -187,7 +187,7 @@ def _cluster_workloads(
     from hami_dra_webhook.migrate.sources import from_cluster
 
     namespace = None if args.all_namespaces else (args.namespace or context_namespace(args))
-    progress = _Progress(stderr, total=7)
+    progress = ListingLine(stderr, total=7)
     with progress:
 
         def step(kind: str) -> None:
@@ -231,26 +231,3 @@ async def _node_losses(api: Any, policy: Any, stderr: TextIO) -> list[str]:
         return []
     losses, errors = node_losses(configs, nodes, policy, served)
     return [*errors, *(f"node {n.words}" for n in losses)]
-
-
-class _Progress:
-    """One line on a terminal, rewritten as the listing goes on, erased at the end; nothing
-    when stderr is not a terminal (a pipe or a CI log gets the report only)."""
-
-    def __init__(self, stream: TextIO, total: int) -> None:
-        self.stream, self.total, self.done = stream, total, 0
-        self.shown = stream.isatty()
-
-    def __enter__(self) -> _Progress:
-        return self
-
-    def advance(self, what: str) -> None:
-        self.done += 1
-        if self.shown:
-            raw(self.stream).write(f"\r\x1b[K{printable(what)} ({self.done}/{self.total})")
-            self.stream.flush()
-
-    def __exit__(self, *_: object) -> None:
-        if self.shown:
-            raw(self.stream).write("\r\x1b[K")
-            self.stream.flush()

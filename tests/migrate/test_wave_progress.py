@@ -6,7 +6,7 @@ from __future__ import annotations
 import io
 import re
 
-from hami_dra_webhook.cli.migrate_wave import _Progress
+from hami_dra_webhook.cli.progress import WaveSteps as _Progress
 
 
 def test_each_wave_ends_with_what_it_did_and_how_far_the_fleet_is() -> None:
