@@ -3,6 +3,7 @@ mounted at /config), for `check` and `scan --cluster` (core/migration/node_confi
 
 from __future__ import annotations
 
+from hami_dra_webhook.core.migration.device_cordons import rules_served
 from hami_dra_webhook.core.migration.node_config import (
     CONFIG_KEY,
     DEVICE_PLUGIN_NAMES,
@@ -42,5 +43,4 @@ async def device_plugin_configs(
 
 async def device_taint_rules_served(api: KubeApi, timeout: float) -> bool:
     """Whether the cluster serves DeviceTaintRules as resource.k8s.io/v1 (Kubernetes 1.37+)."""
-    discovery = await api.get_path(paths.DRA_GROUP, timeout=timeout)
-    return any(r.get("name") == "devicetaintrules" for r in discovery.get("resources") or [])
+    return rules_served(await api.get_path(paths.DRA_GROUP, timeout=timeout))

@@ -13,43 +13,43 @@ _MAPPING, _SEQUENCE = yaml.MappingNode, yaml.SequenceNode
 
 def shared_nodes(root: yaml.Node) -> frozenset[int]:
     """The nodes reached more than once (an anchor and its aliases) and everything inside them:
-    editing one would edit every place that names it."""
+    editing one would edit every place that names it. Each node is walked at most twice (an
+    alias is not walked again), so nested aliases cannot make it expensive."""
     seen: set[int] = set()
-    shared: set[int] = set()
+    again: set[int] = set()
 
-    def walk(node: yaml.Node, inside: bool) -> None:
-        again = id(node) in seen
+    def find(node: yaml.Node) -> None:
+        if id(node) in seen:
+            again.add(id(node))
+            return
         seen.add(id(node))
-        if again or inside:
-            shared.add(id(node))
-        if again:
-            inside = True
-        children: list[yaml.Node] = []
-        if isinstance(node, _MAPPING):
-            children = [n for pair in node.value for n in pair]
-        elif isinstance(node, _SEQUENCE):
-            children = list(node.value)
-        for child in children:
-            walk(child, inside)
+        for child in _children(node):
+            find(child)
 
-    walk(root, False)
-    # A node first met before its alias was met is shared too: walk again with what is known.
-    marked = set(shared)
+    shared: set[int] = set()
+    visited: set[tuple[int, bool]] = set()
 
     def mark(node: yaml.Node, inside: bool) -> None:
-        inside = inside or id(node) in marked
+        inside = inside or id(node) in again
+        if (id(node), inside) in visited:
+            return
+        visited.add((id(node), inside))
         if inside:
             shared.add(id(node))
-        if isinstance(node, _MAPPING):
-            for key, value in node.value:
-                mark(key, inside)
-                mark(value, inside)
-        elif isinstance(node, _SEQUENCE):
-            for item in node.value:
-                mark(item, inside)
+        for child in _children(node):
+            mark(child, inside)
 
+    find(root)
     mark(root, False)
     return frozenset(shared)
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, _MAPPING):
+        return [n for pair in node.value for n in pair]
+    if isinstance(node, _SEQUENCE):
+        return list(node.value)
+    return []
 
 
 def line_start(text: str, index: int) -> int:

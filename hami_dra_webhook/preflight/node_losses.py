@@ -4,6 +4,7 @@ not moved without its owner knowing (core/migration/node_config.py)."""
 
 from __future__ import annotations
 
+from hami_dra_webhook.core.migration.device_cordons import rules_served
 from hami_dra_webhook.core.migration.node_config import node_losses
 from hami_dra_webhook.core.settings.policy import Policy
 from hami_dra_webhook.preflight.report import Installation, Report
@@ -21,8 +22,7 @@ def legacy_node_settings(
     configs = snapshot.legacy_configs if isinstance(snapshot.legacy_configs, list) else []
     nodes = snapshot.nodes if isinstance(snapshot.nodes, list) else []
     discovery = snapshot.dra_group if isinstance(snapshot.dra_group, dict) else {}
-    served = any(r.get("name") == "devicetaintrules" for r in discovery.get("resources") or [])
-    losses, errors = node_losses(configs, nodes, policy, served)
+    losses, errors = node_losses(configs, nodes, policy, rules_served(discovery))
     for error in errors:
         report.add("WARN", CHECK, error, "fix the device plugin's config.json")
     if not losses:

@@ -407,3 +407,18 @@ def test_a_json_list_is_edited_in_place_in_json() -> None:
     pod = converted["items"][0]["spec"]["template"]
     assert pod["spec"]["containers"][0]["resources"] == {"claims": [{"name": "main-gpu"}]}
     assert not convert_text(result.text, RULES, "default", True).changed
+
+
+def test_nested_aliases_are_found_without_walking_them_again() -> None:
+    """Every node an alias reaches is shared (editing it would edit each place that names it);
+    a chain of aliases ten wide and twenty-five deep (10^25 paths) is walked node by node."""
+    from hami_dra_webhook.files.fast_yaml import FastSafeLoader
+    from hami_dra_webhook.migrate.yaml_positions import shared_nodes
+
+    lines = ["kept: {a: 1}", "a0: &a0 [x, y]"]
+    lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, 25)]
+    root = yaml.compose("\n".join(lines), Loader=FastSafeLoader)
+    shared = shared_nodes(root)
+    by_key = {key.value: value for key, value in root.value}
+    assert id(by_key["a0"]) in shared and all(id(n) in shared for n in by_key["a0"].value)
+    assert id(by_key["kept"]) not in shared and id(by_key["a24"]) not in shared

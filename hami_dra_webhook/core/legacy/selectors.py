@@ -37,14 +37,14 @@ _NOT_HONOURED = {
 }
 # Go's strconv.ParseBool, which HAMi v2.10 applies to numa-bind: only these ask for NUMA
 # binding; any other value (`false`, `0`, a typo) was a no-op in legacy HAMi.
-_GO_TRUE = frozenset(("1", "t", "T", "TRUE", "true", "True"))
+GO_TRUE = frozenset(("1", "t", "T", "TRUE", "true", "True"))
 
 
 def _asks(key: str, value: Any) -> bool:
     """Whether an annotation DRA cannot honour asks for something (numa-bind only when true)."""
     if value is None:
         return False
-    return value in _GO_TRUE if key == NUMA_BIND else True
+    return value in GO_TRUE if key == NUMA_BIND else True
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,6 +30,11 @@ class CordonError(ValueError):
     """The annotation cannot be a list of this node's cards; the message says what to fix."""
 
 
+def rules_served(discovery: JsonObject) -> bool:
+    """Whether resource.k8s.io/v1's discovery lists DeviceTaintRules (Kubernetes 1.37+)."""
+    return any(r.get("name") == "devicetaintrules" for r in discovery.get("resources") or [])
+
+
 def cordoned_uuids(node: JsonObject) -> list[str]:
     """The node's cordoned UUIDs, read as HAMi v2.10 reads them (split on commas, trimmed,
     empty entries skipped), in order, without repeats."""

@@ -16,13 +16,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from hami_dra_webhook.core.legacy.selectors import GO_TRUE  # HAMi reads both with ParseBool
 from hami_dra_webhook.core.model.quantity import MIB
 from hami_dra_webhook.core.model.types import Attention, ContainerRef
 from hami_dra_webhook.core.settings.policy import Policy
 
 DISABLE_CONTROL_ENV = "CUDA_DISABLE_CONTROL"
-# Go's strconv.ParseBool, which HAMi's device plugin applies to the value: these are true.
-_GO_TRUE = frozenset(("1", "t", "T", "TRUE", "true", "True"))
 LEGACY_SPLIT_COUNT = 10  # HAMi's default deviceSplitCount
 
 
@@ -35,7 +34,7 @@ def hami_core_disabled(container: Any) -> str | None:
     for entry in env:
         if isinstance(entry, dict) and entry.get("name") == DISABLE_CONTROL_ENV:
             value = entry.get("value")
-            if isinstance(value, str) and value in _GO_TRUE:
+            if isinstance(value, str) and value in GO_TRUE:
                 return value
     return None
 
