@@ -12,11 +12,11 @@ from hami_dra_webhook.cli import exit_codes
 from hami_dra_webhook.cli.diff_view import add_color
 from hami_dra_webhook.cli.inputs import (
     EMPTY,
-    EXIT_CODES,
     add_exit_code,
     add_inputs,
     add_rules,
     admission_rules,
+    exit_codes_help,
     inputs,
 )
 from hami_dra_webhook.cli.terminal import raw
@@ -30,7 +30,7 @@ def add_parser(commands: Any) -> None:
         description="Convert legacy HAMi GPU requests in manifest files (YAML keeps comments and"
         " key order); `convert -` reads stdin and writes the result to stdout. Objects that would"
         " be refused are left as they are and reported. Converting twice changes nothing. "
-        + EXIT_CODES,
+        + exit_codes_help("with --exit-code: a file would change"),
     )
     add_inputs(parser, "manifest files or folders")
     target = parser.add_mutually_exclusive_group()

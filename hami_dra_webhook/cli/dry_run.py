@@ -11,10 +11,10 @@ from hami_dra_webhook.admission.admitted import AdmissionRules, Judgement
 from hami_dra_webhook.cli import exit_codes
 from hami_dra_webhook.cli.diff_view import add_color
 from hami_dra_webhook.cli.inputs import (
-    EXIT_CODES,
     add_inputs,
     add_rules,
     admission_rules,
+    exit_codes_help,
     inputs,
     load_policy,
     nothing_read,
@@ -119,7 +119,7 @@ def add_parser(commands: Any) -> None:
         "dry-run",
         help="show what the webhook would do to manifests (no cluster needed)",
         description="Translate legacy HAMi GPU requests in manifests and print the result. "
-        + EXIT_CODES,
+        + exit_codes_help(None),
     )
     add_inputs(parser, "manifest files or folders")
     parser.add_argument(

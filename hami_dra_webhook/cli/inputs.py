@@ -13,10 +13,15 @@ from hami_dra_webhook.core.model.durations import parse_seconds
 from hami_dra_webhook.core.settings.policy import Policy
 from hami_dra_webhook.files.policy_file import read_policy
 
-EXIT_CODES = (
-    "Exit codes: 0 done, 1 needs attention, 2 something would be refused, 3 unreadable input,"
-    " 64 usage."
-)
+
+def exit_codes_help(one: str | None) -> str:
+    """The exit codes a command returns (cli/exit_codes.py), `one` saying what 1 means for it
+    (None: it never exits 1)."""
+    meaning_of_one = f" 1 {one}," if one else ""
+    return (
+        f"Exit codes: 0 done,{meaning_of_one} 2 something would be refused, 3 unreadable"
+        " input, 64 usage."
+    )
 
 
 def add_inputs(parser: argparse.ArgumentParser, what: str) -> None:

@@ -15,13 +15,13 @@ from hami_dra_webhook.cli.cluster_access import (
     say_unavailable,
 )
 from hami_dra_webhook.cli.inputs import (
-    EXIT_CODES,
     add_exit_code,
     add_inputs,
     add_output,
     add_rules,
     admission_rules,
     dra_schedulers,
+    exit_codes_help,
     inputs,
     nothing_read,
     write_data,
@@ -33,7 +33,10 @@ def add_parser(commands: Any) -> None:
         "scan",
         help="find legacy HAMi GPU requests in manifests or a cluster and say what they become",
         description="Report every workload that uses legacy HAMi GPU resources: the request, the"
-        " DRA request it becomes, and the outcome. " + EXIT_CODES,
+        " DRA request it becomes, and the outcome. "
+        + exit_codes_help(
+            "a workload needs attention (with --exit-code: legacy GPU requests remain)"
+        ),
     )
     add_inputs(parser, "manifest files or folders")
     parser.add_argument("--cluster", action="store_true", help="scan the live cluster instead")

@@ -332,3 +332,30 @@ def test_every_time_option_takes_one_duration_syntax(words: list[str], dest: str
     parser = build_parser()
     for text, seconds in (("90", 90.0), ("90s", 90.0), ("15m", 900.0), ("1h30m", 5400.0)):
         assert getattr(parser.parse_args([*words, text]), dest) == seconds, (words, text)
+
+
+def _exit_codes_said(command: str) -> dict[int, str]:
+    """The codes the command's --help lists ("Exit codes: 0 done, 2 ..."), code -> meaning."""
+    _, text, _ = run(command, "--help")
+    said = " ".join(text.split()).split("Exit codes: ", 1)[1].split(".", 1)[0]
+    pairs = [item.strip().split(" ", 1) for item in said.split(", ") if item[:1].isdigit()]
+    return {int(code): meaning for code, meaning in pairs}
+
+
+def test_each_command_s_help_lists_the_exit_codes_it_returns(tmp_path: Path) -> None:
+    """A pod that converts with an attention warning: `scan` exits 1 and says so; `dry-run`
+    and `convert` convert it and exit 0, and their help does not promise a 1 they never give
+    (it did: "1 needs attention" on all three)."""
+    manifest = tmp_path / "pod.yaml"
+    attention = "    env:\n    - name: CUDA_DISABLE_CONTROL\n      value: 'true'\n"
+    manifest.write_text(LEGACY_POD.replace("    resources:", attention + "    resources:"))
+    scan = _exit_codes_said("scan")
+    assert run("scan", str(manifest))[0] == 1 and "needs attention" in scan[1]
+    dry_run = _exit_codes_said("dry-run")
+    code, _, err = run("dry-run", str(manifest))
+    assert code == 0 and "CUDA_DISABLE_CONTROL" in err
+    assert 1 not in dry_run and set(dry_run) == {0, 2, 3, 64}
+    convert = _exit_codes_said("convert")
+    assert run("convert", "--diff", str(manifest))[0] == 0
+    assert run("convert", "--diff", "--exit-code", str(manifest))[0] == 1
+    assert convert[1].startswith("with --exit-code")
