@@ -56,8 +56,11 @@ def main(
     prog: str = PROGRAM,
 ) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == [completion.COMPLETE_COMMAND]:
-        return completion.run_complete(build_parser(prog), argv[1:], stdout or sys.stdout)
+    if argv[:1] in ([completion.COMPLETE_COMMAND], [completion.COMPLETE_NO_DESCRIPTIONS]):
+        described = argv[0] == completion.COMPLETE_COMMAND
+        return completion.run_complete(
+            build_parser(prog), argv[1:], stdout or sys.stdout, described
+        )
     stdout, stderr = stdout or sys.stdout, stderr or sys.stderr
     try:  # usage errors, --help and --version go where the caller's streams go
         with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):

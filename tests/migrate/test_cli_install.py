@@ -121,6 +121,10 @@ def test_kubectl_runs_it_as_a_plugin(installed: Path) -> None:
     assert "hami-dra-webhook scan" not in helped.stdout
     # kubectl's own <TAB> for plugins asks kubectl_complete-hami
     tab = _run([kubectl, "__complete", "hami", "mig"], installed)
+    said = "migrate\tmove a live cluster from legacy HAMi to DRA in stages"
+    assert tab.stdout.splitlines()[0].startswith(said), tab  # the description passes through
+    assert tab.stdout.splitlines()[1] == ":4", tab
+    tab = _run([kubectl, "__completeNoDesc", "hami", "mig"], installed)  # kubectl drops it
     assert tab.stdout.splitlines()[:2] == ["migrate", ":4"], tab
     tab = _run([kubectl, "__complete", "hami", "migrate", "node", "n1", "--to", ""], installed)
     assert tab.stdout.splitlines()[:3] == ["dra", "legacy", ":4"], tab
@@ -129,21 +133,25 @@ def test_kubectl_runs_it_as_a_plugin(installed: Path) -> None:
 def test_bash_completes_commands_options_choices_and_files(installed: Path, tmp_path: Path) -> None:
     script = _run(["hami-dra-webhook", "completion", "bash"], installed).stdout
 
-    def tab(*words: str) -> list[str]:
+    def shown(*words: str) -> list[str]:
+        """COMPREPLY after a <TAB> at the end of `words`: what bash lists."""
         array = " ".join(f"'{w}'" for w in ("hami-dra-webhook", *words))
         program = (
             f"{script}\nCOMP_WORDS=({array}); COMP_CWORD={len(words)};"
             ' _hami_dra_webhook; printf "%s\\n" "${COMPREPLY[@]}"'
         )
-        done = _run(
-            ["bash", "-c", program],
-            installed,
-        )
-        assert done.returncode == 0, done.stderr
-        return done.stdout.split()
+        done = _run(["bash", "-c", program], installed)
+        assert done.returncode == 0 and not done.stderr, done.stderr
+        return [line for line in done.stdout.splitlines() if line]
 
-    assert tab("mig") == ["migrate"]
+    def tab(*words: str) -> list[str]:
+        return [line.split("  (")[0].strip() for line in shown(*words)]
+
+    assert tab("mig") == ["migrate"]  # one left: the word alone, which bash inserts
     assert tab("migrate", "") == ["node", "status", "wave"]
+    # several left: each beside its description, in one column, as cobra's scripts show them
+    assert shown("migrate", "")[0] == "node    (move one node between the pools…)"
+    assert shown("gc", "--d") == ["--dry-run"]
     assert tab("scan", "--all") == ["--all-namespaces"]
     assert tab("scan", "-o", "") == ["text", "json", "yaml", "markdown", "csv"]
     assert tab("completion", "") == ["bash", "zsh", "fish"]
@@ -172,8 +180,11 @@ def test_zsh_and_fish_complete_through_the_same_answers(installed: Path, shell: 
     script = _run(["hami-dra-webhook", "completion", shell], installed).stdout
     if shell == "zsh":
         # compdef and compadd are the completion system's; here they only record their words
+        # and, when given (-d), what is shown for them
         program = (
-            'compdef() { :; }; compadd() { shift; print -l -- "$@"; }\n'
+            "compdef() { :; }\ncompadd() {\n  local -a d\n  while [[ $1 != -- ]]; do\n"
+            '    [[ $1 == -d ]] && { d=("${(@P)2}"); shift; }\n    shift\n  done\n  shift\n'
+            '  print -l -- "$@"; (( ${#d} )) && print -l -- "${d[@]}"\n}\n'
             f"{script}\nwords=(hami-dra-webhook migrate ''); CURRENT=3; _hami-dra-webhook"
         )
         done = _run(["zsh", "-f", "-c", program], installed)
@@ -183,7 +194,12 @@ def test_zsh_and_fish_complete_through_the_same_answers(installed: Path, shell: 
             installed,
         )
     assert done.returncode == 0, done.stderr
-    assert [line.split("\t")[0] for line in done.stdout.split()] == ["node", "status", "wave"], done
+    lines = done.stdout.splitlines()
+    assert [line.split("\t")[0] for line in lines[:3]] == ["node", "status", "wave"], done
+    if shell == "zsh":
+        assert lines[3] == "node    -- move one node between the pools…", done
+    else:  # fish takes a tab as the start of the description, and shows it
+        assert lines[0] == "node\tmove one node between the pools…", done
 
 
 @pytest.fixture
@@ -220,6 +236,9 @@ def test_bash_on_a_terminal_completes_flag_values_after_an_equals_sign(
         shell.mark("next")
         shell.type("hami-dra-webhook mig\t")
         assert "hami-dra-webhook migrate" in shell.read_until("migrate")
+        shell.mark("next")
+        shell.type("hami-dra-webhook migrate \t\t")  # bash lists at the second <TAB>
+        shell.read_until(r"node +\(move one node between the pools…\)")
     finally:
         shell.close()
 
@@ -247,6 +266,9 @@ def test_zsh_installed_as_documented_completes_at_the_first_tab(
     try:
         shell.type(f"PS1='$ '; fpath=({functions} $fpath); autoload -U compinit; compinit -u -D\r")
         _completes_a_command_and_a_flag_value(shell)
+        shell.mark("next")
+        shell.type("hami-dra-webhook migrate \t")  # zsh lists at the first <TAB>
+        shell.read_until(r"status +-- pools, free capacity")
     finally:
         shell.close()
 
@@ -256,5 +278,8 @@ def test_fish_on_a_terminal_completes(shell_env: dict[str, str], tmp_path: Path)
     try:
         shell.type("hami-dra-webhook completion fish | source\r")
         _completes_a_command_and_a_flag_value(shell)
+        shell.mark("next")
+        shell.type("hami-dra-webhook migrate \t")  # fish's pager, descriptions in parentheses
+        shell.read_until(r"node +\(move one node between")
     finally:
         shell.close()
