@@ -22,9 +22,9 @@ from typing import Any
 
 import orjson
 
-from hami_dra_webhook.cluster.lease import Lease
-from hami_dra_webhook.cluster.quota_gate import QuotaGate
-from hami_dra_webhook.cluster.quota_view import QuotaView
+from hami_dra_webhook.cluster.quota.lease import Lease
+from hami_dra_webhook.cluster.quota.view import QuotaView
+from hami_dra_webhook.cluster.quota.work import QuotaGate
 from hami_dra_webhook.core.outcome.decision import Converted
 from hami_dra_webhook.core.quota.gpu_quota import GATE, HELD_LABEL, HELD_LABEL_VALUE, quota_keys
 from hami_dra_webhook.core.settings.policy import DEFAULT_POLICY

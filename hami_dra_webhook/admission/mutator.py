@@ -17,9 +17,9 @@ from typing import Any, TypeVar
 
 from hami_dra_webhook.admission.admitted import AdmissionRules
 from hami_dra_webhook.admission.quota_gate import with_quota_gate
-from hami_dra_webhook.cluster.quota_view import QuotaView
+from hami_dra_webhook.cluster.quota.view import QuotaView
 from hami_dra_webhook.cluster.state import ClusterState
-from hami_dra_webhook.cluster.template_store import TemplateStore, TemplateUnavailable
+from hami_dra_webhook.cluster.templates.store import TemplateStore, TemplateUnavailable
 from hami_dra_webhook.core.outcome.decision import (
     Converted,
     Decision,

@@ -1,9 +1,9 @@
 """The GPU quota gate at admission (issues 47, 62): a GPU pod created in a namespace whose
 ResourceQuota names a kept GPU key gets the scheduling gate `hami.io/gpu-quota` (and the label
 `hami.io/gpu-quota=held`, the quota work's hint), which holds it until the quota work has
-counted it (cluster/quota_gate.py). Legacy and converted pods alike: one count keeps the
+counted it (cluster/quota/work.py). Legacy and converted pods alike: one count keeps the
 namespace within its quota whichever pool a pod lands in (docs/quotas.md). Whether a namespace
-holds its pods is this replica's watched view's answer (cluster/quota_view.py), whichever replica
+holds its pods is this replica's watched view's answer (cluster/quota/view.py), whichever replica
 answers (until the view has listed the quotas: a read of the namespace's, held when it fails).
 Stateless: nothing is reserved here, so a pod that is never created (a dry run, a later
 webhook's refusal) holds nothing.
@@ -17,15 +17,15 @@ Two ways in, one rule (`gate_ops`):
     needs the gate, and nothing is let through.
 
 POST /gate-gpu-quota-claims: in those namespaces, a ResourceClaim that would grow what a
-released pod holds is refused (cluster/quota_claims.py)."""
+released pod holds is refused (cluster/quota/claims.py)."""
 
 from __future__ import annotations
 
 import dataclasses
 from typing import Any
 
-from hami_dra_webhook.cluster.quota_claims import claim_refusal
-from hami_dra_webhook.cluster.quota_view import QuotaView
+from hami_dra_webhook.cluster.quota.claims import claim_refusal
+from hami_dra_webhook.cluster.quota.view import QuotaView
 from hami_dra_webhook.core.model import patch
 from hami_dra_webhook.core.model.patch import PatchOp
 from hami_dra_webhook.core.outcome.decision import Converted, Decision, Refusal, Unchanged

@@ -51,7 +51,7 @@ def add_parser(commands: Any) -> None:
 
 
 def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
-    from hami_dra_webhook.cluster.gc import DryRun, collect_garbage
+    from hami_dra_webhook.cluster.templates.gc import DryRun, collect_garbage
 
     async def collect(api: Any) -> Any:
         return await collect_garbage(

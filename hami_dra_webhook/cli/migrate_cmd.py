@@ -3,7 +3,7 @@
 - `migrate status`: per pool its nodes, GPUs and free capacity; per namespace its legacy and
   converted pods, and what keeps each legacy pod from moving to DRA.
 - `migrate node NODE --to dra|legacy`: a plan first (every GPU pod on the node and where it
-  would go), then the move (cluster/node_move.py), resumable.
+  would go), then the move (cluster/moves/node.py), resumable.
 - `migrate wave --to dra|legacy NODE...|-l SELECTOR|--pool POOL`: many nodes in waves, a
   canary first (cli/migrate_wave.py).
 
@@ -112,7 +112,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
 def _inventory(args: argparse.Namespace, policy: Any) -> tuple[Any, Any]:
     """The policy with the cluster's facts (card sizes from the driver's slices, as the
     webhook and scan --cluster judge), and the inventory judged with it."""
-    from hami_dra_webhook.cluster.inventory import read_inventory, read_scope
+    from hami_dra_webhook.cluster.moves.inventory import read_inventory, read_scope
     from hami_dra_webhook.cluster.state import cluster_policy
     from hami_dra_webhook.core.migration.pools import Scope
 
@@ -125,7 +125,7 @@ def _inventory(args: argparse.Namespace, policy: Any) -> tuple[Any, Any]:
 
 
 def _gpu_quotas(args: argparse.Namespace, policy: Any) -> Any:
-    from hami_dra_webhook.cluster.quota_usage import read_gpu_quotas
+    from hami_dra_webhook.cluster.quota.usage import read_gpu_quotas
 
     async def read(api: Any) -> Any:
         return await read_gpu_quotas(api, policy, 10)
@@ -223,7 +223,7 @@ def _move(
     stderr: TextIO,
 ) -> int:
     """The move itself, after its plan: its progress as it goes, its result at the end."""
-    from hami_dra_webhook.cluster.node_move import MoveError, NodeMove
+    from hami_dra_webhook.cluster.moves.node import MoveError, NodeMove
 
     text = args.output == "text"
     progress = Steps(stdout, quiet=not text)

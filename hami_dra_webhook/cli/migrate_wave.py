@@ -1,5 +1,5 @@
 """`hami-dra-webhook migrate wave`: move a set of nodes (named, by label selector, or a whole
-pool) wave by wave, a canary node first (core/migration/wave_plan.py, cluster/fleet_move.py).
+pool) wave by wave, a canary node first (core/migration/wave_plan.py, cluster/moves/fleet.py).
 
 Exit codes: 0 every wave moved (or a plan without blockers), 2 a wave's plan has blockers
 (nothing of that wave started; `--force` moves anyway), 3 a move stopped or the cluster could
@@ -120,7 +120,7 @@ def run_wave(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: Te
 async def _read(api: Any, args: argparse.Namespace, given: Any) -> tuple[Any, Any, list[str]]:
     """The policy with the cluster's facts (as every tool judges), the inventory and the
     names of the nodes the command selects."""
-    from hami_dra_webhook.cluster.inventory import read_inventory, read_scope
+    from hami_dra_webhook.cluster.moves.inventory import read_inventory, read_scope
     from hami_dra_webhook.cluster.state import cluster_policy
     from hami_dra_webhook.core.migration.pools import Scope
     from hami_dra_webhook.kube.port import paths
@@ -194,7 +194,7 @@ def _move(
     stdout: TextIO,
     stderr: TextIO,
 ) -> int:
-    from hami_dra_webhook.cluster.fleet_move import FleetMove
+    from hami_dra_webhook.cluster.moves.fleet import FleetMove
 
     text = args.output == "text"
     progress = WaveSteps(stdout, quiet=not text, nodes=sum(len(w) for w in waves))

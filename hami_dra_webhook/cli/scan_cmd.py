@@ -183,7 +183,7 @@ def _cluster_workloads(
     """The cluster's workloads, its policy with the drivers' facts, its GPU quotas; `notes`
     gets what each node loses under DRA of legacy HAMi's per-node settings."""
     from hami_dra_webhook.cli.progress import ListingLine
-    from hami_dra_webhook.cluster.quota_usage import read_gpu_quotas
+    from hami_dra_webhook.cluster.quota.usage import read_gpu_quotas
     from hami_dra_webhook.cluster.state import cluster_policy
     from hami_dra_webhook.core.vendors.families import uses_legacy
     from hami_dra_webhook.kube.port import ApiError
@@ -215,7 +215,7 @@ def _cluster_workloads(
 
 async def _node_losses(api: Any, policy: Any, stderr: TextIO) -> list[str]:
     """What each node loses under DRA (check's "legacy node settings", the same words)."""
-    from hami_dra_webhook.cluster.legacy_node_config import (
+    from hami_dra_webhook.cluster.moves.legacy_node_config import (
         device_plugin_configs,
         device_taint_rules_served,
     )

@@ -51,7 +51,7 @@ def as_data(
     gpu_quotas: list[Any] | None = None,
 ) -> dict[str, Any]:
     """The report as data (`-o json` and `-o yaml` write it); `gpu_quotas`: a cluster's GPU
-    quotas as they hold now (cluster/quota_usage.QuotaLine)."""
+    quotas as they hold now (cluster/quota/usage.QuotaLine)."""
     data = {
         "workloads": [r.as_json() for r in reports],
         "summary": summary(reports),

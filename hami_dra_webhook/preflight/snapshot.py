@@ -14,14 +14,14 @@ from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias, TypeVar, Union
 
-from hami_dra_webhook.cluster.chart_driver import (
+from hami_dra_webhook.cluster.moves.chart_driver import (
     chart_driver_pods,
     monitor_name,
     read_chart_driver,
 )
-from hami_dra_webhook.cluster.inventory import read_inventory
-from hami_dra_webhook.cluster.legacy_node_config import device_plugin_configs
-from hami_dra_webhook.cluster.quota_usage import QuotaLine, read_gpu_quotas
+from hami_dra_webhook.cluster.moves.inventory import read_inventory
+from hami_dra_webhook.cluster.moves.legacy_node_config import device_plugin_configs
+from hami_dra_webhook.cluster.quota.usage import QuotaLine, read_gpu_quotas
 from hami_dra_webhook.cluster.state import cluster_policy, probe_template
 from hami_dra_webhook.core.migration.pool_plan import Inventory
 from hami_dra_webhook.core.migration.pools import Scope
@@ -79,7 +79,7 @@ class Snapshot:
     deployments: Read[list[JsonObject]] = field(default_factory=list)
     webhook_configurations: Read[list[JsonObject]] = field(default_factory=list)
     quotas: Read[list[JsonObject]] = field(default_factory=list)
-    # What each GPU quota holds now (cluster/quota_usage.py).
+    # What each GPU quota holds now (cluster/quota/usage.py).
     gpu_quotas: Read[list[QuotaLine]] = field(default_factory=list)
     webhook_configuration: Read[JsonObject] = MISSING  # the chart's
     preview_configuration: Read[JsonObject] = MISSING  # its workloads' preview (validating)
@@ -132,7 +132,7 @@ async def gather(api: KubeApi, policy: Policy, target: Installation, timeout: fl
     known = await _read(cluster_policy(api, policy, timeout, listed))
     if isinstance(known, Policy):
         snapshot.policy = policy = known
-    # The chart's own driver only (cluster/chart_driver.py): a tenant's pod labelled as one is
+    # The chart's own driver only (cluster/moves/chart_driver.py): a tenant's pod labelled as one is
     # not it, and its namespace is not the driver's.
     snapshot.driver_pods = await _read(_driver_pods(api, target, timeout))
     snapshot.monitor_pods = await _read(_monitor_pods(api, target, timeout))

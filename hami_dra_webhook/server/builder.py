@@ -25,10 +25,10 @@ from hami_dra_webhook.certs.self_managed import (
     ensure_certificates,
     publish_ca_bundle,
 )
-from hami_dra_webhook.cluster.quota_view import QuotaView
-from hami_dra_webhook.cluster.rate import NamespaceRate
+from hami_dra_webhook.cluster.quota.view import QuotaView
 from hami_dra_webhook.cluster.state import ClusterState
-from hami_dra_webhook.cluster.template_store import (
+from hami_dra_webhook.cluster.templates.rate import NamespaceRate
+from hami_dra_webhook.cluster.templates.store import (
     ApiTemplateStore,
     OfflineTemplateStore,
     TemplateStore,

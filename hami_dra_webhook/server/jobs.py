@@ -12,12 +12,12 @@ import os
 import socket
 import time
 
-from hami_dra_webhook.cluster.gc import KnownForeign, collect_garbage
-from hami_dra_webhook.cluster.lease import Lease
-from hami_dra_webhook.cluster.quota_gate import QuotaGate
-from hami_dra_webhook.cluster.quota_view import QuotaView
+from hami_dra_webhook.cluster.quota.lease import Lease
+from hami_dra_webhook.cluster.quota.view import QuotaView
+from hami_dra_webhook.cluster.quota.work import QuotaGate
 from hami_dra_webhook.cluster.state import ClusterState
-from hami_dra_webhook.cluster.template_store import ApiTemplateStore
+from hami_dra_webhook.cluster.templates.gc import KnownForeign, collect_garbage
+from hami_dra_webhook.cluster.templates.store import ApiTemplateStore
 from hami_dra_webhook.kube.port import KubeApi
 from hami_dra_webhook.server.services import Services
 from hami_dra_webhook.server.supervisor import Job
@@ -35,7 +35,7 @@ def background_jobs(services: Services) -> list[Job]:
     store = services.mutator.store
     if isinstance(store, ApiTemplateStore):
         # Not needed for readiness: without the watch the cache is not used and every
-        # admission confirms its templates through the API (template_store.py).
+        # admission confirms its templates through the API (cluster/templates/store.py).
         jobs.append(Job("template-watch", store.watch.run))
     api, cluster = services.api, services.cluster
     if api is not None and cluster is not None:

@@ -15,7 +15,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from hami_dra_webhook.cluster.template_store import ApiTemplateStore
+from hami_dra_webhook.cluster.templates.store import ApiTemplateStore
 from hami_dra_webhook.server.services import Services
 
 JSON = "application/json"

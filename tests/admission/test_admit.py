@@ -14,7 +14,7 @@ import pytest
 from hami_dra_webhook.admission.admitted import AdmissionRules
 from hami_dra_webhook.admission.mutator import MutationRecord, PodMutator
 from hami_dra_webhook.cluster.state import ClusterState
-from hami_dra_webhook.cluster.template_store import ApiTemplateStore, OfflineTemplateStore
+from hami_dra_webhook.cluster.templates.store import ApiTemplateStore, OfflineTemplateStore
 from hami_dra_webhook.core.review.wire import parse_review
 from hami_dra_webhook.core.settings.policy import DEFAULT_POLICY, Policy, policy_from_mapping
 from hami_dra_webhook.core.vendors.facts import facts_of

@@ -22,7 +22,7 @@ from hami_dra_webhook.admission.handler import (
 )
 from hami_dra_webhook.admission.mutator import MutationRecord, PodMutator
 from hami_dra_webhook.cluster.state import ClusterState
-from hami_dra_webhook.cluster.template_store import OfflineTemplateStore
+from hami_dra_webhook.cluster.templates.store import OfflineTemplateStore
 from hami_dra_webhook.core.migration.pools import Scope
 from hami_dra_webhook.core.settings.policy import DEFAULT_POLICY
 from hami_dra_webhook.server.admission_events import preview_line

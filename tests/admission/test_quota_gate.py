@@ -14,7 +14,7 @@ import jsonpatch
 
 from hami_dra_webhook.admission.handler import Admission, QuotaGateRoute
 from hami_dra_webhook.admission.quota_gate import DECIDED, with_quota_gate
-from hami_dra_webhook.cluster.quota_view import QuotaView
+from hami_dra_webhook.cluster.quota.view import QuotaView
 from hami_dra_webhook.core.outcome.decision import Converted
 from hami_dra_webhook.core.quota.gpu_quota import GATE, HELD_LABEL, quota_keys
 from hami_dra_webhook.core.settings.policy import DEFAULT_POLICY

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from hami_dra_webhook.cluster.gc import GcReport, collect_garbage
-from hami_dra_webhook.cluster.template_store import DELETING_ANNOTATION, ApiTemplateStore, Clocks
+from hami_dra_webhook.cluster.templates.gc import GcReport, collect_garbage
+from hami_dra_webhook.cluster.templates.store import DELETING_ANNOTATION, ApiTemplateStore, Clocks
 from hami_dra_webhook.kube.client import KubernetesApi
 from hami_dra_webhook.server.settings import Settings
 from tests.support.api_calls import CallsThrough

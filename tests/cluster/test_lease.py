@@ -1,4 +1,4 @@
-"""The GPU quota work's Lease (cluster/lease.py) between two replicas, in process on the real
+"""The GPU quota work's Lease (cluster/quota/lease.py) between two replicas, in process on the real
 kube-apiserver (the shared 1.36 control plane): one works at a time; on shutdown the holder
 releases it and the other, which watches it, takes it at once; a holder that stops renewing
 (killed) is replaced once the Lease's duration has passed; a holder that sees another's write
@@ -11,7 +11,7 @@ import asyncio
 import time
 from typing import Any
 
-from hami_dra_webhook.cluster.lease import Lease
+from hami_dra_webhook.cluster.quota.lease import Lease
 from hami_dra_webhook.kube.port import paths
 from tests.support.cluster import Cluster
 from tests.support.loop import run

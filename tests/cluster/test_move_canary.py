@@ -1,4 +1,4 @@
-"""The canary of a move to the DRA pool (cluster/move_canary.py): its script under a real
+"""The canary of a move to the DRA pool (cluster/moves/canary.py): its script under a real
 shell, its objects as the webhook's translation makes them, and a run against the real
 control plane (the shared 1.36 one: kube-scheduler allocates the canary's claim on the stand-in
 GPU node's devices). No kubelet runs there, so the test plays the kubelet's part where one is
@@ -17,8 +17,7 @@ from typing import Any
 
 import pytest
 
-from hami_dra_webhook.cluster.chart_driver import ChartDriver, driver_name
-from hami_dra_webhook.cluster.move_canary import (
+from hami_dra_webhook.cluster.moves.canary import (
     EXPECTED_ENV,
     PASSED,
     SCRIPT,
@@ -26,6 +25,7 @@ from hami_dra_webhook.cluster.move_canary import (
     canary_objects,
     driver_words,
 )
+from hami_dra_webhook.cluster.moves.chart_driver import ChartDriver, driver_name
 from hami_dra_webhook.core.migration.move_state import MoveError
 from hami_dra_webhook.core.settings.policy import DEFAULT_POLICY
 from tests.support.chart_driver import driver_binding, driver_daemonset

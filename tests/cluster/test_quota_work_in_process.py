@@ -7,8 +7,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from hami_dra_webhook.cluster.namespace_queue import NamespaceQueue
-from hami_dra_webhook.cluster.quota_view import QuotaView
+from hami_dra_webhook.cluster.quota.namespace_queue import NamespaceQueue
+from hami_dra_webhook.cluster.quota.view import QuotaView
 from hami_dra_webhook.core.quota.gpu_quota import quota_keys
 from hami_dra_webhook.core.settings.policy import DEFAULT_POLICY
 from hami_dra_webhook.kube.port import ApiError

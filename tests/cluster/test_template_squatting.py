@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 
-from hami_dra_webhook.cluster.gc import collect_garbage
-from hami_dra_webhook.cluster.template_store import (
+from hami_dra_webhook.cluster.templates.gc import collect_garbage
+from hami_dra_webhook.cluster.templates.store import (
     LAST_USED_ANNOTATION,
     ApiTemplateStore,
     TemplateUnavailable,

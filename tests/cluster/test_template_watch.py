@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from hami_dra_webhook.cluster.rate import NamespaceRate
-from hami_dra_webhook.cluster.template_store import (
+from hami_dra_webhook.cluster.templates.rate import NamespaceRate
+from hami_dra_webhook.cluster.templates.store import (
     ApiTemplateStore,
     Clocks,
     TemplateUnavailable,
@@ -82,7 +82,7 @@ def test_a_template_the_garbage_collector_deletes_is_not_created_again(
 ) -> None:
     """The garbage collector marks what it deletes (`hami.io/deleting`): a webhook that still
     has it cached lets it go (an operator's `gc --grace 1` is not fought)."""
-    from hami_dra_webhook.cluster.gc import collect_garbage
+    from hami_dra_webhook.cluster.templates.gc import collect_garbage
 
     namespace = kube.create_namespace("gcwatch")
     api = CallsThrough(real_api)

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from hami_dra_webhook.cluster.template_store import (
+from hami_dra_webhook.cluster.templates.store import (
     LAST_USED_ANNOTATION,
     ApiTemplateStore,
     Clocks,

@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from hami_dra_webhook.cluster.gc import KnownForeign, collect_garbage
-from hami_dra_webhook.cluster.template_store import ApiTemplateStore, TemplateUnavailable
+from hami_dra_webhook.cluster.templates.gc import KnownForeign, collect_garbage
+from hami_dra_webhook.cluster.templates.store import ApiTemplateStore, TemplateUnavailable
 from hami_dra_webhook.kube.client import MAX_EVENT_BYTES, KubernetesApi
 from tests.support.api_calls import CallsThrough
 from tests.support.cluster import Cluster, api_for

@@ -1,5 +1,5 @@
 """Between waves, `migrate wave` waits until kube-controller-manager has written the claims of
-the pods the last wave sent back (cluster/fleet_move.FleetMove._settle), against the real
+the pods the last wave sent back (cluster/moves/fleet.FleetMove._settle), against the real
 1.36 control plane: a converted pod whose template does not exist yet gets no claim from the
 real resourceclaim controller, so the wait ends at its bound, naming the pod; once the
 template exists, the controller writes the claim and the wait ends at once."""
@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from hami_dra_webhook.cluster import kept_lists
-from hami_dra_webhook.cluster.fleet_move import FleetMove
+from hami_dra_webhook.cluster.moves import kept_lists
+from hami_dra_webhook.cluster.moves.fleet import FleetMove
 from hami_dra_webhook.core.migration.pools import Scope
 from hami_dra_webhook.core.outcome.decision import Converted
 from hami_dra_webhook.core.settings.policy import DEFAULT_POLICY

@@ -18,7 +18,7 @@ from hami_dra_webhook.admission.workloads import (
     WorkloadPreview,
     warnings,
 )
-from hami_dra_webhook.cluster.template_store import OfflineTemplateStore
+from hami_dra_webhook.cluster.templates.store import OfflineTemplateStore
 from hami_dra_webhook.core.migration.pools import Scope
 from hami_dra_webhook.core.model.types import MAX_WARNING_LENGTH
 from hami_dra_webhook.core.review.wire import parse_review

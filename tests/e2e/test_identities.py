@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from hami_dra_webhook.cluster.lease import Lease
+from hami_dra_webhook.cluster.quota.lease import Lease
 from tests.support.cluster import (
     RELEASE_NAMESPACE,
     Cluster,

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from hami_dra_webhook.cli.main import main
-from hami_dra_webhook.cluster.device_cordons import DeviceCordons, MoveCordons
+from hami_dra_webhook.cluster.moves.device_cordons import DeviceCordons, MoveCordons
 from hami_dra_webhook.core.migration.move_state import MoveError
 from hami_dra_webhook.core.settings.policy import DEFAULT_POLICY
 from tests.support.cluster import Cluster, api_for

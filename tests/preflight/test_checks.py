@@ -40,7 +40,7 @@ def _node(
 
 
 def _inventory(nodes: list[dict[str, Any]], slices: list[dict[str, Any]]) -> Inventory:
-    """The pools as preflight.snapshot reads them (cluster/inventory.py), without pods."""
+    """The pools as preflight.snapshot reads them (cluster/moves/inventory.py), without pods."""
     devices = [d for s in slices for d in slice_devices(s)]
     gpus = {
         str(n["metadata"]["name"]): node_gpus(

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from hami_dra_webhook.admission.admitted import AdmissionRules
 from hami_dra_webhook.admission.mutator import PodMutator
-from hami_dra_webhook.cluster.template_store import OfflineTemplateStore
+from hami_dra_webhook.cluster.templates.store import OfflineTemplateStore
 from hami_dra_webhook.core.review.wire import parse_review
 from hami_dra_webhook.core.settings.policy import DEFAULT_POLICY, policy_from_mapping
 from tests.support.strategies import RICH_POD, odd_pods, pods_with_odd_fields

@@ -19,7 +19,7 @@ from hami_dra_webhook.admission.admitted import AdmissionRules
 from hami_dra_webhook.admission.mutator import PodMutator
 from hami_dra_webhook.certs.pki import issue, write
 from hami_dra_webhook.cli.main import main
-from hami_dra_webhook.cluster.template_store import ApiTemplateStore
+from hami_dra_webhook.cluster.templates.store import ApiTemplateStore
 from hami_dra_webhook.core.settings.policy import DEFAULT_POLICY
 from hami_dra_webhook.kube.client import KubernetesApi
 from hami_dra_webhook.server.app import create_app

@@ -311,7 +311,7 @@ def test_an_expired_certificate_makes_readyz_fail_with_the_reason(
     from hami_dra_webhook.admission.admitted import AdmissionRules
     from hami_dra_webhook.admission.mutator import PodMutator
     from hami_dra_webhook.certs.pki import issue, write
-    from hami_dra_webhook.cluster.template_store import OfflineTemplateStore
+    from hami_dra_webhook.cluster.templates.store import OfflineTemplateStore
     from hami_dra_webhook.core.settings.policy import DEFAULT_POLICY
     from hami_dra_webhook.server.metrics import Metrics
     from hami_dra_webhook.server.operations import readiness

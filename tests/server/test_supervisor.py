@@ -14,7 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from hami_dra_webhook.admission.admitted import AdmissionRules
 from hami_dra_webhook.admission.mutator import PodMutator
 from hami_dra_webhook.certs.pki import issue, write
-from hami_dra_webhook.cluster.template_store import OfflineTemplateStore
+from hami_dra_webhook.cluster.templates.store import OfflineTemplateStore
 from hami_dra_webhook.core.settings.policy import DEFAULT_POLICY
 from hami_dra_webhook.server.app import _lifespan
 from hami_dra_webhook.server.jobs import background_jobs

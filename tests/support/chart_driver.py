@@ -1,6 +1,6 @@
 """The chart's driver objects as driver.yaml makes them (its ClusterRoleBinding naming its
 ServiceAccount, and its DaemonSet), for tests on a control plane without the chart: what
-cluster/chart_driver.py trusts as the driver."""
+cluster/moves/chart_driver.py trusts as the driver."""
 
 from __future__ import annotations
 

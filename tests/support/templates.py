@@ -9,7 +9,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from hami_dra_webhook.cluster.template_store import ApiTemplateStore
+from hami_dra_webhook.cluster.templates.store import ApiTemplateStore
 from hami_dra_webhook.core.settings.policy import DEFAULT_POLICY
 from hami_dra_webhook.core.translate.pod import translate_pod
 from tests.support.cluster import Cluster

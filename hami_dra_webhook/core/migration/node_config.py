@@ -2,7 +2,7 @@
 config (the `hami-device-plugin` ConfigMap's `config.json`, `nodeconfig` entries, HAMi v2.10
 pkg/device/nvidia/device.go DevicePluginConfigs: Go's encoding/json matches keys regardless of
 case) and its cards' cordon (`hami.io/device-cordon`). Pure: `check` and `scan --cluster` read
-the objects (cluster/legacy_node_config.py) and say these words."""
+the objects (cluster/moves/legacy_node_config.py) and say these words."""
 
 from __future__ import annotations
 

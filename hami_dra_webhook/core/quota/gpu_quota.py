@@ -38,7 +38,7 @@ from hami_dra_webhook.core.vendors.families import converted_names
 # The scheduling gate that holds a GPU pod of a namespace with such a quota until it is counted.
 GATE = "hami.io/gpu-quota"
 # On a pod created held (with the gate): tells the quota work which namespaces have held pods
-# (cluster/quota_gate.py). Only a hint, which a tenant can write or remove: it decides nothing
+# (cluster/quota/work.py). Only a hint, which a tenant can write or remove: it decides nothing
 # a pod is charged, and costs a tenant who abuses it only counts of its own namespace.
 HELD_LABEL = "hami.io/gpu-quota"
 HELD_LABEL_VALUE = "held"

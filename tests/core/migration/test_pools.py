@@ -91,7 +91,7 @@ def inventory(
     namespace_labels: dict[str, dict[str, str]] | None = None,
     budgets: Sequence[dict[str, Any]] = (),
 ) -> Inventory:
-    """As cluster/inventory.py builds it from what it reads."""
+    """As cluster/moves/inventory.py builds it from what it reads."""
     devices = [d for s in slices for d in slice_devices(s)]
     by_name = {
         n["metadata"]["name"]: node_gpus(

@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 
 from hami_dra_webhook.admission.admitted import AdmissionRules
 from hami_dra_webhook.admission.mutator import MutationRecord, PodMutator
-from hami_dra_webhook.cluster.template_store import OfflineTemplateStore
+from hami_dra_webhook.cluster.templates.store import OfflineTemplateStore
 from hami_dra_webhook.core.review.fast import decode_fast, read_review
 from hami_dra_webhook.core.review.wire import MalformedReview, parse_review
 from hami_dra_webhook.core.settings.policy import DEFAULT_POLICY, Policy

@@ -17,7 +17,7 @@ import yaml
 from hami_dra_webhook.admission.admitted import AdmissionRules
 from hami_dra_webhook.admission.mutator import PodMutator
 from hami_dra_webhook.cli.main import main
-from hami_dra_webhook.cluster.template_store import OfflineTemplateStore
+from hami_dra_webhook.cluster.templates.store import OfflineTemplateStore
 from hami_dra_webhook.core.model.types import Attention, short_warning
 from hami_dra_webhook.core.outcome.decision import Converted
 from hami_dra_webhook.core.review.wire import parse_review

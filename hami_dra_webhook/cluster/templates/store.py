@@ -15,7 +15,7 @@ written: a feature gate that drops capacity, say); then it is stamped by a JSON 
 only for the version read. Otherwise the pod is refused with what is wrong, and nothing is
 written (core/translate/template_identity.py).
 
-The cache is kept true by a watch on the webhook's own templates (template_watch.py).
+The cache is kept true by a watch on the webhook's own templates (watch.py).
 
 The cache is used only while the watch stands: without it every admission confirms its
 templates through the API (slower, as correct). So readiness does not depend on the watch, which
@@ -35,11 +35,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Protocol
 
-from hami_dra_webhook.cluster.expiring import Expiring
-from hami_dra_webhook.cluster.rate import NamespaceRate
-from hami_dra_webhook.cluster.stored_forms import StoredForms
-from hami_dra_webhook.cluster.template_errors import TemplateUnavailable, foreign, unavailable
-from hami_dra_webhook.cluster.template_watch import MANAGED_SELECTOR, TemplateWatch
+from hami_dra_webhook.cluster.templates.errors import TemplateUnavailable, foreign, unavailable
+from hami_dra_webhook.cluster.templates.expiring import Expiring
+from hami_dra_webhook.cluster.templates.rate import NamespaceRate
+from hami_dra_webhook.cluster.templates.stored_forms import StoredForms
+from hami_dra_webhook.cluster.templates.watch import MANAGED_SELECTOR, TemplateWatch
 from hami_dra_webhook.core.model.types import JsonObject
 from hami_dra_webhook.core.translate.template_identity import (
     DELETING_ANNOTATION,

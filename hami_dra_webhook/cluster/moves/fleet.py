@@ -1,7 +1,7 @@
 """A fleet moved wave by wave (`migrate wave`): before each wave its evictions are planned on
 the cluster as it is then (every node of the wave left out as a destination); a wave whose
 pods would be lost or fit nowhere stops the fleet before it starts (unless forced); the nodes
-of a wave move together (cluster/node_move.py, each fail-closed and resumable), and the first
+of a wave move together (cluster/moves/node.py, each fail-closed and resumable), and the first
 wave with a failed move stops the fleet. The state of each move is on its Node, so running the
 same command again resumes: nodes already moved are skipped, stopped ones go first."""
 
@@ -12,10 +12,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from hami_dra_webhook.cluster import kept_lists
-from hami_dra_webhook.cluster.inventory import read_inventory
-from hami_dra_webhook.cluster.kept_lists import KeptList
-from hami_dra_webhook.cluster.node_move import NodeMove
+from hami_dra_webhook.cluster.moves import kept_lists
+from hami_dra_webhook.cluster.moves.inventory import read_inventory
+from hami_dra_webhook.cluster.moves.kept_lists import KeptList
+from hami_dra_webhook.cluster.moves.node import NodeMove
 from hami_dra_webhook.core.migration.move_state import CALL_TIMEOUT, MoveError
 from hami_dra_webhook.core.migration.pool_plan import Step, plan_move
 from hami_dra_webhook.core.migration.pools import Scope

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from hami_dra_webhook.cluster.events import About, event_body, post_event
-from hami_dra_webhook.cluster.quota_usage import count_namespace, read_claims
+from hami_dra_webhook.cluster.quota.usage import count_namespace, read_claims
 from hami_dra_webhook.core.model import patch
 from hami_dra_webhook.core.quota.gpu_quota import (
     GATE,

@@ -4,7 +4,7 @@ claims, and the work is driven by what changes in them.
 Every GPU pod created in a namespace whose ResourceQuota names a kept key is held by the
 scheduling gate `hami.io/gpu-quota` (added at admission from every replica's QuotaView; the
 chart's ValidatingAdmissionPolicy refuses such a pod without it, and lets only this webhook
-remove it). One replica at a time (the Lease, renewed on a loop of its own: cluster/lease.py)
+remove it). One replica at a time (the Lease, renewed on a loop of its own: cluster/quota/lease.py)
 releases held pods as they fit. It is told, by watches instead of asking every second:
 
 - of each namespace whose quota changes (the QuotaView);
@@ -15,8 +15,8 @@ releases held pods as they fit. It is told, by watches instead of asking every s
   of its pods are held (the label is a hint a tenant can write: it costs only its own
   namespace's counts, and never decides what is charged).
 
-Each such namespace is queued (cluster/namespace_queue.py: once, never in two turns at once,
-cheapest first) and counted in its turn (cluster/quota_turn.py). When the Lease is taken, and
+Each such namespace is queued (cluster/quota/namespace_queue.py: once, never in two turns at once,
+cheapest first) and counted in its turn (cluster/quota/turn.py). When the Lease is taken, and
 whenever a watch had to start afresh (its events may have been missed), every quota namespace
 and every namespace with a pod labelled held is counted once; every `resync` seconds the held
 ones again, as a safety net. Idle, nothing is asked but the Lease's renewal and the watches'
@@ -31,11 +31,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from hami_dra_webhook.cluster.lease import Lease
-from hami_dra_webhook.cluster.namespace_queue import NamespaceQueue
-from hami_dra_webhook.cluster.quota_turn import NamespaceTurn
-from hami_dra_webhook.cluster.quota_usage import read_cards
-from hami_dra_webhook.cluster.quota_view import QuotaView
+from hami_dra_webhook.cluster.quota.lease import Lease
+from hami_dra_webhook.cluster.quota.namespace_queue import NamespaceQueue
+from hami_dra_webhook.cluster.quota.turn import NamespaceTurn
+from hami_dra_webhook.cluster.quota.usage import read_cards
+from hami_dra_webhook.cluster.quota.view import QuotaView
 from hami_dra_webhook.cluster.watched import Watched
 from hami_dra_webhook.core.model.types import JsonObject
 from hami_dra_webhook.core.quota.gpu_quota import (

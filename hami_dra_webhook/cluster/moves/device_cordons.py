@@ -102,7 +102,7 @@ class DeviceCordons:
 
 @dataclass
 class MoveCordons:
-    """The cordon's part in a node move (cluster/node_move.py): checked before the move to DRA
+    """The cordon's part in a node move (cluster/moves/node.py): checked before the move to DRA
     changes anything, carried once the driver serves the node, dropped on the way back."""
 
     cordons: DeviceCordons

@@ -18,14 +18,14 @@ The steps, each idempotent; the last one done is kept on the Node (annotation
 5. label it with the new pool and wait until that side serves it (the driver's pod Ready and
    its ResourceSlice published, or the device plugin's `nvidia.com/gpu` allocatable again);
    its cards' cordon (hami.io/device-cordon) becomes DeviceTaintRules, or they go (to legacy);
-   to DRA, a canary, a converted pod, must then run there (cluster/move_canary.py);
+   to DRA, a canary, a converted pod, must then run there (cluster/moves/canary.py);
 6. check again that only the new side serves it and nothing of the old side is held there,
    then uncordon (unless it was cordoned before the move) and drop the annotation.
 
 The state on the Node says where to resume, never what is true: cordon, the drain and the
 final check run on every run, so a state written by someone else (a node's own identity may
 not write it: the chart's node-identity policy) cannot skip them. On any failure the node
-stays cordoned. The cluster's claims, read every poll, are watched (cluster/kept_lists.py)."""
+stays cordoned. The cluster's claims, read every poll, are watched (cluster/moves/kept_lists.py)."""
 
 from __future__ import annotations
 
@@ -36,13 +36,13 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Literal, TypeVar
 
-from hami_dra_webhook.cluster import kept_lists
-from hami_dra_webhook.cluster.device_cordons import DeviceCordons, MoveCordons
 from hami_dra_webhook.cluster.events import About, event_body, post_event
-from hami_dra_webhook.cluster.kept_lists import KeptList
-from hami_dra_webhook.cluster.move_canary import Canary, driver_pod, driver_words
-from hami_dra_webhook.cluster.move_drain import Drain
-from hami_dra_webhook.cluster.move_words import (
+from hami_dra_webhook.cluster.moves import kept_lists
+from hami_dra_webhook.cluster.moves.canary import Canary, driver_pod, driver_words
+from hami_dra_webhook.cluster.moves.device_cordons import DeviceCordons, MoveCordons
+from hami_dra_webhook.cluster.moves.drain import Drain
+from hami_dra_webhook.cluster.moves.kept_lists import KeptList
+from hami_dra_webhook.cluster.moves.words import (
     not_served_words,
     served_detail,
     still_served_words,

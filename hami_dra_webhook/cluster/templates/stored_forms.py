@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-from hami_dra_webhook.cluster.template_errors import TemplateUnavailable
+from hami_dra_webhook.cluster.templates.errors import TemplateUnavailable
 from hami_dra_webhook.core.model.types import JsonObject
 
 MAX_STORED_FORMS = 4096

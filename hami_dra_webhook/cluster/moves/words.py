@@ -1,9 +1,9 @@
 """What a node move says while it waits for a side to serve the node, or to stop serving it
-(cluster/node_move.py)."""
+(cluster/moves/node.py)."""
 
 from __future__ import annotations
 
-from hami_dra_webhook.cluster.move_canary import driver_words
+from hami_dra_webhook.cluster.moves.canary import driver_words
 from hami_dra_webhook.core.migration.pools import DRA, LEGACY, POOL_LABEL
 from hami_dra_webhook.core.model.types import JsonObject
 

@@ -7,7 +7,7 @@ directly (no template: nothing of it outlives the move). It runs on this node on
 affinity on `metadata.name`), tolerating every taint (the node is still cordoned), in the
 driver's own namespace, with the driver pod's own image (already on the node: no registry is
 asked; it has a shell and `sleep`, which the canary needs); the driver is the chart's, found by
-its ClusterRoleBinding, namespace, ServiceAccount and DaemonSet (cluster/chart_driver.py). Its
+its ClusterRoleBinding, namespace, ServiceAccount and DaemonSet (cluster/moves/chart_driver.py). Its
 container checks that it sees the environment its request means (`CUDA_DEVICE_MEMORY_LIMIT_0=1000m`,
 `CUDA_DEVICE_SM_LIMIT_0=10`: docs/kubernetes-facts.md, the driver's CDI spec), and then stays up,
 Ready; it fails at once, saying what it saw, otherwise. It passes when it is Ready and, read
@@ -24,7 +24,7 @@ from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from hami_dra_webhook.cluster.chart_driver import (
+from hami_dra_webhook.cluster.moves.chart_driver import (
     chart_driver_pods,
     driver_name,
     read_chart_driver,
@@ -60,7 +60,7 @@ SCRIPT = (
 
 
 async def driver_pod(api: KubeApi, node: str, release: str) -> JsonObject | None:
-    """The chart's driver's pod on `node` (cluster/chart_driver.py: never by a label), a Ready
+    """The chart's driver's pod on `node` (cluster/moves/chart_driver.py: never by a label), a Ready
     one first."""
     driver = await read_chart_driver(api, release, CALL_TIMEOUT)
     if driver is None:

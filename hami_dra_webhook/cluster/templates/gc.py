@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
-from hami_dra_webhook.cluster.template_store import MAX_TEMPLATE_BYTES
+from hami_dra_webhook.cluster.templates.store import MAX_TEMPLATE_BYTES
 from hami_dra_webhook.core.model.types import JsonObject
 from hami_dra_webhook.core.translate.claims import MANAGED_BY, MANAGED_BY_LABEL
 from hami_dra_webhook.core.translate.template_identity import (

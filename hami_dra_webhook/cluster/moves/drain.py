@@ -1,4 +1,4 @@
-"""Step 2 of a node move (cluster/node_move.py): evict, through the Eviction API, every pod
+"""Step 2 of a node move (cluster/moves/node.py): evict, through the Eviction API, every pod
 that holds what the pool the node leaves serves, until none is left. PodDisruptionBudgets are
 respected: a refused eviction (429) is said once and tried again each round, until the move's
 deadline. Each evicted pod gets a `GpuPoolMoveEvicted` Event that says why."""
