@@ -1,5 +1,7 @@
 """`hami-dra-webhook migrate wave`: move a set of nodes (named, by label selector, or a whole
-pool) wave by wave, a canary node first (core/migration/wave_plan.py, cluster/moves/fleet.py).
+pool) wave by wave, a canary node first. The command parses its flags into the use case's
+request and prints how it ended; cluster/moves/wave_case.py decides (the plan, the refusals,
+the ending), core/migration/wave_plan.py plans the waves, cluster/moves/fleet.py moves them.
 
 Exit codes: 0 every wave moved (or a plan without blockers), 2 a wave's plan has blockers
 (nothing of that wave started; `--force` moves anyway), 3 a move stopped or the cluster could
@@ -10,7 +12,7 @@ from __future__ import annotations
 
 import argparse
 import time
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from hami_dra_webhook.cli import exit_codes
 from hami_dra_webhook.cli.cluster_access import ClusterUnavailable, on_cluster, say_unavailable
@@ -22,6 +24,24 @@ from hami_dra_webhook.cli.inputs import (
     write_data,
 )
 from hami_dra_webhook.cli.progress import WaveSteps
+
+if TYPE_CHECKING:
+    from hami_dra_webhook.cluster.moves.fleet import WaveOutcome
+    from hami_dra_webhook.cluster.moves.wave_case import Ending, FleetRead, WaveRequest, WaveRun
+    from hami_dra_webhook.core.migration.pool_plan import Step
+    from hami_dra_webhook.core.migration.wave_plan import FleetPlan
+
+
+def _endings() -> dict[Ending, int]:
+    from hami_dra_webhook.cluster.moves.wave_case import Ending
+
+    return {
+        Ending.BAD_SELECTION: exit_codes.USAGE,
+        Ending.PLANNED: exit_codes.OK,
+        Ending.REFUSED: exit_codes.REFUSED,
+        Ending.MOVED: exit_codes.OK,
+        Ending.STOPPED: exit_codes.UNREADABLE,
+    }
 
 
 def add_wave_parser(actions: Any, common: Any) -> None:
@@ -94,171 +114,151 @@ def _positive(text: str) -> int:
 
 def run_wave(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
     from hami_dra_webhook.cli.inputs import load_policy
-    from hami_dra_webhook.core.migration.wave_plan import parse_max_unavailable
+    from hami_dra_webhook.cluster.moves.wave_case import WaveRun
     from hami_dra_webhook.core.settings.policy import PolicyError
 
-    if not (args.nodes or args.selector or args.pool):
-        stderr.write("error: name the nodes to move: NODE..., -l SELECTOR or --pool POOL\n")
-        return exit_codes.USAGE
     try:
-        limit = parse_max_unavailable(args.max_unavailable) if args.max_unavailable else None
+        request = _request(args)
     except ValueError as error:
         stderr.write(f"error: {error}\n")
         return exit_codes.USAGE
     try:
         given = load_policy(args.config, stderr)
-        policy, inventory, names = on_cluster(args, lambda api: _read(api, args, given))
     except PolicyError as error:
         stderr.write(f"error: {error}\n")
         return exit_codes.UNREADABLE
-    except ClusterUnavailable as error:
-        say_unavailable(error, stderr)
-        return exit_codes.UNREADABLE
-    return _plan_and_move(args, policy, (inventory, names), limit, stdout, stderr)
-
-
-async def _read(api: Any, args: argparse.Namespace, given: Any) -> tuple[Any, Any, list[str]]:
-    """The policy with the cluster's facts (as every tool judges), the inventory and the
-    names of the nodes the command selects."""
-    from hami_dra_webhook.cluster.moves.inventory import read_inventory, read_scope
-    from hami_dra_webhook.cluster.state import cluster_policy
-    from hami_dra_webhook.core.migration.pools import Scope
-    from hami_dra_webhook.kube.port import paths
-
-    policy = await cluster_policy(api, given, 10)
-    scope = Scope(args.scope) if args.scope else await read_scope(api, args.release, 10)
-    inventory = await read_inventory(api, policy, scope)
-    names = list(args.nodes)
-    if args.selector:
-        query = [("labelSelector", args.selector)]
-        found = await api.list_path(paths.NODES, query, timeout=20)
-        names += sorted(str(n["metadata"]["name"]) for n in found)
-    if args.pool:
-        names += sorted(
-            n.name for n in inventory.nodes.values() if n.gpu_node and n.pool == args.pool
-        )
-    return policy, inventory, names
-
-
-def _plan_and_move(
-    args: argparse.Namespace,
-    policy: Any,
-    read: tuple[Any, list[str]],
-    limit: Any,
-    stdout: TextIO,
-    stderr: TextIO,
-) -> int:
-    from hami_dra_webhook.core.migration.pool_plan import plan_move
-    from hami_dra_webhook.core.migration.wave_pacing import pacing_note
-    from hami_dra_webhook.core.migration.wave_plan import MaxUnavailable, plan_fleet
-
-    inventory, names = read
-    fleet = plan_fleet(
-        inventory,
-        names,
-        args.to,
-        args.batch,
-        limit or MaxUnavailable(),
-        args.canary,
-        with_canary=not args.no_canary,
-    )
-    result: dict[str, Any] = {"fleet": fleet.as_json(), "scope": inventory.scope.mode}
-    text = args.output == "text"
-    if fleet.errors:
-        for error in fleet.errors:
-            stderr.write(f"error: {error}\n")
-        if not text:
-            write_data(result | {"moved": False}, args.output, stdout)
-        return exit_codes.USAGE
-    plans = [plan_move(inventory, wave, args.to, policy) for wave in fleet.waves]
-    if text:
-        stdout.write(_fleet_text(fleet, plans))
-    first_blocked = bool(plans) and any(s.blocks for s in plans[0])
-    result["pacing"] = [pacing_note(plan) for plan in plans]
-    if dry_run(args) or (first_blocked and not args.force):
-        result["previews"] = [[s.as_json() for s in plan] for plan in plans]
-        if first_blocked and not dry_run(args) and text:
-            stdout.write("refusing: the first wave's plan has blockers (--force moves anyway)\n")
-        if not text:
-            write_data(result | {"moved": False}, args.output, stdout)
-        return exit_codes.REFUSED if first_blocked else exit_codes.OK
-    return _move(args, policy, inventory.scope, fleet.waves, result, stdout, stderr)
-
-
-def _move(
-    args: argparse.Namespace,
-    policy: Any,
-    scope: Any,
-    waves: list[list[str]],
-    result: dict[str, Any],
-    stdout: TextIO,
-    stderr: TextIO,
-) -> int:
-    from hami_dra_webhook.cluster.moves.fleet import FleetMove
-
-    text = args.output == "text"
-    progress = WaveSteps(stdout, quiet=not text, nodes=sum(len(w) for w in waves))
-    started: list[FleetMove] = []
-
-    async def move(api: Any) -> bool:
-        fleet = FleetMove(
-            api,
-            policy,
-            scope,
-            args.to,
-            waves,
-            progress,
-            timeout=args.timeout,
-            force=args.force,
-            canary_pod=args.canary_pod,
-            settle=args.settle,
-            release=args.release,
-        )
-        started.append(fleet)
-        return await fleet.run()
-
-    code = exit_codes.OK
+    run = WaveRun(request)
+    screen = _Screen(args.output == "text", request.dry_run, stdout, stderr)
+    unreachable = False
     try:
-        moved = on_cluster(args, move)
+        on_cluster(args, lambda api: run.run(api, given, screen))
     except ClusterUnavailable as error:
         say_unavailable(error, stderr)
-        moved, code = False, exit_codes.UNREADABLE
-    progress.finish()
-    outcomes = started[0].outcomes if started else []
-    result["waves"] = [outcome.as_json() for outcome in outcomes]
+        unreachable = True
+    if run.read is None:  # nothing was read: nothing to say but that
+        return exit_codes.UNREADABLE
+    return _ended(args, run, screen, unreachable, stdout, stderr)
+
+
+def _request(args: argparse.Namespace) -> WaveRequest:
+    """The use case's request from the command line (ValueError: a usage error, said)."""
+    from hami_dra_webhook.cluster.moves.wave_case import WaveRequest
+    from hami_dra_webhook.core.migration.pools import Scope
+    from hami_dra_webhook.core.migration.wave_plan import MaxUnavailable, parse_max_unavailable
+
+    if not (args.nodes or args.selector or args.pool):
+        raise ValueError("name the nodes to move: NODE..., -l SELECTOR or --pool POOL")
+    limit = parse_max_unavailable(args.max_unavailable) if args.max_unavailable else None
+    return WaveRequest(
+        to=args.to,
+        nodes=tuple(args.nodes),
+        selector=args.selector or "",
+        pool=args.pool or "",
+        batch=args.batch,
+        limit=limit or MaxUnavailable(),
+        canary=args.canary,
+        with_canary=not args.no_canary,
+        scope=Scope(args.scope) if args.scope else None,
+        release=args.release,
+        dry_run=dry_run(args) is not None,
+        force=args.force,
+        timeout=args.timeout,
+        settle=args.settle,
+        canary_pod=args.canary_pod,
+    )
+
+
+class _Screen:
+    """What the command shows as the run goes (the use case's WaveScreen): the fleet's plan,
+    a refusal, then the waves' progress lines (cli/progress.py)."""
+
+    def __init__(self, text: bool, dry_run: bool, stdout: TextIO, stderr: TextIO) -> None:
+        self.text, self.dry_run, self.stdout, self.stderr = text, dry_run, stdout, stderr
+        self.progress = WaveSteps(stdout, quiet=True)
+
+    def planned(self, read: FleetRead, ending: Ending | None) -> None:
+        from hami_dra_webhook.cluster.moves.wave_case import Ending
+
+        if ending is Ending.BAD_SELECTION:
+            for error in read.fleet.errors:
+                self.stderr.write(f"error: {error}\n")
+            return
+        if self.text:
+            self.stdout.write(_fleet_text(read.fleet, read.plans))
+            if ending is Ending.REFUSED and not self.dry_run:
+                self.stdout.write(
+                    "refusing: the first wave's plan has blockers (--force moves anyway)\n"
+                )
+        nodes = sum(len(wave) for wave in read.fleet.waves)
+        self.progress = WaveSteps(self.stdout, quiet=not self.text, nodes=nodes)
+
+    def step(self, name: str, detail: str) -> None:
+        self.progress.step(name, detail)
+
+    def wave(self, index: int, total: int, nodes: list[str]) -> None:
+        self.progress.wave(index, total, nodes)
+
+    def node(self, name: str) -> Any:
+        return self.progress.node(name)
+
+
+def _ended(
+    args: argparse.Namespace,
+    run: WaveRun,
+    screen: _Screen,
+    unreachable: bool,
+    stdout: TextIO,
+    stderr: TextIO,
+) -> int:
+    """The end of the run, said: its JSON (or the last text line) and its exit code."""
+    from hami_dra_webhook.cluster.moves.wave_case import Ending, ending_of
+
+    assert run.read is not None
+    result = run.read.as_json()
+    if run.move is None:  # it ended before moving
+        if run.ending not in (None, Ending.BAD_SELECTION):
+            result["previews"] = run.read.previews()
+        if not screen.text:
+            write_data(result | {"moved": False}, args.output, stdout)
+        return _endings()[run.ending] if run.ending else exit_codes.UNREADABLE
+    screen.progress.finish()
+    waves = run.read.fleet.waves
+    moved = run.ending is Ending.MOVED
+    result["waves"] = [outcome.as_json() for outcome in run.outcomes]
     result["moved"] = moved
-    code = _stopped(outcomes, stderr) or code
-    result["timeline"] = progress.timeline
-    result["seconds"] = round(time.monotonic() - progress.started, 1)
-    if not text:
+    ending = run.ending or ending_of(run.outcomes)  # (none: the cluster stopped answering)
+    _say_stop(ending, run.outcomes, stderr)
+    code = _endings()[ending] or (exit_codes.UNREADABLE if unreachable else exit_codes.OK)
+    result["timeline"] = screen.progress.timeline
+    result["seconds"] = round(time.monotonic() - screen.progress.started, 1)
+    if not screen.text:
         write_data(result, args.output, stdout)
     elif moved:
         stdout.write(f"moved {sum(len(w) for w in waves)} node(s) in {len(waves)} wave(s)\n")
     return code
 
 
-def _stopped(outcomes: list[Any], stderr: TextIO) -> int:
-    """Where the fleet stopped, if it did, said on stderr; its exit code."""
-    last = outcomes[-1] if outcomes else None
-    if last is not None and last.refused:
+def _say_stop(ending: Ending, outcomes: list[WaveOutcome], stderr: TextIO) -> None:
+    """Where the fleet stopped, if it did, on stderr."""
+    from hami_dra_webhook.cluster.moves.wave_case import Ending
+
+    if ending is Ending.REFUSED:
+        last = outcomes[-1]
         stderr.write(
             f"stopped before wave {len(outcomes)} ({', '.join(last.nodes)}): its plan has"
             " blockers (see the plan; --force moves anyway); the waves before it moved\n"
         )
-        return exit_codes.REFUSED
-    if last is not None and last.failed:
-        for node, why in last.failed.items():
+    elif ending is Ending.STOPPED:
+        for node, why in outcomes[-1].failed.items():
             stderr.write(f"error: {node}: {why}\n")
         stderr.write(
             f"stopped at wave {len(outcomes)}: the nodes whose move failed stay cordoned,"
             " each with its state; run the same command again to resume, or move a node back"
             " with migrate node NODE --to legacy|dra\n"
         )
-        return exit_codes.UNREADABLE
-    return exit_codes.OK
 
 
-def _fleet_text(fleet: Any, plans: list[list[Any]]) -> str:
+def _fleet_text(fleet: FleetPlan, plans: list[list[Step]]) -> str:
     from hami_dra_webhook.core.migration.wave_pacing import pacing_note
 
     lines = [f"fleet: {sum(len(w) for w in fleet.waves)} node(s) to the {fleet.to} pool"]
