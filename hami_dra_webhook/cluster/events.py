@@ -4,11 +4,11 @@ what it reports happens all the same)."""
 
 from __future__ import annotations
 
-import datetime
 import logging
 from dataclasses import dataclass
 from typing import Literal
 
+from hami_dra_webhook.core.model import kube_time
 from hami_dra_webhook.core.model.types import JsonObject
 from hami_dra_webhook.kube.port import ApiError, KubeApi, paths
 
@@ -37,7 +37,7 @@ def event_body(
     kind: Literal["Normal", "Warning"] = "Normal",
     component: str = "hami-dra-webhook",
 ) -> JsonObject:
-    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    now = kube_time.stamp()
     involved: JsonObject = {"apiVersion": "v1", "kind": about.kind, "name": about.name}
     if about.uid:
         involved["uid"] = about.uid

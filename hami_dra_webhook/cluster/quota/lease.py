@@ -14,9 +14,9 @@ import logging
 import time
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
+from hami_dra_webhook.core.model import kube_time
 from hami_dra_webhook.core.model.types import JsonObject
 from hami_dra_webhook.kube.port import ApiError, KubeApi, paths
 
@@ -24,17 +24,10 @@ log = logging.getLogger("hami_dra_webhook.quota")
 RELEASE_TIMEOUT = 2.0  # what a shutdown waits for the release
 
 
-def _now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
 def _age(stamp: object) -> float:
-    """Seconds since an RFC 3339 MicroTime (infinity when absent or unreadable)."""
-    try:
-        when = datetime.strptime(str(stamp), "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
-    except ValueError:
-        return float("inf")
-    return (datetime.now(UTC) - when).total_seconds()
+    """Seconds since a Lease's renewTime (infinity when absent or unreadable)."""
+    seconds = kube_time.age(stamp)
+    return float("inf") if seconds is None else seconds
 
 
 def _spec(lease: JsonObject | None) -> JsonObject:
@@ -134,7 +127,7 @@ class Lease:
         body["spec"] = _spec(self._current) | {
             "holderIdentity": "",
             "leaseDurationSeconds": 1,
-            "renewTime": _now(),
+            "renewTime": kube_time.micro_stamp(),
         }
         self._valid_until = 0.0
         try:
@@ -171,7 +164,7 @@ class Lease:
             await events.aclose()  # type: ignore[attr-defined]
 
     async def _write(self, current: JsonObject | None, started: float) -> bool:
-        now = _now()
+        now = kube_time.micro_stamp()
         spec: JsonObject = dict(_spec(current))
         if spec.get("holderIdentity") != self.identity:
             spec["acquireTime"] = now

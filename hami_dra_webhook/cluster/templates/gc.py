@@ -30,10 +30,10 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Literal
 
 from hami_dra_webhook.cluster.templates.store import MAX_TEMPLATE_BYTES
+from hami_dra_webhook.core.model import kube_time
 from hami_dra_webhook.core.model.types import JsonObject
 from hami_dra_webhook.core.translate.claims import MANAGED_BY, MANAGED_BY_LABEL
 from hami_dra_webhook.core.translate.template_identity import (
@@ -125,12 +125,8 @@ def referenced_templates(pods: list[JsonObject]) -> set[str]:
 
 
 def _seconds(stamp: object) -> float:
-    if not isinstance(stamp, str) or not stamp:
-        return 0.0
-    try:
-        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return 0.0
+    """Seconds since the epoch of a Kubernetes time; 0 (the oldest) when it is not one."""
+    return kube_time.seconds_of(stamp) or 0.0
 
 
 def last_used(template: JsonObject) -> float:

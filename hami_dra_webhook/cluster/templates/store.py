@@ -32,7 +32,6 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Protocol
 
 from hami_dra_webhook.cluster.templates.errors import TemplateUnavailable, foreign, unavailable
@@ -40,6 +39,7 @@ from hami_dra_webhook.cluster.templates.expiring import Expiring
 from hami_dra_webhook.cluster.templates.rate import NamespaceRate
 from hami_dra_webhook.cluster.templates.stored_forms import StoredForms
 from hami_dra_webhook.cluster.templates.watch import MANAGED_SELECTOR, TemplateWatch
+from hami_dra_webhook.core.model import kube_time
 from hami_dra_webhook.core.model.types import JsonObject
 from hami_dra_webhook.core.translate.template_identity import (
     DELETING_ANNOTATION,
@@ -86,10 +86,6 @@ class TemplateStore(Protocol):
     ) -> list[str]:
         """Make the templates exist (or validate them on dry-run); returns warnings."""
         ...
-
-
-def rfc3339(seconds: float) -> str:
-    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @dataclass(frozen=True)
@@ -254,7 +250,7 @@ class ApiTemplateStore:
         """Create it, or stamp last-used on the existing one if it is exactly the webhook's
         (else refuse); then cache it."""
         name = template["metadata"]["name"]
-        stamp = {LAST_USED_ANNOTATION: rfc3339(self._clocks.wall())}
+        stamp = {LAST_USED_ANNOTATION: kube_time.stamp(self._clocks.wall())}
         body = {
             **template,
             "metadata": {

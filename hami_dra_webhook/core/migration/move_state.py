@@ -3,12 +3,12 @@ move reports: its steps and why it stopped."""
 
 from __future__ import annotations
 
-import datetime
 import json
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from hami_dra_webhook.core.migration.pools import DRA, LEGACY
+from hami_dra_webhook.core.model import kube_time
 
 STEPS = ("started", "cordoned", "drained", "unserved", "served", "done")
 CALL_TIMEOUT = 10.0
@@ -77,7 +77,7 @@ class MoveState:
 
 
 def now() -> str:
-    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return kube_time.stamp()
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,11 +122,7 @@ def fleet_summary(nodes: list[dict[str, object]], now_seconds: float) -> FleetSu
 
 
 def _seconds(stamp: str) -> float | None:
-    try:
-        parsed = datetime.datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ")
-    except ValueError:
-        return None
-    return parsed.replace(tzinfo=datetime.UTC).timestamp()
+    return kube_time.seconds_of(stamp)
 
 
 @dataclass
