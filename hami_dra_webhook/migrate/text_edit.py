@@ -123,7 +123,7 @@ def _removed(root: yaml.Node, ops: list[patch.PatchOp]) -> frozenset[int]:
             continue
         node: yaml.Node | None = root
         try:
-            for token in _tokens(op["path"]):
+            for token in patch.tokens_of(op["path"]):
                 node = _child(node, token) if node is not None else None
         except NotEditable:
             continue
@@ -163,10 +163,6 @@ def _no_overlap(edits: list[_Edit]) -> None:
             raise NotEditable("two operations edit the same text")
 
 
-def _tokens(pointer: str) -> list[str]:
-    return [t.replace("~1", "/").replace("~0", "~") for t in pointer.split("/")[1:]]
-
-
 def _entry_of(node: yaml.MappingNode, token: str) -> tuple[yaml.Node, yaml.Node] | None:
     for key, value in node.value:
         if isinstance(key, yaml.ScalarNode) and key.value == token:
@@ -192,7 +188,7 @@ def _edit(
     style: _Style,
     shared: frozenset[int],
 ) -> _Edit:
-    tokens = _tokens(op["path"])
+    tokens = patch.tokens_of(op["path"])
     if not tokens:
         raise NotEditable("the whole document")
     parent: yaml.Node = root

@@ -35,8 +35,9 @@ def rebase(ops: list[PatchOp], prefix: str) -> list[PatchOp]:
     return [{**op, "path": prefix + op["path"]} for op in ops]
 
 
-def _unescape(token: str) -> str:
-    return token.replace("~1", "/").replace("~0", "~")
+def tokens_of(path: str) -> list[str]:
+    """The unescaped tokens of an RFC 6901 pointer (`/a/nvidia.com~1gpu`: `a`, `nvidia.com/gpu`)."""
+    return [t.replace("~1", "/").replace("~0", "~") for t in path.split("/")[1:]]
 
 
 def apply(document: Any, ops: list[PatchOp]) -> Any:
@@ -47,8 +48,7 @@ def apply(document: Any, ops: list[PatchOp]) -> Any:
     """
     result = document
     for op in ops:
-        tokens = [_unescape(t) for t in op["path"].split("/")[1:]]
-        result = _apply_one(result, tokens, op)
+        result = _apply_one(result, tokens_of(op["path"]), op)
     return result
 
 

@@ -18,6 +18,7 @@ Two ways to tell, for two situations:
 
 from __future__ import annotations
 
+from hami_dra_webhook.core.model import patch
 from hami_dra_webhook.core.model.types import JsonObject
 from hami_dra_webhook.core.translate.claims import (
     LEGACY_REQUEST_ANNOTATION,
@@ -29,10 +30,6 @@ LAST_USED_ANNOTATION = "hami.io/last-used"
 DELETING_ANNOTATION = "hami.io/deleting"  # written by the garbage collector just before it deletes
 # The annotations a template of the webhook's may carry: its legacy request and its own stamps.
 OWN_ANNOTATIONS = frozenset({LEGACY_REQUEST_ANNOTATION, LAST_USED_ANNOTATION, DELETING_ANNOTATION})
-
-
-def _pointer(*parts: str) -> str:
-    return "/" + "/".join(p.replace("~", "~0").replace("/", "~1") for p in parts)
 
 
 def _record(template: JsonObject) -> str:
@@ -50,11 +47,11 @@ def stamp_if_unchanged(
         "value": resource_version,
     }
     writes: list[JsonObject] = [
-        {"op": "add", "path": _pointer("metadata", "annotations", key), "value": value}
+        {"op": "add", "path": patch.pointer("metadata", "annotations", key), "value": value}
         for key, value in stamp.items()
     ]
     removals: list[JsonObject] = [
-        {"op": "remove", "path": _pointer("metadata", "annotations", key)} for key in drop
+        {"op": "remove", "path": patch.pointer("metadata", "annotations", key)} for key in drop
     ]
     return [test, *writes, *removals]
 
