@@ -17,8 +17,8 @@ from hami_dra_webhook.core.migration.pools import (
     LEGACY,
     MOVING,
     POOL_LABEL,
-    label_selector_matches,
 )
+from hami_dra_webhook.core.model import label_selector
 from hami_dra_webhook.core.model.quantity import MIB
 from hami_dra_webhook.core.model.types import JsonObject
 from hami_dra_webhook.preflight.report import PoolRow, Report
@@ -121,7 +121,4 @@ def plugin_unrestricted(daemonset: JsonObject) -> bool:
         "requiredDuringSchedulingIgnoredDuringExecution"
     ) or {}
     terms = affinity.get("nodeSelectorTerms") or []
-    return not terms or any(
-        label_selector_matches({"matchExpressions": t.get("matchExpressions") or []}, labels)
-        for t in terms
-    )
+    return not terms or any(label_selector.node_term_matches(t, labels) for t in terms)

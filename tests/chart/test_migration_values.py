@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 import yaml
 
-from hami_dra_webhook.core.migration.pools import Scope, label_selector_matches
+from hami_dra_webhook.core.migration.pools import Scope
+from hami_dra_webhook.core.model.label_selector import node_term_matches
 from tests.support.chart_tools import CHART, find, run_helm
 
 
@@ -32,10 +33,7 @@ def _driver_terms(documents: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _driver_runs_on(documents: list[dict[str, Any]], labels: dict[str, str]) -> bool:
-    return any(
-        label_selector_matches({"matchExpressions": t["matchExpressions"]}, labels)
-        for t in _driver_terms(documents)
-    )
+    return any(node_term_matches(term, labels) for term in _driver_terms(documents))
 
 
 GPU = {"nvidia.com/gpu.present": "true"}

@@ -25,9 +25,9 @@ from hami_dra_webhook.core.migration.pools import (
     NodeGpus,
     Scope,
     Use,
-    label_selector_matches,
     template_needs,
 )
+from hami_dra_webhook.core.model import label_selector
 from hami_dra_webhook.core.model.quantity import QuantityError, parse_byte_size, parse_quantity
 from hami_dra_webhook.core.model.types import JsonObject
 from hami_dra_webhook.core.outcome.decision import Converted, Refusal
@@ -214,7 +214,7 @@ class Inventory:
             if metadata.get("namespace") != pod.namespace:
                 continue
             selector = (budget.get("spec") or {}).get("selector")
-            if not isinstance(selector, dict) or not label_selector_matches(selector, pod.labels):
+            if not label_selector.matches(selector, pod.labels):
                 continue
             if int((budget.get("status") or {}).get("disruptionsAllowed") or 0) < 1:
                 found.append(str(metadata.get("name")))

@@ -352,26 +352,6 @@ def _round_mib(size: int) -> int:
     return -(-size // MIB) * MIB
 
 
-def label_selector_matches(selector: JsonObject, labels: Mapping[str, str]) -> bool:
-    """A metav1.LabelSelector against labels (an empty selector matches everything, as for a
-    PodDisruptionBudget in policy/v1)."""
-    for key, value in (selector.get("matchLabels") or {}).items():
-        if labels.get(key) != value:
-            return False
-    for expression in selector.get("matchExpressions") or []:
-        key, operator = expression.get("key"), expression.get("operator")
-        values = expression.get("values") or []
-        if operator == "In" and labels.get(key) not in values:
-            return False
-        if operator == "NotIn" and key in labels and labels[key] in values:
-            return False
-        if operator == "Exists" and key not in labels:
-            return False
-        if operator == "DoesNotExist" and key in labels:
-            return False
-    return True
-
-
 def pod_ready(pod: JsonObject) -> bool:
     """The pod's Ready condition is True (the kubelet's word, from its readiness probe)."""
     conditions = (pod.get("status") or {}).get("conditions") or []

@@ -15,7 +15,6 @@ from hami_dra_webhook.core.migration.pools import (
     Need,
     Scope,
     allocated,
-    label_selector_matches,
     node_gpus,
     slice_devices,
     template_needs,
@@ -249,17 +248,3 @@ def test_the_plan_of_a_move_says_where_each_pod_goes() -> None:
     assert not plan["whole"].fits and plan["whole"].goes.startswith("nowhere: converted")
     assert plan["other"].goes == "legacy node l-2 (not in the migration scope: stays legacy)"
     assert plan["bare"].lost and plan["bare"].fits
-
-
-def test_label_selectors_match_as_kubernetes_does() -> None:
-    labels = {"app": "a", "tier": "gpu"}
-    assert label_selector_matches({}, labels)
-    assert label_selector_matches({"matchLabels": {"app": "a"}}, labels)
-    assert not label_selector_matches({"matchLabels": {"app": "b"}}, labels)
-    exists = {"matchExpressions": [{"key": "tier", "operator": "Exists"}]}
-    assert label_selector_matches(exists, labels)
-    absent = {"matchExpressions": [{"key": "tier", "operator": "DoesNotExist"}]}
-    assert not label_selector_matches(absent, labels)
-    not_in = {"matchExpressions": [{"key": "tier", "operator": "NotIn", "values": ["gpu"]}]}
-    assert not label_selector_matches(not_in, labels)
-    assert label_selector_matches(not_in, {"app": "a"})
