@@ -18,8 +18,8 @@ soak and the fuzzing with more requests and examples, the node modules on the no
 default run leaves out (LONG_NODE_VERSIONS), and every test marked `long`. A HAMI_NODE_VERSIONS
 set by the caller is kept in both.
 
-Each run's output is shown whole (the ones beside are shown when they end), and the last line
-is the runs' total: "N passed, N failed, N skipped" (errors count as failed; a run that
+Each run's output is shown whole (the ones beside are shown when they end), then each run's
+slowest tests (SLOWEST, from its JUnit report), and the last line is the runs' total: "N passed, N failed, N skipped" (errors count as failed; a run that
 collected nothing is a failure too).
 """
 
@@ -84,6 +84,17 @@ class Run:
         tests, skipped = int(suite.get("tests", 0)), int(suite.get("skipped", 0))
         failed = int(suite.get("failures", 0)) + int(suite.get("errors", 0))
         return tests - failed - skipped, failed, skipped
+
+    def slowest(self, count: int) -> list[tuple[float, str]]:
+        """The run's `count` slowest tests (seconds, setup and teardown included, and id),
+        from its JUnit report: where the next minute of the run is to be found."""
+        if not self.junit.is_file():
+            return []
+        cases = [
+            (float(case.get("time") or 0), f"{case.get('classname')}::{case.get('name')}")
+            for case in ElementTree.parse(self.junit).getroot().iter("testcase")
+        ]
+        return sorted(cases, reverse=True)[:count]
 
 
 def _command(junit: Path, *arguments: str) -> list[str]:
@@ -213,6 +224,18 @@ def _default_runs(folder: Path) -> tuple[list[Run], int]:
     return [run for run, _ in beside if run is not checks] + [quiet, timed], checks.code
 
 
+SLOWEST = 5  # tests named per run, slowest first
+
+
+def _say_slowest(runs: list[Run]) -> None:
+    """Each run's slowest tests, written down at every run (as Kueue's runner does), so that a
+    slow new test is seen the day it lands."""
+    for run in runs:
+        print(f"== {run.name}: its slowest tests")
+        for seconds, test in run.slowest(SLOWEST):
+            print(f"  {seconds:7.1f} s  {test}")
+
+
 def main(argv: list[str]) -> int:
     folder = Path(tempfile.mkdtemp(prefix="hami-suite-"))
     checks_code = 0  # the default run's static checks (the others ran them before)
@@ -220,6 +243,7 @@ def main(argv: list[str]) -> int:
         runs = _long_runs(folder)
     else:
         runs, checks_code = _default_runs(folder)
+    _say_slowest(runs)
     totals = [0, 0, 0]
     if checks_code != 0:
         print(f"== static checks: exit {checks_code}")
