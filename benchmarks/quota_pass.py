@@ -2,9 +2,9 @@
 
     .venv/bin/python -m benchmarks.quota_pass [--pods 10000]
 
-A stand-in for kube-apiserver (an in-process object answering the calls the pass makes, pages
-of 500 as the real client asks, each pod as the webhook's conversion of a ReplicaSet's pod makes
-it, with its claim allocated): creating ten thousand pods through a real control plane takes
+The in-memory API (tests/support/memory_api.py, a stand-in for kube-apiserver: pages of 500 as
+the real client asks, each decoded afresh from its JSON; each pod as the webhook's conversion of
+a ReplicaSet's pod makes it, with its claim allocated): creating ten thousand pods through a real control plane takes
 longer than a benchmark should, and what is measured here is the pass's own work on what it
 reads. One pod is held; the pass releases it. Prints the pass's wall time and the peak of the
 Python heap during it (tracemalloc: every object the pass holds, pages included).
@@ -17,10 +17,7 @@ import asyncio
 import copy
 import time
 import tracemalloc
-from collections.abc import AsyncIterator
 from typing import Any
-
-import orjson
 
 from hami_dra_webhook.cluster.quota.lease import Lease
 from hami_dra_webhook.cluster.quota.view import QuotaView
@@ -29,7 +26,8 @@ from hami_dra_webhook.core.outcome.decision import Converted
 from hami_dra_webhook.core.quota.gpu_quota import GATE, HELD_LABEL, HELD_LABEL_VALUE, quota_keys
 from hami_dra_webhook.core.settings.policy import DEFAULT_POLICY
 from hami_dra_webhook.core.translate.pod import translate_pod
-from hami_dra_webhook.kube.streams import json_or_empty
+from hami_dra_webhook.kube.port import paths
+from tests.support.memory_api import MemoryApi
 from tests.support.reviews import replica_pod
 
 NAMESPACE = "tenant"
@@ -78,54 +76,6 @@ def converted(index: int) -> tuple[dict[str, Any], dict[str, Any]]:
     return pod, claim
 
 
-class StandIn:
-    """The calls a quota pass makes, answered from memory (a stand-in: no control plane)."""
-
-    skipped_items = 0
-
-    def __init__(self, pods: list[dict[str, Any]], claims: list[dict[str, Any]]) -> None:
-        self.pods, self.claims, self.patched = pods, claims, 0
-
-    async def list_path(self, path: str, query: Any, *, timeout: float) -> list[Any]:
-        if path.endswith("/resourcequotas"):
-            hard = {"limits.nvidia.com/gpumem": str(10**9)}
-            return [{"metadata": {"name": "gpu", "namespace": NAMESPACE}, "spec": {"hard": hard}}]
-        if path.endswith("/namespaces"):
-            return [{"metadata": {"name": NAMESPACE}}]
-        raise AssertionError(path)
-
-    async def _pages(self, items: list[dict[str, Any]]) -> AsyncIterator[list[dict[str, Any]]]:
-        for start in range(0, len(items), PAGE):
-            # A page as the client hands it: decoded from its JSON text afresh.
-            yield json_or_empty(orjson.dumps({"items": items[start : start + PAGE]}))["items"]
-
-    def pod_pages(self, namespace: str, *, timeout: float, field_selector: str = "") -> Any:
-        return self._pages(self.pods)
-
-    def path_pages(self, path: str, query: Any, *, timeout: float) -> Any:
-        if path == "/api/v1/pods":  # the pods labelled held
-            return self._pages(
-                [p for p in self.pods if p["metadata"].get("labels", {}).get(HELD_LABEL)]
-            )
-        return self._pages(self.claims)
-
-    async def patch_pod(self, namespace: str, name: str, ops: Any, *, timeout: float) -> Any:
-        self.patched += 1
-        return {}
-
-    async def list_versioned(self, path: str, query: Any, *, timeout: float) -> Any:
-        return await self.list_path(path, query, timeout=timeout), "1"
-
-    async def list_resource_slices(self, driver: str, *, timeout: float) -> list[Any]:
-        return []  # no card sizes to read: the pods here ask their memory
-
-    async def get_path(self, path: str, *, timeout: float) -> Any:
-        return {"metadata": {"resourceVersion": "1"}, "spec": {}}
-
-    async def replace_object(self, path: str, body: Any, *, timeout: float) -> Any:
-        return body
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--pods", type=int, default=10_000)
@@ -134,22 +84,37 @@ def main() -> None:
     pods, claims = [p for p, _ in made], [c for _, c in made]
     pods[-1]["spec"]["schedulingGates"] = [{"name": GATE}]
     pods[-1]["metadata"].setdefault("labels", {})[HELD_LABEL] = HELD_LABEL_VALUE
-    api = StandIn(pods, claims)
-    lease = Lease(api, "hami-system", "lease", "bench")  # type: ignore[arg-type]
 
-    async def one_pass() -> Any:
+    def cluster() -> MemoryApi:
+        """The namespace as the pass finds it, afresh: its last pod held (the pass releases it)."""
+        api = MemoryApi(page=PAGE)
+        for name in (NAMESPACE, "hami-system"):
+            namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+            api.put(paths.NAMESPACES, namespace)
+        hard = {"limits.nvidia.com/gpumem": str(10**9)}
+        quota = {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "gpu"}}
+        api.put(paths.resource_quotas(NAMESPACE), {**quota, "spec": {"hard": hard}})
+        for pod, claim in zip(pods, claims, strict=True):
+            api.put(paths.pods(NAMESPACE), pod)
+            api.put(paths.claims(NAMESPACE), claim)
+        return api
+
+    async def one_pass(api: MemoryApi) -> Any:
+        lease = Lease(api, "hami-system", "lease", "bench")  # type: ignore[arg-type]
         await lease.hold()
         view = QuotaView(api, quota_keys(DEFAULT_POLICY))  # type: ignore[arg-type]
         gate = QuotaGate(api, lambda: DEFAULT_POLICY, lease, view)  # type: ignore[arg-type]
         return await gate.run_pass()
 
-    asyncio.run(one_pass())  # warm: imports, caches
+    asyncio.run(one_pass(cluster()))  # warm: imports, caches
+    api = cluster()
     started = time.perf_counter()
-    asyncio.run(one_pass())
+    asyncio.run(one_pass(api))
     plain = time.perf_counter() - started
+    api = cluster()
     tracemalloc.start()
     started = time.perf_counter()
-    report = asyncio.run(one_pass())
+    report = asyncio.run(one_pass(api))
     elapsed = time.perf_counter() - started
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
