@@ -32,6 +32,7 @@ from hami_dra_webhook.cluster.moves.chart_driver import (
 from hami_dra_webhook.core.migration.holdings import claim_on_node
 from hami_dra_webhook.core.migration.move_state import CALL_TIMEOUT, MoveError
 from hami_dra_webhook.core.migration.pools import pod_ready
+from hami_dra_webhook.core.model.claim_view import ClaimView
 from hami_dra_webhook.core.model.types import JsonObject
 from hami_dra_webhook.core.outcome.decision import Converted
 from hami_dra_webhook.core.settings.policy import Policy
@@ -212,9 +213,9 @@ class Canary:
             self.api.get_path(paths.claim(namespace, name), timeout=CALL_TIMEOUT)
         )
         driver = self.policy.webhook.driver_name
-        status = claim.get("status") or {}
-        reserved = any(r.get("uid") == uid for r in status.get("reservedFor") or [])
-        here = claim_on_node(claim, self.node, frozenset(), {uid: self.node}, driver)
+        view = ClaimView.of(claim)
+        reserved = uid in view.reserved_pod_uids
+        here = claim_on_node(view, self.node, frozenset(), {uid: self.node}, driver)
         if not (reserved and here):
             raise MoveError(
                 f"canary: pod {namespace}/{name} runs, but its claim is not allocated by"

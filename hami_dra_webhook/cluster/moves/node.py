@@ -50,7 +50,6 @@ from hami_dra_webhook.cluster.moves.words import (
 from hami_dra_webhook.core.migration.holdings import (
     ClaimIndex,
     claim_on_node,
-    claim_words,
     node_pools,
 )
 from hami_dra_webhook.core.migration.move_state import (
@@ -312,7 +311,7 @@ class NodeMove:
             }
             driver = self.policy.webhook.driver_name
             said += [
-                f"claim {claim_words(claim)} is allocated on it"
+                f"claim {claim.words()} is allocated on it"
                 for claim in claims.by_name.values()
                 if claim_on_node(claim, self.node, pools, pod_nodes, driver)
             ]

@@ -22,6 +22,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from hami_dra_webhook.core.legacy.request import has_legacy_keys
+from hami_dra_webhook.core.model.claim_view import ClaimView
 from hami_dra_webhook.core.model.containers import containers
 from hami_dra_webhook.core.model.types import JsonObject
 from hami_dra_webhook.core.settings.policy import Policy
@@ -33,40 +34,14 @@ HAMI_NODE_ANNOTATION = "hami.io/vgpu-node"
 ClaimKey = tuple[str, str]  # (namespace, name)
 
 
-def claim_key(claim: JsonObject) -> ClaimKey:
-    metadata = claim.get("metadata") or {}
-    return (str(metadata.get("namespace", "")), str(metadata.get("name", "")))
-
-
-def driver_results(claim: JsonObject, driver: str) -> list[JsonObject]:
-    """The allocation results of `claim` that name `driver` ([] when it is not allocated)."""
-    allocation = (claim.get("status") or {}).get("allocation")
-    if not isinstance(allocation, dict):
-        return []
-    results = (allocation.get("devices") or {}).get("results") or []
-    return [r for r in results if isinstance(r, dict) and r.get("driver") == driver]
-
-
-def _kept(claim: JsonObject) -> JsonObject:
-    """What the index keeps of a claim: its identity, allocation and reservations (all that
-    holdings, plans and moves read); its spec (CEL selectors) and device status are dropped, a
-    thousand nodes' claims being many."""
-    metadata = claim.get("metadata") or {}
-    status = claim.get("status") or {}
-    return {
-        "metadata": {k: metadata[k] for k in ("name", "namespace", "uid") if k in metadata},
-        "status": {k: status[k] for k in ("allocation", "reservedFor") if k in status},
-    }
-
-
 @dataclass
 class ClaimIndex:
-    """The allocated claims with results of the driver, by (namespace, name) and by the uid of
-    each pod they are reserved for."""
+    """The allocated claims with results of the driver (their views: a thousand nodes' claims
+    are many), by (namespace, name) and by the uid of each pod they are reserved for."""
 
     driver: str
-    by_name: dict[ClaimKey, JsonObject] = field(default_factory=dict)
-    by_pod_uid: dict[str, list[JsonObject]] = field(default_factory=dict)
+    by_name: dict[ClaimKey, ClaimView] = field(default_factory=dict)
+    by_pod_uid: dict[str, list[ClaimView]] = field(default_factory=dict)
 
     @classmethod
     def of(cls, claims: Iterable[JsonObject], driver: str) -> ClaimIndex:
@@ -77,26 +52,25 @@ class ClaimIndex:
     def add(self, claims: Iterable[JsonObject]) -> None:
         """More claims (a list's page at a time: the whole list is never held)."""
         for whole in claims:
-            if not driver_results(whole, self.driver):
+            claim = ClaimView.of(whole)
+            if not claim.results_of(self.driver):
                 continue
-            claim = _kept(whole)
-            self.by_name[claim_key(claim)] = claim
-            for reserved in (claim.get("status") or {}).get("reservedFor") or []:
-                if isinstance(reserved, dict) and reserved.get("resource") == "pods":
-                    self.by_pod_uid.setdefault(str(reserved.get("uid")), []).append(claim)
+            self.by_name[claim.key] = claim
+            for uid in claim.reserved_pod_uids:
+                self.by_pod_uid.setdefault(uid, []).append(claim)
 
-    def held_by(self, pod: JsonObject) -> list[JsonObject]:
+    def held_by(self, pod: JsonObject) -> list[ClaimView]:
         """The driver's allocated claims the pod uses, each once."""
         metadata = pod.get("metadata") or {}
         namespace = str(metadata.get("namespace", ""))
-        found: dict[ClaimKey, JsonObject] = {}
+        found: dict[ClaimKey, ClaimView] = {}
         for name in _claim_names(pod):
             claim = self.by_name.get((namespace, name))
             if claim is not None:
                 found[(namespace, name)] = claim
         uid = metadata.get("uid")
         for claim in self.by_pod_uid.get(str(uid), []) if uid else []:
-            found[claim_key(claim)] = claim
+            found[claim.key] = claim
         return list(found.values())
 
 
@@ -143,41 +117,15 @@ def node_pools(node: str, slice_pools: Iterable[str]) -> frozenset[str]:
 
 
 def claim_on_node(
-    claim: JsonObject, node: str, pools: frozenset[str], pod_nodes: Mapping[str, str], driver: str
+    claim: ClaimView, node: str, pools: frozenset[str], pod_nodes: Mapping[str, str], driver: str
 ) -> bool:
     """Whether the claim's allocation of `driver` is on `node`; `pod_nodes`: the node of each
     pod by uid, for the pods it is reserved for."""
-    results = driver_results(claim, driver)
+    results = claim.results_of(driver)
     if not results:
         return False
-    if any(str(r.get("pool")) in pools for r in results):
+    if any(result.pool in pools for result in results):
         return True
-    allocation = (claim.get("status") or {}).get("allocation") or {}
-    if node in _selected_nodes(allocation.get("nodeSelector")):
+    if node in claim.node_names:
         return True
-    reserved = (claim.get("status") or {}).get("reservedFor") or []
-    return any(isinstance(r, dict) and pod_nodes.get(str(r.get("uid"))) == node for r in reserved)
-
-
-def _selected_nodes(selector: object) -> set[str]:
-    """The node names a NodeSelector's terms pick by `metadata.name` (how kube-scheduler pins
-    an allocation of node-local devices)."""
-    names: set[str] = set()
-    if not isinstance(selector, dict):
-        return names
-    for term in selector.get("nodeSelectorTerms") or []:
-        for requirement in (term or {}).get("matchFields") or []:
-            if requirement.get("key") == "metadata.name" and requirement.get("operator") == "In":
-                names.update(str(v) for v in requirement.get("values") or [])
-    return names
-
-
-def claim_words(claim: JsonObject) -> str:
-    """`namespace/name (for pod a, b)` of a claim, for messages."""
-    namespace, name = claim_key(claim)
-    pods = [
-        str(r.get("name"))
-        for r in (claim.get("status") or {}).get("reservedFor") or []
-        if isinstance(r, dict) and r.get("resource") == "pods"
-    ]
-    return f"{namespace}/{name}" + (f" (reserved for pod {', '.join(pods)})" if pods else "")
+    return any(pod_nodes.get(uid) == node for uid in claim.reserved_pod_uids)

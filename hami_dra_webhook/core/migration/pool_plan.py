@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from hami_dra_webhook.core.legacy.request import has_legacy_keys, resource_maps
-from hami_dra_webhook.core.migration.holdings import ClaimIndex, driver_results, holds_legacy
+from hami_dra_webhook.core.migration.holdings import ClaimIndex, holds_legacy
 from hami_dra_webhook.core.migration.pools import (
     DRA,
     DeviceKey,
@@ -28,6 +28,7 @@ from hami_dra_webhook.core.migration.pools import (
     template_needs,
 )
 from hami_dra_webhook.core.model import label_selector
+from hami_dra_webhook.core.model.claim_view import ClaimView
 from hami_dra_webhook.core.model.quantity import QuantityError, parse_byte_size, parse_quantity
 from hami_dra_webhook.core.model.types import JsonObject
 from hami_dra_webhook.core.outcome.decision import Converted, Refusal
@@ -95,7 +96,7 @@ def gpu_pod(pod: JsonObject, policy: Policy, claims: ClaimIndex) -> GpuPod | Non
     legacy = holds_legacy(pod, policy)
     if held:
         needs = [need for claim in held for need in _allocated_needs(claim, claims.driver)]
-        names = [str((c.get("metadata") or {}).get("name", "")) for c in held]
+        names = [claim.name for claim in held]
         # never translated again (its replacement keeps its claims' shape): no spec kept
         mine = kept(pod, spec=legacy)
         return GpuPod(mine, "converted", len(needs), needs, True, legacy, claims=names)
@@ -164,16 +165,18 @@ def _legacy_count(spec: JsonObject, policy: Policy) -> int:
     return max([apps, *inits])
 
 
-def _allocated_needs(claim: JsonObject, driver: str) -> list[list[Need]]:
+def _allocated_needs(claim: ClaimView, driver: str) -> list[list[Need]]:
     needs = []
-    for result in driver_results(claim, driver):
-        consumed = result.get("consumedCapacity") or {}
+    for result in claim.results_of(driver):
+        memory, cores = result.consumed_of("memory"), result.consumed_of("cores")
         try:
-            memory = parse_byte_size(str(consumed["memory"])) if "memory" in consumed else None
-            cores = int(parse_quantity(str(consumed["cores"]))) if "cores" in consumed else None
+            need = Need(
+                parse_byte_size(memory) if memory is not None else None,
+                int(parse_quantity(cores)) if cores is not None else None,
+            )
         except (QuantityError, ValueError):
-            memory, cores = None, None
-        needs.append([Need(memory, cores)])
+            need = Need(None, None)
+        needs.append([need])
     return needs
 
 

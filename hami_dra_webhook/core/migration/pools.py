@@ -14,6 +14,7 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
+from hami_dra_webhook.core.model.claim_view import ClaimView
 from hami_dra_webhook.core.model.quantity import MIB, QuantityError, parse_byte_size, parse_quantity
 from hami_dra_webhook.core.model.types import JsonObject
 from hami_dra_webhook.core.translate.pod_view import OPT_OUT_LABEL
@@ -192,24 +193,19 @@ def _capacity_value(entry: object, *, bytes_: bool) -> int:
 DeviceKey = tuple[str, str]  # (slice pool, device name)
 
 
-def allocated(claims: Iterable[JsonObject], driver: str) -> dict[DeviceKey, Use]:
+def allocated(claims: Iterable[ClaimView], driver: str) -> dict[DeviceKey, Use]:
     """What the allocated claims take from each device of `driver`: their consumed capacity,
     or the whole device when a result has none (an exclusive allocation)."""
     used: dict[DeviceKey, Use] = {}
     for claim in claims:
-        allocation = ((claim.get("status") or {}).get("allocation")) or {}
-        for result in ((allocation.get("devices") or {}).get("results")) or []:
-            if result.get("driver") != driver:
-                continue
-            key = (str(result.get("pool")), str(result.get("device")))
-            use = used.setdefault(key, Use())
-            consumed = result.get("consumedCapacity")
-            if not isinstance(consumed, dict):
+        for result in claim.results_of(driver):
+            use = used.setdefault((result.pool, result.device), Use())
+            if not result.shares:
                 use.memory, use.cores = 1 << 62, FULL_CORES  # whole device
                 continue
             try:
-                use.memory += parse_byte_size(str(consumed.get("memory", "0")))
-                use.cores += int(parse_quantity(str(consumed.get("cores", "0"))))
+                use.memory += parse_byte_size(result.consumed_of("memory") or "0")
+                use.cores += int(parse_quantity(result.consumed_of("cores") or "0"))
             except (QuantityError, ValueError):
                 use.memory, use.cores = 1 << 62, FULL_CORES
     return used

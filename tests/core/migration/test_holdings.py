@@ -7,15 +7,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from hami_dra_webhook.core.migration import holdings
 from hami_dra_webhook.core.migration.holdings import (
     ClaimIndex,
-    claim_on_node,
-    claim_words,
     holds_legacy,
     node_pools,
 )
 from hami_dra_webhook.core.migration.pool_plan import gpu_pod, plan_move
 from hami_dra_webhook.core.migration.pools import Scope
+from hami_dra_webhook.core.model.claim_view import ClaimView
 from hami_dra_webhook.core.settings.policy import DEFAULT_POLICY
 from tests.core.migration.test_pools import DRIVER, inventory, legacy_pod, node, resource_slice
 
@@ -82,10 +82,10 @@ def test_a_claim_is_found_by_reservation_alone_and_of_the_driver_only() -> None:
         [allocated_claim("c-1", reserved="r"), allocated_claim("other", driver="gpu.example.com", reserved="r")],
         DRIVER,
     )  # fmt: skip
-    assert [c["metadata"]["name"] for c in index.held_by(reserved_only)] == ["c-1"]
+    assert [c.name for c in index.held_by(reserved_only)] == ["c-1"]
     unallocated = {"metadata": {"namespace": "ns", "name": "mine"}, "status": {}}
     assert ClaimIndex.of([unallocated], DRIVER).held_by(OWN_CLAIM) == []
-    assert claim_words(CLAIMS[2]) == "ns/mine (reserved for pod own)"
+    assert ClaimView.of(CLAIMS[2]).words() == "ns/mine (reserved for pod own)"
 
 
 def test_the_legacy_side_is_legacy_resources_or_hamis_placement() -> None:
@@ -100,6 +100,9 @@ def test_the_legacy_side_is_legacy_resources_or_hamis_placement() -> None:
 
 
 def test_a_claim_is_on_a_node_by_pool_node_selector_or_its_pods() -> None:
+    def claim_on_node(claim: dict[str, Any], *args: Any) -> bool:
+        return holdings.claim_on_node(ClaimView.of(claim), *args)
+
     pools = node_pools("n-1", {"n-1"})
     assert claim_on_node(allocated_claim("a"), "n-1", pools, {}, DRIVER)
     elsewhere = allocated_claim("b", pool="pool-7")

@@ -19,6 +19,7 @@ from hami_dra_webhook.core.migration.pools import (
     slice_devices,
     template_needs,
 )
+from hami_dra_webhook.core.model.claim_view import ClaimView
 from hami_dra_webhook.core.settings.policy import DEFAULT_POLICY
 
 DRIVER = "hami-core-gpu.project-hami.io"
@@ -107,7 +108,7 @@ def inventory(
                 by_name[pod.node].legacy_used += pod.legacy_count
     return Inventory(
         by_name,
-        allocated(claims, DRIVER),
+        allocated(index.by_name.values(), DRIVER),
         found,
         namespace_labels or {},
         list(budgets),
@@ -153,9 +154,9 @@ def test_a_scope_converts_opted_in_namespaces_or_pods() -> None:
 def test_allocations_take_their_consumed_capacity_or_the_whole_device() -> None:
     used = allocated(
         [
-            claim("n", "a", "gpu-1", "hami-gpu-0", memory="3000Mi", cores="30"),
-            claim("n", "b", "gpu-1", "hami-gpu-0", memory="1Gi", cores="10"),
-            claim("n", "c", "gpu-1", "hami-gpu-1"),
+            ClaimView.of(claim("n", "a", "gpu-1", "hami-gpu-0", memory="3000Mi", cores="30")),
+            ClaimView.of(claim("n", "b", "gpu-1", "hami-gpu-0", memory="1Gi", cores="10")),
+            ClaimView.of(claim("n", "c", "gpu-1", "hami-gpu-1")),
         ],
         DRIVER,
     )
