@@ -9,6 +9,7 @@ from typing import Protocol
 
 from hami_dra_webhook.core.migration.pools import DRA, LEGACY
 from hami_dra_webhook.core.model import kube_time
+from hami_dra_webhook.core.model.node_view import NodeView
 
 STEPS = ("started", "cordoned", "drained", "unserved", "served", "done")
 CALL_TIMEOUT = 10.0
@@ -101,16 +102,14 @@ def fleet_summary(nodes: list[dict[str, object]], now_seconds: float) -> FleetSu
     pools = dict.fromkeys(POOL_VALUES, 0)
     steps = dict.fromkeys(STEPS[:-1], 0)
     oldest, stopped = 0.0, 0
-    for node in nodes:
-        metadata = node.get("metadata") if isinstance(node, dict) else None
-        if not isinstance(metadata, dict):
+    for node in map(NodeView.of, nodes):
+        if not node.name:
             continue
-        labels = metadata.get("labels") or {}
-        label = str(labels.get(POOL_LABEL, "")) if isinstance(labels, dict) else ""
+        label = node.labels.get(POOL_LABEL, "")
         if label or node_gpus(node, "nvidia.com/gpu", []).gpu_node:
             pools[label if label in pools else ""] += 1
-        text = (metadata.get("annotations") or {}).get(MOVE_ANNOTATION)
-        state = MoveState.decode(str(text)) if text else None
+        text = node.annotations.get(MOVE_ANNOTATION)
+        state = MoveState.decode(text) if text else None
         if state is None or state.step == "done":
             continue
         steps[state.step] = steps.get(state.step, 0) + 1
@@ -145,20 +144,19 @@ class MoveWatch:
         ended: list[float] = []
         stopped: list[str] = []
         now_under_way: dict[str, float] = {}
-        for node in nodes:
-            metadata = node.get("metadata") if isinstance(node, dict) else None
-            if not isinstance(metadata, dict):
+        for node in map(NodeView.of, nodes):
+            name = node.name
+            if not name:
                 continue
-            name = str(metadata.get("name", ""))
-            text = (metadata.get("annotations") or {}).get(MOVE_ANNOTATION)
-            state = MoveState.decode(str(text)) if text else None
+            text = node.annotations.get(MOVE_ANNOTATION)
+            state = MoveState.decode(text) if text else None
             if state is not None and state.step != "done":
                 now_under_way[name] = _seconds(state.started_at) or now_seconds
                 if state.error and (name, state.updated_at) not in self.stops:
                     self.stops.add((name, state.updated_at))
                     stopped.append(state.step)
                 continue
-            label = str((metadata.get("labels") or {}).get(POOL_LABEL, ""))
+            label = node.labels.get(POOL_LABEL, "")
             if name in self.under_way and label in POOLS:
                 ended.append(max(0.0, now_seconds - self.under_way[name]))
         self.under_way = now_under_way

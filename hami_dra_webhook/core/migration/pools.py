@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from hami_dra_webhook.core.model.claim_view import ClaimView
+from hami_dra_webhook.core.model.node_view import NodeView
 from hami_dra_webhook.core.model.quantity import MIB, QuantityError, parse_byte_size, parse_quantity
 from hami_dra_webhook.core.model.types import JsonObject
 from hami_dra_webhook.core.translate.pod_view import OPT_OUT_LABEL
@@ -139,22 +140,22 @@ class NodeGpus:
         return ""
 
 
-def node_gpus(node: JsonObject, legacy_count_name: str, devices: list[Device]) -> NodeGpus:
-    metadata = node.get("metadata") or {}
-    labels = metadata.get("labels") or {}
-    allocatable = ((node.get("status") or {}).get("allocatable")) or {}
-    slots = _count(allocatable.get(legacy_count_name))
+def node_gpus(
+    node: JsonObject | NodeView, legacy_count_name: str, devices: list[Device]
+) -> NodeGpus:
+    view = node if isinstance(node, NodeView) else NodeView.of(node)
+    slots = _count(view.allocatable.get(legacy_count_name))
     return NodeGpus(
-        name=str(metadata.get("name")),
-        label=str(labels.get(POOL_LABEL, "")),
-        gpu_node=any(labels.get(x) == "true" for x in GPU_NODE_LABELS)
+        name=view.name,
+        label=view.labels.get(POOL_LABEL, ""),
+        gpu_node=any(view.labels.get(x) == "true" for x in GPU_NODE_LABELS)
         or slots > 0
         or bool(devices),
-        unschedulable=bool((node.get("spec") or {}).get("unschedulable")),
+        unschedulable=view.unschedulable,
         legacy_slots=slots,
         devices=devices,
-        labels={str(k): str(v) for k, v in labels.items()} if isinstance(labels, dict) else {},
-        move=str((metadata.get("annotations") or {}).get(MOVE_ANNOTATION) or ""),
+        labels=dict(view.labels),
+        move=view.annotations.get(MOVE_ANNOTATION, ""),
     )
 
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from hami_dra_webhook.core.model.shapes import as_list, as_map, as_text
+
 # resource.k8s.io/v1 limits (ResourceClaimReservedForMaxSize, AllocationResultsMaxSize).
 MAX_RESERVED_FOR = 256
 MAX_RESULTS = 32
@@ -55,20 +57,20 @@ class ClaimView:
 
     @classmethod
     def of(cls, claim: object) -> ClaimView:
-        item = _map(claim)
-        metadata, status = _map(item.get("metadata")), _map(item.get("status"))
+        item = as_map(claim)
+        metadata, status = as_map(item.get("metadata")), as_map(item.get("status"))
         allocation = status.get("allocation")
         allocated = isinstance(allocation, dict)
-        results = _list(_map(_map(allocation).get("devices")).get("results"))[:MAX_RESULTS]
-        reserved = _list(status.get("reservedFor"))[:MAX_RESERVED_FOR]
+        results = as_list(as_map(as_map(allocation).get("devices")).get("results"))[:MAX_RESULTS]
+        reserved = as_list(status.get("reservedFor"))[:MAX_RESERVED_FOR]
         return cls(
-            namespace=_text(metadata.get("namespace")),
-            name=_text(metadata.get("name")),
-            uid=_text(metadata.get("uid")),
+            namespace=as_text(metadata.get("namespace")),
+            name=as_text(metadata.get("name")),
+            uid=as_text(metadata.get("uid")),
             allocated=allocated,
             results=tuple(_device(r) for r in results if isinstance(r, dict)),
             reserved_for=tuple(_reservation(r) for r in reserved if isinstance(r, dict)),
-            node_names=_selected_nodes(_map(allocation).get("nodeSelector")),
+            node_names=_selected_nodes(as_map(allocation).get("nodeSelector")),
         )
 
     @property
@@ -91,47 +93,30 @@ class ClaimView:
 
 
 def _device(result: dict[str, Any]) -> AllocatedDevice:
-    consumed = _map(result.get("consumedCapacity"))
+    consumed = as_map(result.get("consumedCapacity"))
     return AllocatedDevice(
-        request=_text(result.get("request")),
-        driver=_text(result.get("driver")),
-        pool=_text(result.get("pool")),
-        device=_text(result.get("device")),
-        consumed=tuple((str(k), _text(v)) for k, v in consumed.items() if _text(v)),
+        request=as_text(result.get("request")),
+        driver=as_text(result.get("driver")),
+        pool=as_text(result.get("pool")),
+        device=as_text(result.get("device")),
+        consumed=tuple((str(k), as_text(v)) for k, v in consumed.items() if as_text(v)),
         shares=isinstance(result.get("consumedCapacity"), dict),
     )
 
 
 def _reservation(entry: dict[str, Any]) -> Reservation:
     return Reservation(
-        resource=_text(entry.get("resource")),
-        name=_text(entry.get("name")),
-        uid=_text(entry.get("uid")),
+        resource=as_text(entry.get("resource")),
+        name=as_text(entry.get("name")),
+        uid=as_text(entry.get("uid")),
     )
 
 
 def _selected_nodes(selector: object) -> frozenset[str]:
     names: set[str] = set()
-    for term in _list(_map(selector).get("nodeSelectorTerms")):
-        for entry in _list(_map(term).get("matchFields")):
-            requirement = _map(entry)
+    for term in as_list(as_map(selector).get("nodeSelectorTerms")):
+        for entry in as_list(as_map(term).get("matchFields")):
+            requirement = as_map(entry)
             if requirement.get("key") == "metadata.name" and requirement.get("operator") == "In":
-                names.update(v for v in _list(requirement.get("values")) if isinstance(v, str))
+                names.update(v for v in as_list(requirement.get("values")) if isinstance(v, str))
     return frozenset(names)
-
-
-def _map(value: object) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _list(value: object) -> list[Any]:
-    return value if isinstance(value, list) else []
-
-
-def _text(value: object) -> str:
-    """Text as the API gives it; a number (a quantity may come as one) as its text."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return str(value)
-    return ""
