@@ -14,6 +14,7 @@ import hashlib
 import re
 from dataclasses import dataclass
 
+from hami_dra_webhook.core.model.slice_view import SliceView
 from hami_dra_webhook.core.model.types import JsonObject
 from hami_dra_webhook.core.settings.policy import Policy
 
@@ -145,14 +146,11 @@ def _devices_by_uuid(
     """UUID -> (slice pool, device name) of the driver's devices on `node`."""
     web = policy.webhook
     found: dict[str, tuple[str, str]] = {}
-    for resource_slice in slices:
-        spec = resource_slice.get("spec") or {}
-        if spec.get("driver") != web.driver_name or spec.get("nodeName") != node:
+    for view in map(SliceView.of, slices):
+        if view.driver != web.driver_name or view.node_name != node:
             continue
-        pool = str((spec.get("pool") or {}).get("name") or node)
-        for device in spec.get("devices") or []:
-            attributes = device.get("attributes") or {}
-            uuid = (attributes.get(web.attributes.uuid) or {}).get("string")
-            if isinstance(uuid, str) and uuid:
-                found.setdefault(uuid, (pool, str(device.get("name"))))
+        for device in view.devices:
+            uuid = device.text(web.attributes.uuid)
+            if uuid:
+                found.setdefault(uuid, (view.pool, device.name))
     return found

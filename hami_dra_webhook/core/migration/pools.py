@@ -17,6 +17,7 @@ from typing import Literal
 from hami_dra_webhook.core.model.claim_view import ClaimView
 from hami_dra_webhook.core.model.node_view import NodeView
 from hami_dra_webhook.core.model.quantity import MIB, QuantityError, parse_byte_size, parse_quantity
+from hami_dra_webhook.core.model.slice_view import SliceView
 from hami_dra_webhook.core.model.types import JsonObject
 from hami_dra_webhook.core.translate.pod_view import OPT_OUT_LABEL
 
@@ -168,25 +169,24 @@ def _count(value: object) -> int:
 
 def slice_devices(resource_slice: JsonObject) -> list[Device]:
     """The devices of one ResourceSlice of the driver, with their memory and cores."""
-    spec = resource_slice.get("spec") or {}
-    node = str(spec.get("nodeName") or "")
-    pool = str((spec.get("pool") or {}).get("name") or node)
-    found = []
-    for device in spec.get("devices") or []:
-        capacity = device.get("capacity") or {}
-        memory = _capacity_value(capacity.get("memory"), bytes_=True)
-        cores = _capacity_value(capacity.get("cores"), bytes_=False)
-        found.append(Device(node, pool, str(device.get("name")), memory, cores or FULL_CORES))
-    return found
+    view = SliceView.of(resource_slice)
+    return [
+        Device(
+            view.node_name,
+            view.pool,
+            device.name,
+            _capacity_value(device.capacity.get("memory"), bytes_=True),
+            _capacity_value(device.capacity.get("cores"), bytes_=False) or FULL_CORES,
+        )
+        for device in view.devices
+    ]
 
 
-def _capacity_value(entry: object, *, bytes_: bool) -> int:
-    if not isinstance(entry, dict) or entry.get("value") is None:
+def _capacity_value(value: str | None, *, bytes_: bool) -> int:
+    if value is None:
         return 0
     try:
-        if bytes_:
-            return parse_byte_size(str(entry["value"]))
-        return int(parse_quantity(str(entry["value"])))
+        return parse_byte_size(value) if bytes_ else int(parse_quantity(value))
     except (QuantityError, ValueError):
         return 0
 

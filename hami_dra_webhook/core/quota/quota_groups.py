@@ -14,6 +14,7 @@ from typing import Any
 
 from hami_dra_webhook.core.model import cel
 from hami_dra_webhook.core.model.quantity import MIB, QuantityError, parse_byte_size
+from hami_dra_webhook.core.model.slice_view import SliceView
 from hami_dra_webhook.core.outcome.decision import ContainerPlan
 from hami_dra_webhook.core.settings.policy import Policy
 from hami_dra_webhook.core.vendors import nvidia
@@ -80,15 +81,10 @@ def most_devices_per_node(slices: Iterable[Any], driver: str) -> int:
     """The most devices the driver publishes for one node (or one pool, where a slice names no
     node); 0: none."""
     counted: dict[str, int] = {}
-    for resource_slice in slices:
-        spec = resource_slice.get("spec") if isinstance(resource_slice, dict) else None
-        if not isinstance(spec, dict) or spec.get("driver") != driver:
-            continue
-        devices = spec.get("devices")
-        pool = spec.get("pool")
-        pool = pool if isinstance(pool, dict) else {}
-        where = str(spec.get("nodeName") or pool.get("name") or "")
-        counted[where] = counted.get(where, 0) + (len(devices) if isinstance(devices, list) else 0)
+    for view in map(SliceView.of, slices):
+        if view.driver == driver:
+            where = view.node_name or view.pool_name
+            counted[where] = counted.get(where, 0) + len(view.devices)
     return max(counted.values(), default=0)
 
 
@@ -96,14 +92,12 @@ def largest_memory_mib(slices: Iterable[Any], driver: str) -> int:
     """The largest `memory` capacity (MiB, rounded down) the driver's devices publish; 0: none
     readable."""
     largest = 0
-    for resource_slice in slices:
-        spec = resource_slice.get("spec") if isinstance(resource_slice, dict) else None
-        if not isinstance(spec, dict) or spec.get("driver") != driver:
+    for view in map(SliceView.of, slices):
+        if view.driver != driver:
             continue
-        for device in spec.get("devices") or []:
-            value = (((device or {}).get("capacity") or {}).get("memory") or {}).get("value")
+        for device in view.devices:
             try:
-                largest = max(largest, parse_byte_size(str(value)) // MIB)
+                largest = max(largest, parse_byte_size(device.capacity.get("memory", "")) // MIB)
             except (QuantityError, ValueError):
                 continue
     return largest
