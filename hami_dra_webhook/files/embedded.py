@@ -165,7 +165,8 @@ def embedded_pods(document: Any, dra_schedulers: frozenset[str] = frozenset()) -
     if not isinstance(document, dict) or pod_template(document) is not None:
         return []
     found = _components(document)
-    _look_inside(document, (), found, 0, {e.holder for e in found if e.holder is not None})
+    known = {e.holder for e in found if e.holder is not None}
+    _look_inside(document, (), found, 0, known, set())
     found = [_own_spec(document, e) if not e.path else e for e in found]
     if is_volcano_job(document):
         # A Volcano Job's pods take its scheduler where their template names none (its job
@@ -247,9 +248,14 @@ def _look_inside(
     found: list[EmbeddedPod],
     depth: int,
     known: set[tuple[PathPart, ...]],
+    walked: set[int],
 ) -> None:
-    if depth > MAX_EMBEDDED_DEPTH or path in known:
+    """Every pod template under `node`, each map and list walked once: YAML aliases make one
+    object appear under many paths (ten aliases of ten aliases, eight deep, are 10^8 paths
+    to one list), and a template reached again through an alias is the same text, found once."""
+    if depth > MAX_EMBEDDED_DEPTH or path in known or id(node) in walked:
         return
+    walked.add(id(node))
     if isinstance(node, dict):
         spec = node.get("spec")
         if isinstance(spec, dict) and isinstance(spec.get("containers"), list):
@@ -260,8 +266,8 @@ def _look_inside(
             return
         for key, value in node.items():
             if isinstance(value, dict | list) and not (not path and key == "metadata"):
-                _look_inside(value, (*path, str(key)), found, depth + 1, known)
+                _look_inside(value, (*path, str(key)), found, depth + 1, known, walked)
     elif isinstance(node, list):
         for index, value in enumerate(node):
             if isinstance(value, dict | list):
-                _look_inside(value, (*path, index), found, depth + 1, known)
+                _look_inside(value, (*path, index), found, depth + 1, known, walked)

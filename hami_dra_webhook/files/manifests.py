@@ -18,6 +18,10 @@ from hami_dra_webhook.files.fast_yaml import FastSafeLoader, dump_block
 _Loader: Any = FastSafeLoader
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
+# An object with its YAML aliases written out holds at most this many values (kube-apiserver
+# takes 3 MiB a request: no object it stores holds a million); Lists nest at most this deep.
+MAX_VALUES = 1_000_000
+MAX_LIST_DEPTH = 8
 
 # Where each built-in workload kind, by API group and kind, keeps the pod it creates.
 POD_TEMPLATE_PATHS: dict[tuple[str, str], tuple[str, ...]] = {
@@ -74,14 +78,14 @@ def read_manifests(paths: list[str], stdin: TextIO) -> ReadResult:
                 continue
             try:
                 parsed = _parse(text, source)
+                found = [m for item in parsed for m in _expand_lists(item)]
             except ManifestError as error:
                 unreadable.append(str(error))
                 continue
             if not parsed:
                 empty.append(source)
-            manifests += parsed
-    expanded = [m for item in manifests for m in _expand_lists(item)]
-    return ReadResult(expanded, unreadable, empty)
+            manifests += found
+    return ReadResult(manifests, unreadable, empty)
 
 
 def _read(file: Path, unreadable: list[str]) -> str | None:
@@ -137,25 +141,86 @@ def _parse(text: str, source: str) -> list[Manifest]:
     return [Manifest(source, doc, index) for index, doc in enumerate(documents) if doc is not None]
 
 
-def _expand_lists(manifest: Manifest) -> list[Manifest]:
-    document = manifest.document
+def _expand_lists(manifest: Manifest, depth: int = 0) -> list[Manifest]:
+    """The objects of a document: itself, or the items of a List (or a YAML list) in it, each
+    within the bounds of an object (`bounded`)."""
+    items = _list_items(manifest.document)
+    if items is None or depth >= MAX_LIST_DEPTH:
+        return [bounded(manifest)]
+    return [
+        m
+        for item in items
+        for m in _expand_lists(Manifest(manifest.source, item, manifest.index), depth + 1)
+    ]
+
+
+def _list_items(document: object) -> list[Any] | None:
+    """The objects of a List (or a YAML list of objects); None for one object."""
     if isinstance(document, list):
-        return [
-            m
-            for item in document
-            for m in _expand_lists(Manifest(manifest.source, item, manifest.index))
-        ]
+        return document
     if (
         isinstance(document, dict)
         and str(document.get("kind", "")).endswith("List")
         and isinstance(document.get("items"), list)
     ):
-        return [
-            m
-            for item in document["items"]
-            for m in _expand_lists(Manifest(manifest.source, item, manifest.index))
-        ]
-    return [manifest]
+        return list(document["items"])
+    return None
+
+
+def bounded(manifest: Manifest) -> Manifest:
+    """The manifest, if its object is within what an API object can be (`too_large`); else
+    ManifestError, which says where and why."""
+    problem = too_large(manifest.document)
+    if problem:
+        raise ManifestError(f"{manifest.source}: document {manifest.index + 1}: {problem}")
+    return manifest
+
+
+def too_large(document: object, depth: int = 0) -> str:
+    """What makes `document` larger than any API object once every YAML alias is written out
+    (more than MAX_VALUES values, or an alias inside itself); "" when nothing does. Aliases let
+    a few lines stand for 10^8 values (each list naming the one before ten times, eight deep),
+    and an alias inside itself for an endless object: each would stall or break whatever reads
+    or prints the object."""
+    items = _list_items(document)
+    if items is not None and depth < MAX_LIST_DEPTH:  # each object of a List on its own
+        return next((p for item in items if (p := too_large(item, depth + 1))), "")
+    if expanded_size(document, MAX_VALUES) is not None:
+        return ""
+    return (
+        f"its YAML aliases write out to more than {MAX_VALUES:,} values, or one holds itself:"
+        " no Kubernetes object is that large; write the values out without aliases, or leave"
+        " the file out"
+    )
+
+
+def expanded_size(document: object, limit: int) -> int | None:
+    """How many maps, lists and values `document` holds with its aliases written out (each
+    shared map or list counted once per place it appears, computed once); None when that is
+    more than `limit` or a map or list holds itself."""
+    sizes: dict[int, int] = {}
+    path: set[int] = set()  # the maps and lists being counted, from the document down
+    stack: list[tuple[object, bool]] = [(document, False)]
+    while stack:
+        node, children_counted = stack.pop()
+        if not isinstance(node, dict | list):
+            continue
+        key = id(node)
+        children = list(node.values()) if isinstance(node, dict) else node
+        if children_counted:
+            path.discard(key)
+            sizes[key] = 1 + sum(sizes.get(id(c), 1) for c in children)
+            if sizes[key] > limit:
+                return None
+            continue
+        if key in sizes:
+            continue
+        if key in path:
+            return None  # an alias inside itself
+        path.add(key)
+        stack.append((node, True))
+        stack += [(c, False) for c in children if isinstance(c, dict | list)]
+    return sizes.get(id(document), 1)
 
 
 def api_group(document: Any) -> str:
