@@ -1,6 +1,7 @@
 """An in-memory Kubernetes API for the cluster loops' tests in process (issue 66's in-process
-tier) and for the benchmarks: the `KubeApi` calls the GPU quota work, its Lease and its watches
-make, answered as kube-apiserver answers them, in milliseconds.
+tier) and for the benchmarks: the `KubeApi` calls the GPU quota work, its Lease and its watches,
+the template store and its garbage collector make, answered as kube-apiserver answers them, in
+milliseconds.
 
 A stand-in, and what it keeps of kube-apiserver's behaviour is what those loops lean on:
 
@@ -14,10 +15,11 @@ A stand-in, and what it keeps of kube-apiserver's behaviour is what those loops 
   watch cache sends it; `metadata_only` gives PartialObjectMetadata; a watch ends after its
   window, or with the error given to `break_watches`;
 - optimistic concurrency: a PUT whose resourceVersion is stale answers 409, a create of a
-  taken name 409, a JSON patch whose `test` fails 422, a read or write of what is not there
-  404; a pod's scheduling gates can be removed, never added (as its validation);
-- label selectors (`k`, `!k`, `k=v`, `k!=v`, `k in (a,b)`, `k notin (a,b)`) and field
-  selectors (`a.b=v`, `a.b!=v`) on lists and watches.
+  taken name 409, a delete whose resourceVersion precondition fails 409, a JSON patch whose
+  `test` fails 422, a read or write of what is not there 404, a read larger than the caller's
+  bound AnswerTooLarge; a pod's scheduling gates can be removed, never added (as its
+  validation); a dry-run create checks and stores nothing;
+- label and field selectors on lists and watches (tests/support/memory_selectors.py).
 
 What no loop here leans on is not kept (admission, defaulting, garbage collection, the
 controllers): each loop keeps tests on a real kube-apiserver for those, its wiring, its
@@ -29,7 +31,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import re
 import time
 import uuid
 from collections import Counter
@@ -41,7 +42,8 @@ import jsonpatch
 import orjson
 
 from hami_dra_webhook.core.model import kube_time
-from hami_dra_webhook.kube.port import ApiError, paths
+from hami_dra_webhook.kube.port import AnswerTooLarge, ApiError, paths
+from tests.support.memory_selectors import selected as _selected
 
 JsonObject = dict[str, Any]
 Key = tuple[str, str]  # (namespace, name)
@@ -236,14 +238,84 @@ class MemoryApi:
         self.calls["patch_pod"] += 1
         where = Where.of(paths.pod(namespace, name))
         stored = self._stored(where)
-        try:
-            patched = jsonpatch.apply_patch(stored, operations)
-        except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as error:
-            raise ApiError(422, "Invalid", str(error)) from None
-        before = _gates(stored)
-        if not set(_gates(patched)) <= set(before):
+        patched = _json_patched(stored, operations)
+        if not set(_gates(patched)) <= set(_gates(stored)):
             raise ApiError(422, "Invalid", "spec.schedulingGates: only deletion is allowed")
         return self._update(where, stored, patched)
+
+    # -- ResourceClaimTemplates, as the template store and its collector ask for them ---------
+
+    async def create_template(
+        self, namespace: str, template: JsonObject, *, dry_run: bool, timeout: float
+    ) -> JsonObject:
+        self.calls["create_template"] += 1
+        where = Where.of(paths.templates(namespace))
+        if not dry_run:
+            return self._create(where, template)
+        name = str((template.get("metadata") or {}).get("name") or "")
+        if (namespace, name) in self._objects.get(where.collection, {}):
+            raise ApiError(409, "AlreadyExists", f"{name} already exists")
+        if not self._namespace_exists(namespace):
+            raise ApiError(404, "NotFound", f'namespaces "{namespace}" not found')
+        return _copy(template)
+
+    async def get_template(
+        self, namespace: str, name: str, *, timeout: float, max_bytes: int | None = None
+    ) -> JsonObject:
+        self.calls["get_template"] += 1
+        found = self._stored(Where.of(paths.template(namespace, name)))
+        size = len(orjson.dumps(found))
+        if max_bytes is not None and size > max_bytes:
+            raise AnswerTooLarge(size, max_bytes)
+        return _copy(found)
+
+    async def patch_template(
+        self, namespace: str, name: str, operations: list[JsonObject], *, timeout: float
+    ) -> JsonObject:
+        self.calls["patch_template"] += 1
+        where = Where.of(paths.template(namespace, name))
+        stored = self._stored(where)
+        return self._update(where, stored, _json_patched(stored, operations))
+
+    async def template_metadata_pages(
+        self, label_selector: str, *, timeout: float
+    ) -> AsyncIterator[list[JsonObject]]:
+        self.calls["template_metadata_pages"] += 1
+        where, query = Where.of(paths.ALL_TEMPLATES), [("labelSelector", label_selector)]
+        async for page in self._pages(where, query):
+            yield [_slim({"object": item})["object"] for item in page]
+
+    def watch_templates(
+        self, label_selector: str, resource_version: str = "", *, window: int = 300
+    ) -> AsyncIterator[JsonObject]:
+        query = [("labelSelector", label_selector)]
+        return self.watch_path(
+            paths.ALL_TEMPLATES, query, resource_version, window=window, metadata_only=True
+        )
+
+    async def delete_template(
+        self,
+        namespace: str,
+        name: str,
+        resource_version: str,
+        *,
+        timeout: float,
+        dry_run: bool = False,
+    ) -> None:
+        self.calls["delete_template"] += 1
+        path = paths.template(namespace, name)
+        stored = self._stored(Where.of(path))
+        if resource_version and stored["metadata"]["resourceVersion"] != resource_version:
+            raise ApiError(409, "Conflict", "Precondition failed: the resourceVersion changed")
+        if not dry_run:
+            self.delete(path)
+
+    async def workload_pages(
+        self, kind: str, namespace: str | None, *, timeout: float
+    ) -> AsyncIterator[list[JsonObject]]:
+        self.calls["workload_pages"] += 1
+        async for page in self._pages(Where.of(paths.workloads(kind, namespace)), []):
+            yield page
 
     async def patch_namespace(
         self, name: str, merge_patch: JsonObject, *, timeout: float
@@ -353,6 +425,15 @@ def _slim(event: JsonObject) -> JsonObject:
     return {**event, "object": {**meta, "metadata": item.get("metadata", {})}}
 
 
+def _json_patched(stored: JsonObject, operations: list[JsonObject]) -> JsonObject:
+    """An RFC 6902 patch applied to a copy; 422 when a `test` fails or a path is not there."""
+    try:
+        patched: JsonObject = jsonpatch.apply_patch(stored, operations)
+    except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as error:
+        raise ApiError(422, "Invalid", str(error)) from None
+    return patched
+
+
 def _gates(pod: JsonObject) -> list[str]:
     return [str(g.get("name")) for g in (pod.get("spec") or {}).get("schedulingGates") or []]
 
@@ -376,72 +457,3 @@ def _merge(target: Any, patch: Any) -> Any:
         else:
             merged[key] = _merge(merged.get(key), value)
     return merged
-
-
-# -- selectors ----------------------------------------------------------------------------------
-
-_SET = re.compile(r"^\s*([^\s!=]+)\s+(in|notin)\s+\(([^)]*)\)\s*$")
-
-
-def _selected(item: JsonObject, query: Iterable[tuple[str, str]]) -> bool:
-    for name, value in query:
-        if name == "labelSelector" and not _labels_match(value, _labels(item)):
-            return False
-        if name == "fieldSelector" and not _fields_match(value, item):
-            return False
-    return True
-
-
-def _labels(item: JsonObject) -> dict[str, str]:
-    labels = (item.get("metadata") or {}).get("labels") or {}
-    return {str(k): str(v) for k, v in labels.items()}
-
-
-def _requirements(selector: str) -> list[str]:
-    """The comma-separated requirements, a set's own commas kept inside its parentheses."""
-    found, depth, current = [], 0, ""
-    for char in selector:
-        depth += {"(": 1, ")": -1}.get(char, 0)
-        if char == "," and depth == 0:
-            found.append(current)
-            current = ""
-        else:
-            current += char
-    return [r.strip() for r in [*found, current] if r.strip()]
-
-
-def _labels_match(selector: str, labels: dict[str, str]) -> bool:
-    for requirement in _requirements(selector):
-        in_set = _SET.match(requirement)
-        if in_set:
-            key, operator = in_set[1], in_set[2]
-            values = {v.strip() for v in in_set[3].split(",")}
-            inside = key in labels and labels[key] in values
-            if inside != (operator == "in"):
-                return False
-        elif "!=" in requirement:
-            key, value = (part.strip() for part in requirement.split("!=", 1))
-            if labels.get(key) == value:
-                return False
-        elif "=" in requirement:
-            key, value = (part.strip() for part in requirement.replace("==", "=").split("=", 1))
-            if labels.get(key) != value:
-                return False
-        elif requirement.startswith("!"):
-            if requirement[1:].strip() in labels:
-                return False
-        elif requirement not in labels:
-            return False
-    return True
-
-
-def _fields_match(selector: str, item: JsonObject) -> bool:
-    for requirement in _requirements(selector):
-        negated = "!=" in requirement
-        field_path, value = requirement.replace("!=", "=").replace("==", "=").split("=", 1)
-        found: Any = item
-        for part in field_path.strip().split("."):
-            found = found.get(part) if isinstance(found, dict) else None
-        if (str(found if found is not None else "") == value.strip()) == negated:
-            return False
-    return True
