@@ -153,6 +153,12 @@ class MemoryApi:
         async for page in self._pages(Where.of(paths.pods(namespace)), query):
             yield page
 
+    async def get_webhook_configuration(
+        self, name: str, *, timeout: float, validating: bool = False
+    ) -> JsonObject:
+        self.calls["get_webhook_configuration"] += 1
+        return await self.get_path(paths.webhook_configuration(name, validating), timeout=timeout)
+
     async def list_resource_slices(self, driver: str, *, timeout: float) -> list[JsonObject]:
         self.calls["list_resource_slices"] += 1
         where = Where.of(paths.RESOURCE_SLICES)
