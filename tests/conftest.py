@@ -12,6 +12,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+# The fixtures that start or share a real control plane: a test that asks for one (itself or
+# through another fixture) is marked `plane`, so the tier it runs in is seen from what it uses.
+PLANE_FIXTURES = frozenset({"kube", "real_api", "cluster"})
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if PLANE_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.plane)
+
+
 @pytest.fixture
 def update_golden(request: pytest.FixtureRequest) -> bool:
     return bool(request.config.getoption("--update-golden"))
