@@ -17,17 +17,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hami_dra_webhook.core.model import kube_time
+from hami_dra_webhook.core.model.lease_view import LeaseView
 from hami_dra_webhook.core.model.types import JsonObject
 from hami_dra_webhook.kube.port import ApiError, KubeApi, paths
 
 log = logging.getLogger("hami_dra_webhook.quota")
 RELEASE_TIMEOUT = 2.0  # what a shutdown waits for the release
-
-
-def _age(stamp: object) -> float:
-    """Seconds since a Lease's renewTime (infinity when absent or unreadable)."""
-    seconds = kube_time.age(stamp)
-    return float("inf") if seconds is None else seconds
 
 
 def _spec(lease: JsonObject | None) -> JsonObject:
@@ -58,11 +53,7 @@ class Lease:
 
     def free_in(self) -> float:
         """Seconds until the Lease as last seen expires (0: free now)."""
-        spec = _spec(self._current)
-        if spec.get("holderIdentity") in (None, "", self.identity):
-            return 0.0
-        left = int(spec.get("leaseDurationSeconds") or 0) - _age(spec.get("renewTime"))
-        return max(0.0, left)
+        return LeaseView.of(self._current).free_in(self.identity)
 
     async def hold(self) -> bool:
         """Take or renew the lease; False when another replica holds it (or a writer raced)."""
@@ -139,7 +130,7 @@ class Lease:
     async def wait_until_free(self) -> None:
         """Until the Lease is released or expires: watched, not asked for again and again."""
         deadline = time.monotonic() + max(self.free_in(), 0.2)
-        version = str(((self._current or {}).get("metadata") or {}).get("resourceVersion") or "")
+        version = LeaseView.of(self._current).resource_version
         query = [("fieldSelector", f"metadata.name={self.name}")]
         events = self.api.watch_path(paths.leases(self.namespace), query, version, window=60)
         try:
@@ -166,11 +157,10 @@ class Lease:
     async def _write(self, current: JsonObject | None, started: float) -> bool:
         now = kube_time.micro_stamp()
         spec: JsonObject = dict(_spec(current))
-        if spec.get("holderIdentity") != self.identity:
+        read = LeaseView.of(current)
+        if read.holder != self.identity:
             spec["acquireTime"] = now
-            spec["leaseTransitions"] = int(spec.get("leaseTransitions") or 0) + (
-                1 if current else 0
-            )
+            spec["leaseTransitions"] = read.transitions + (1 if current else 0)
         spec |= {"holderIdentity": self.identity, "leaseDurationSeconds": self.duration}
         spec["renewTime"] = now
         body: JsonObject = {
@@ -185,8 +175,7 @@ class Lease:
                     paths.leases(self.namespace), body, timeout=self.timeout
                 )
             else:
-                version = (current.get("metadata") or {}).get("resourceVersion")
-                body["metadata"]["resourceVersion"] = version
+                body["metadata"]["resourceVersion"] = read.resource_version or None
                 written = await self._put(body)
         except ApiError as error:
             if error.status == 409:  # another replica wrote it first: read it again next time
