@@ -54,10 +54,6 @@ class WaveRequest:
     settle: float = 300.0  # between waves
     canary_pod: bool = True
 
-    @property
-    def selects_nodes(self) -> bool:
-        return bool(self.nodes or self.selector or self.pool)
-
 
 @dataclass
 class FleetRead:
