@@ -1,5 +1,5 @@
-"""The mutation score per module of the core and the admission use case, from the results
-`mutmut run` left in mutants/ (the exit code says whether the core reaches TARGET).
+"""The mutation score per module of the core, the admission use case and the cluster side, from
+the results `mutmut run` left in mutants/ (the exit code says whether the core reaches TARGET).
 
     python -m tests.support.mutation_report            (scripts/mutation runs mutmut first)
 
