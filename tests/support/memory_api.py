@@ -1,7 +1,7 @@
 """An in-memory Kubernetes API for the cluster loops' tests in process (issue 66's in-process
 tier) and for the benchmarks: the `KubeApi` calls the GPU quota work, its Lease and its watches,
-the template store and its garbage collector make, answered as kube-apiserver answers them, in
-milliseconds.
+the template store and its garbage collector, node moves and fleets make, answered as
+kube-apiserver answers them, in milliseconds.
 
 A stand-in, and what it keeps of kube-apiserver's behaviour is what those loops lean on:
 
@@ -18,7 +18,8 @@ A stand-in, and what it keeps of kube-apiserver's behaviour is what those loops 
   taken name 409, a delete whose resourceVersion precondition fails 409, a JSON patch whose
   `test` fails 422, a read or write of what is not there 404, a read larger than the caller's
   bound AnswerTooLarge; a pod's scheduling gates can be removed, never added (as its
-  validation); a dry-run create checks and stores nothing;
+  validation); a dry-run create checks and stores nothing; an eviction answers 429 while a
+  PodDisruptionBudget that selects the pod allows no disruption, else the pod goes at once;
 - label and field selectors on lists and watches (tests/support/memory_selectors.py).
 
 What no loop here leans on is not kept (admission, defaulting, garbage collection, the
@@ -41,7 +42,7 @@ from typing import Any
 import jsonpatch
 import orjson
 
-from hami_dra_webhook.core.model import kube_time
+from hami_dra_webhook.core.model import kube_time, label_selector
 from hami_dra_webhook.kube.port import AnswerTooLarge, ApiError, paths
 from tests.support.memory_selectors import selected as _selected
 
@@ -214,7 +215,8 @@ class MemoryApi:
             self._changed = asyncio.Event()
         changed = self._changed
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(changed.wait(), seconds)
+            async with asyncio.timeout(seconds):
+                await changed.wait()
 
     def _wake(self) -> None:
         if self._changed is not None:
@@ -330,6 +332,37 @@ class MemoryApi:
         where = Where.of(paths.namespace(name))
         stored = self._stored(where)
         return self._update(where, stored, _merge(stored, merge_patch))
+
+    async def patch_node(self, name: str, merge_patch: JsonObject, *, timeout: float) -> JsonObject:
+        self.calls["patch_node"] += 1
+        where = Where.of(paths.node(name))
+        stored = self._stored(where)
+        return self._update(where, stored, _merge(stored, merge_patch))
+
+    async def evict(
+        self, namespace: str, name: str, *, timeout: float, dry_run: bool = False
+    ) -> None:
+        """The Eviction API: 429 while a PodDisruptionBudget that selects the pod allows no
+        disruption; else the pod goes (at once: no kubelet here to take its grace period)."""
+        self.calls["evict"] += 1
+        path = paths.pod(namespace, name)
+        pod = self._stored(Where.of(path))
+        labels = (pod.get("metadata") or {}).get("labels") or {}
+        for budget in self._matching(Where.of(paths.ALL_DISRUPTION_BUDGETS), []):
+            if budget["metadata"].get("namespace") != namespace:
+                continue
+            spec, status = budget.get("spec") or {}, budget.get("status") or {}
+            if label_selector.matches(spec.get("selector"), labels) and not (
+                int(status.get("disruptionsAllowed") or 0) > 0
+            ):
+                raise ApiError(
+                    429,
+                    "TooManyRequests",
+                    "Cannot evict pod as it would violate"
+                    f" the pod's disruption budget {budget['metadata']['name']}.",
+                )
+        if not dry_run:
+            self.delete(path)
 
     async def delete_path(self, path: str, *, timeout: float) -> None:
         self.calls["delete_path"] += 1
