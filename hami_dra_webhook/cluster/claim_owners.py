@@ -96,8 +96,9 @@ class ClaimOwners:
 
     async def _resolve(self, settle: float) -> None:
         while True:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._changed.wait(), READ_AGAIN)
+            with contextlib.suppress(TimeoutError):  # (not wait_for: it can lose a cancel)
+                async with asyncio.timeout(READ_AGAIN):
+                    await self._changed.wait()
             self._changed.clear()
             await asyncio.sleep(settle)  # a burst of events, one pass
             try:

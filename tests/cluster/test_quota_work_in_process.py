@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
+
 from hami_dra_webhook.cluster.quota.namespace_queue import NamespaceQueue
 from hami_dra_webhook.cluster.quota.view import QuotaView
 from hami_dra_webhook.core.quota.gpu_quota import quota_keys
@@ -94,3 +96,32 @@ class Unanswered:
 
     async def list_path(self, *args: Any, **options: Any) -> Any:
         raise ApiError(0, "Unreachable", "no API here")
+
+
+@pytest.mark.parametrize("turns_between", [0, 1, 2, 3])
+def test_a_worker_whose_cancel_is_accepted_takes_no_namespace(turns_between: int) -> None:
+    """The Lease lost (the worker cancelled) just as a namespace is queued: a cancel the worker
+    accepted must end it, not let it take the namespace. On Python 3.11 `asyncio.wait_for`
+    loses a cancellation that lands as its wait ends (gh-86296): the worker took the namespace
+    (and would have released its pods without the Lease). The queue waits with
+    `asyncio.timeout`; each ordering of the add and the cancel is tried."""
+
+    async def scenario() -> tuple[bool, str]:
+        queue = NamespaceQueue(gap=60.0, clock=Clock())
+        queue.add("a")
+        assert await queue.take() == "a"
+        queue.done("a", 0.1)
+        queue.add("a")  # pending, due in a minute: the worker waits with a timeout
+        worker = asyncio.create_task(queue.take())
+        await asyncio.sleep(0.01)
+        queue.add("team")  # due now: the wait ends
+        for _ in range(turns_between):
+            await asyncio.sleep(0)
+        accepted = worker.cancel()
+        try:
+            return accepted, f"took {await worker}"
+        except asyncio.CancelledError:
+            return accepted, "cancelled"
+
+    accepted, outcome = run(scenario())
+    assert outcome == ("cancelled" if accepted else "took team"), (accepted, outcome)

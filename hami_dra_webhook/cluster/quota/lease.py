@@ -122,7 +122,8 @@ class Lease:
         }
         self._valid_until = 0.0
         try:
-            await asyncio.wait_for(asyncio.shield(self._put(body)), timeout=RELEASE_TIMEOUT)
+            async with asyncio.timeout(RELEASE_TIMEOUT):  # (not wait_for: it can lose a cancel)
+                await asyncio.shield(self._put(body))
             log.info("released Lease %s/%s", self.namespace, self.name)
         except (ApiError, TimeoutError) as error:
             log.warning("releasing Lease %s failed (%s): it expires instead", self.name, error)
@@ -136,7 +137,8 @@ class Lease:
         try:
             while (left := deadline - time.monotonic()) > 0:
                 try:
-                    event = await asyncio.wait_for(anext(events), timeout=left)
+                    async with asyncio.timeout(left):  # (not wait_for: it can lose a cancel)
+                        event = await anext(events)
                 except (TimeoutError, StopAsyncIteration):
                     return
                 except ApiError:

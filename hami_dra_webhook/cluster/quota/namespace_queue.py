@@ -45,8 +45,12 @@ class NamespaceQueue:
             # (no await between the look and the clear: an add cannot slip in unseen)
             self._wakeup.clear()
             later = [self._last[n] + self.gap - now for n in self._pending]
+            # asyncio.timeout, not wait_for: on Python 3.11 wait_for loses a cancellation that
+            # lands as the wait ends (gh-86296), and a worker cancelled with the Lease would
+            # take a namespace and release its pods without it.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wakeup.wait(), timeout=min(later, default=None))
+                async with asyncio.timeout(min(later, default=None)):
+                    await self._wakeup.wait()
 
     def done(self, namespace: str, seconds: float) -> None:
         """A turn ended, after `seconds`."""
