@@ -88,9 +88,7 @@ def main() -> None:
     def cluster() -> MemoryApi:
         """The namespace as the pass finds it, afresh: its last pod held (the pass releases it)."""
         api = MemoryApi(page=PAGE)
-        for name in (NAMESPACE, "hami-system"):
-            namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
-            api.put(paths.NAMESPACES, namespace)
+        api.namespaces(NAMESPACE, "hami-system")
         hard = {"limits.nvidia.com/gpumem": str(10**9)}
         quota = {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "gpu"}}
         api.put(paths.resource_quotas(NAMESPACE), {**quota, "spec": {"hard": hard}})

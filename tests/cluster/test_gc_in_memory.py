@@ -24,10 +24,7 @@ TEAM = "team"
 
 def _cluster(*namespaces: str) -> MemoryApi:
     api = MemoryApi()
-    for name in (TEAM, *namespaces):
-        api.put(
-            paths.NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
-        )
+    api.namespaces(TEAM, *namespaces)
     return api
 
 

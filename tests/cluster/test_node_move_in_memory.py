@@ -21,17 +21,10 @@ from hami_dra_webhook.kube.port import paths
 from tests.core.migration.test_pools import legacy_pod, node, resource_slice
 from tests.support.loop import run
 from tests.support.memory_api import MemoryApi
+from tests.support.told import Told
 
 NODE, RELEASE, SYSTEM = "gpu-1", "hami-dra-webhook", "hami-system"
 DRIVER = driver_name(RELEASE)
-
-
-class Steps:
-    def __init__(self) -> None:
-        self.said: list[str] = []
-
-    def step(self, name: str, detail: str) -> None:
-        self.said.append(name)
 
 
 class NodeSide:
@@ -80,10 +73,7 @@ def _driver_pod() -> dict[str, Any]:
 
 def _cluster() -> MemoryApi:
     api = MemoryApi()
-    for name in ("default", "team", SYSTEM):
-        api.put(
-            paths.NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
-        )
+    api.namespaces("default", "team", SYSTEM)
     api.put(
         paths.NODES, {"apiVersion": "v1", "kind": "Node", **node(NODE, slots=10, pool="legacy")}
     )
@@ -94,7 +84,7 @@ def _cluster() -> MemoryApi:
     return api
 
 
-def _move(api: MemoryApi, steps: Steps, timeout: float = 10.0) -> Any:
+def _move(api: MemoryApi, steps: Told, timeout: float = 10.0) -> Any:
     async def scenario() -> Any:
         side = asyncio.create_task(NodeSide(api).run())
         try:
@@ -109,10 +99,10 @@ def _move(api: MemoryApi, steps: Steps, timeout: float = 10.0) -> Any:
 
 
 def test_an_empty_legacy_node_moves_to_dra_and_is_given_back() -> None:
-    api, steps = _cluster(), Steps()
+    api, steps = _cluster(), Told()
     state = _move(api, steps)
     assert state.step == "done"
-    assert steps.said == [
+    assert steps.names == [
         "started",
         "cordoned",
         "drained",
@@ -132,7 +122,7 @@ def test_an_empty_legacy_node_moves_to_dra_and_is_given_back() -> None:
 
 
 def test_a_pod_of_the_legacy_side_is_evicted_and_a_budget_that_forbids_it_stops_the_move() -> None:
-    api, steps = _cluster(), Steps()
+    api, steps = _cluster(), Told()
     pod = legacy_pod("trainer", NODE, namespace="team")
     api.put(paths.pods("team"), {"apiVersion": "v1", "kind": "Pod", **pod})
     budget = {
@@ -151,7 +141,7 @@ def test_a_pod_of_the_legacy_side_is_evicted_and_a_budget_that_forbids_it_stops_
     assert "GpuPoolMoveFailed" in [e["reason"] for e in _events(api)]
 
     api.delete("/apis/policy/v1/namespaces/team/poddisruptionbudgets/keep")  # the owner lets go
-    resumed = Steps()
+    resumed = Told()
     assert _move(api, resumed).step == "done"  # resumed from the state on the Node
     assert api.objects(paths.pods("team")) == []
 

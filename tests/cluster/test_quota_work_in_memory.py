@@ -42,10 +42,7 @@ def _pod(name: str, mib: int = 1000) -> dict[str, Any]:
 
 def _cluster(hard: int, pods: int) -> MemoryApi:
     api = MemoryApi()
-    for name in (TEAM, SYSTEM):
-        api.put(
-            paths.NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
-        )
+    api.namespaces(TEAM, SYSTEM)
     _set_quota(api, hard)
     for index in range(pods):
         api.put(paths.pods(TEAM), _pod(f"p{index}"))
@@ -64,12 +61,7 @@ def _set_quota(api: MemoryApi, hard: int) -> None:
         api.put(paths.resource_quotas(TEAM), body)
         return
     body["metadata"]["resourceVersion"] = found[0]["metadata"]["resourceVersion"]
-    run_now(api.replace_object(paths.resource_quotas(TEAM), body, timeout=1))
-
-
-def run_now(coroutine: Any) -> Any:
-    """A write from the test while the loop runs: the same event loop, at once."""
-    return asyncio.ensure_future(coroutine)
+    api.replace(paths.resource_quotas(TEAM), body)
 
 
 def _released(api: MemoryApi) -> list[str]:
@@ -170,8 +162,7 @@ def test_a_broken_watch_and_a_compacted_history_lose_nothing() -> None:
             starts = gate.view.watched.starts
             api.break_watches(ApiError(0, "Disconnected", "the server went away"))
             _set_quota(api, 6000)
-            await asyncio.sleep(0)  # the quota written ...
-            api.compact()  # ... and gone from the history before any watch hears of it
+            api.compact()  # gone from the history before any watch hears of it
             await _settled(api, 6)
             await _until(lambda: gate.view.watched.starts > starts, "the quotas listed again")
 

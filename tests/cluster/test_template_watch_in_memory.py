@@ -22,7 +22,7 @@ TEAM = "team"
 
 def _cluster() -> MemoryApi:
     api = MemoryApi()
-    api.put(paths.NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": TEAM}})
+    api.namespaces(TEAM)
     return api
 
 

@@ -6,42 +6,18 @@ tests on the real node (tests/node/test_staged_migration.py)."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from hami_dra_webhook.cluster.moves.wave_case import Ending, FleetRead, WaveRequest, WaveRun
+from hami_dra_webhook.cluster.moves.wave_case import Ending, WaveRequest, WaveRun
 from hami_dra_webhook.core.settings.policy import DEFAULT_POLICY
 from hami_dra_webhook.kube.port import paths
 from tests.core.migration.test_pools import legacy_pod, node, resource_slice
 from tests.support.loop import run
 from tests.support.memory_api import MemoryApi
-
-
-class Screen:
-    """What a run tells its screen, kept."""
-
-    def __init__(self) -> None:
-        self.told: list[tuple[FleetRead, Ending | None]] = []
-        self.steps: list[tuple[str, str]] = []
-
-    def planned(self, read: FleetRead, ending: Ending | None) -> None:
-        self.told.append((read, ending))
-
-    def step(self, name: str, detail: str) -> None:
-        self.steps.append((name, detail))
-
-    def wave(self, index: int, total: int, nodes: list[str]) -> None:
-        self.steps.append(("wave", f"{index}/{total}"))
-
-    def node(self, name: str) -> Any:
-        return self
+from tests.support.told import Told
 
 
 def _cluster() -> MemoryApi:
     api = MemoryApi()
-    for name in ("team", "hami-system"):
-        api.put(
-            paths.NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
-        )
+    api.namespaces("team", "hami-system")
     for made in (node("l-1", slots=10, pool="legacy"), node("l-2", slots=10, pool="legacy"),
                  node("d-1", pool="dra")):  # fmt: skip
         api.put(paths.NODES, made)
@@ -57,8 +33,8 @@ def _cluster() -> MemoryApi:
     return api
 
 
-def _dry_run(api: MemoryApi, *nodes: str) -> tuple[Ending, Screen, WaveRun]:
-    screen = Screen()
+def _dry_run(api: MemoryApi, *nodes: str) -> tuple[Ending, Told, WaveRun]:
+    screen = Told()
     wave = WaveRun(WaveRequest(to="dra", nodes=nodes, dry_run=True, with_canary=False))
     ending = run(wave.run(api, DEFAULT_POLICY, screen))  # type: ignore[arg-type]
     return ending, screen, wave
@@ -68,7 +44,7 @@ def test_a_dry_run_plans_the_wave_on_the_cluster_as_it_is() -> None:
     api = _cluster()
     ending, screen, wave = _dry_run(api, "l-1")
     assert ending is Ending.PLANNED and wave.move is None
-    ((read, said),) = screen.told
+    ((read, said),) = screen.plans
     assert said is Ending.PLANNED and read.fleet.waves == [["l-1"]]
     (step,) = read.plans[0]
     assert (step.name, step.goes, step.blocks) == ("share", "converted onto DRA node d-1", False)
@@ -79,7 +55,7 @@ def test_a_dry_run_plans_the_wave_on_the_cluster_as_it_is() -> None:
 def test_a_pod_no_controller_makes_again_refuses_the_wave() -> None:
     ending, screen, _ = _dry_run(_cluster(), "l-2")
     assert ending is Ending.REFUSED
-    ((read, _),) = screen.told
+    ((read, _),) = screen.plans
     (step,) = read.plans[0]
     assert step.name == "bare" and step.lost and step.blocks
 
@@ -87,7 +63,7 @@ def test_a_pod_no_controller_makes_again_refuses_the_wave() -> None:
 def test_a_node_that_is_not_there_is_a_bad_selection() -> None:
     ending, screen, _ = _dry_run(_cluster(), "l-9")
     assert ending is Ending.BAD_SELECTION
-    ((read, _),) = screen.told
+    ((read, _),) = screen.plans
     assert read.fleet.errors and read.plans == []
 
 
@@ -106,7 +82,7 @@ def test_the_installed_webhooks_scope_is_the_plans() -> None:
     }
     api.put(paths.WEBHOOKS, config)
     ending, screen, _ = _dry_run(api, "l-1")
-    ((read, _),) = screen.told
+    ((read, _),) = screen.plans
     assert read.inventory.scope.mode == "namespaces"
     (step,) = read.plans[0]
     assert step.goes.startswith("legacy node l-2"), step.goes

@@ -16,20 +16,7 @@ from hami_dra_webhook.core.settings.policy import DEFAULT_POLICY
 from hami_dra_webhook.core.translate.pod import translate_pod
 from tests.support.cluster import Cluster, wait_for
 from tests.support.loop import run
-
-
-class Said:
-    def __init__(self) -> None:
-        self.steps: list[tuple[str, str]] = []
-
-    def step(self, name: str, detail: str) -> None:
-        self.steps.append((name, detail))
-
-    def wave(self, index: int, total: int, nodes: list[str]) -> None:
-        raise AssertionError("no wave starts here")
-
-    def node(self, name: str) -> Any:
-        raise AssertionError("no node moves here")
+from tests.support.told import Told
 
 
 async def _settle(fleet: FleetMove, api: Any) -> None:
@@ -63,7 +50,7 @@ def test_the_next_wave_waits_for_the_claims_of_evicted_pods(kube: Cluster, real_
     assert isinstance(decision, Converted)
     try:
         kube.apply(decision.apply(legacy), namespace=namespace)
-        said = Said()
+        said = Told()
         fleet = FleetMove(
             real_api, DEFAULT_POLICY, Scope("all"), "dra", [], said, settle=3.0, poll=0.5
         )
@@ -78,10 +65,11 @@ def test_the_next_wave_waits_for_the_claims_of_evicted_pods(kube: Cluster, real_
             lambda: kube.pod(namespace, "back")["status"].get("resourceClaimStatuses"),
             "kube-controller-manager writing the pod's claim",
         )
-        again = Said()
+        again = Told()
         fleet.events = again
         run(_settle(fleet, real_api))
         assert again.steps == [], again.steps
+        assert said.waves == again.waves == []  # no wave starts, no node moves here
     finally:
         kube.kubectl("delete", "pods", "--all", "-n", namespace, "--grace-period=0", "--force")
         kube.kubectl("delete", "namespace", namespace, "--wait=false")

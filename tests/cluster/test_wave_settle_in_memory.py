@@ -17,22 +17,9 @@ from hami_dra_webhook.core.translate.pod import translate_pod
 from hami_dra_webhook.kube.port import paths
 from tests.support.loop import run
 from tests.support.memory_api import MemoryApi
+from tests.support.told import Told
 
 TEAM = "team"
-
-
-class Said:
-    def __init__(self) -> None:
-        self.steps: list[tuple[str, str]] = []
-
-    def step(self, name: str, detail: str) -> None:
-        self.steps.append((name, detail))
-
-    def wave(self, index: int, total: int, nodes: list[str]) -> None:
-        raise AssertionError("no wave starts here")
-
-    def node(self, name: str) -> Any:
-        raise AssertionError("no node moves here")
 
 
 def _converted_pod() -> dict[str, Any]:
@@ -67,9 +54,9 @@ async def _settle(fleet: FleetMove, api: MemoryApi) -> None:
 
 def test_the_next_wave_waits_for_the_claims_of_evicted_pods() -> None:
     api = MemoryApi()
-    api.put(paths.NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": TEAM}})
+    api.namespaces(TEAM)
     api.put(paths.pods(TEAM), _converted_pod())
-    said = Said()
+    said = Told()
     fleet = FleetMove(api, DEFAULT_POLICY, Scope("all"), "dra", [], said, settle=0.5, poll=0.05)  # type: ignore[arg-type]
     run(_settle(fleet, api))
     assert [name for name, _ in said.steps] == ["settling", "unsettled"], said.steps
@@ -79,8 +66,9 @@ def test_the_next_wave_waits_for_the_claims_of_evicted_pods() -> None:
     claims = [{"name": e["name"], "resourceClaimName": f"back-{e['name']}"}
               for e in pod["spec"]["resourceClaims"]]  # fmt: skip
     pod["status"]["resourceClaimStatuses"] = claims  # as the resourceclaim controller writes it
-    run(api.replace_object(paths.pods(TEAM), pod, timeout=1))
-    again = Said()
+    api.replace(paths.pods(TEAM), pod)
+    again = Told()
     fleet.events = again
     run(_settle(fleet, api))
     assert again.steps == [], again.steps
+    assert said.waves == again.waves == []  # no wave starts, no node moves here

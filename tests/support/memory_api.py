@@ -102,6 +102,26 @@ class MemoryApi:
         """Create `body` in the collection at `path` as a client's POST would (no admission)."""
         return self._create(Where.of(path), body)
 
+    def namespaces(self, *names: str) -> MemoryApi:
+        """These Namespaces made (a namespaced object needs its own), as a test's cluster
+        starts with them."""
+        for name in names:
+            body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+            self.put(paths.NAMESPACES, body)
+        return self
+
+    def replace(self, path: str, body: JsonObject) -> JsonObject:
+        """`body` written over the object of that name in the collection at `path`, as a
+        client's PUT does (409 when its resourceVersion is stale), from a test's own code."""
+        collection = Where.of(path)
+        metadata = body.get("metadata") or {}
+        where = Where(collection.collection, collection.namespace, str(metadata.get("name", "")))
+        stored = self._stored(where)
+        given = str(metadata.get("resourceVersion") or "")
+        if given and given != stored["metadata"]["resourceVersion"]:
+            raise ApiError(409, "Conflict", "the object has been modified; apply your changes")
+        return self._update(where, stored, body)
+
     def objects(self, path: str) -> list[JsonObject]:
         where = Where.of(path)
         return [_copy(o) for o in self._matching(where, [])]
@@ -231,14 +251,7 @@ class MemoryApi:
 
     async def replace_object(self, path: str, body: JsonObject, *, timeout: float) -> JsonObject:
         self.calls["replace_object"] += 1
-        collection = Where.of(path)
-        metadata = body.get("metadata") or {}
-        where = Where(collection.collection, collection.namespace, str(metadata.get("name", "")))
-        stored = self._stored(where)
-        given = str(metadata.get("resourceVersion") or "")
-        if given and given != stored["metadata"]["resourceVersion"]:
-            raise ApiError(409, "Conflict", "the object has been modified; apply your changes")
-        return self._update(where, stored, body)
+        return self.replace(path, body)
 
     async def patch_pod(
         self, namespace: str, name: str, operations: list[JsonObject], *, timeout: float
