@@ -78,7 +78,8 @@ def read_manifests(paths: list[str], stdin: TextIO) -> ReadResult:
                 continue
             try:
                 parsed = _parse(text, source)
-                found = [m for item in parsed for m in _expand_lists(item)]
+                aliased = may_alias(text)
+                found = [m for item in parsed for m in _expand_lists(item, aliased)]
             except ManifestError as error:
                 unreadable.append(str(error))
                 continue
@@ -141,16 +142,22 @@ def _parse(text: str, source: str) -> list[Manifest]:
     return [Manifest(source, doc, index) for index, doc in enumerate(documents) if doc is not None]
 
 
-def _expand_lists(manifest: Manifest, depth: int = 0) -> list[Manifest]:
+def may_alias(text: str) -> bool:
+    """Whether a YAML text can hold an alias at all (`*name`): without one no object is shared,
+    and the bound on what aliases write out (`too_large`) need not be counted."""
+    return "*" in text
+
+
+def _expand_lists(manifest: Manifest, aliased: bool, depth: int = 0) -> list[Manifest]:
     """The objects of a document: itself, or the items of a List (or a YAML list) in it, each
     within the bounds of an object (`bounded`)."""
     items = _list_items(manifest.document)
     if items is None or depth >= MAX_LIST_DEPTH:
-        return [bounded(manifest)]
+        return [bounded(manifest) if aliased else manifest]
     return [
         m
         for item in items
-        for m in _expand_lists(Manifest(manifest.source, item, manifest.index), depth + 1)
+        for m in _expand_lists(Manifest(manifest.source, item, manifest.index), aliased, depth + 1)
     ]
 
 

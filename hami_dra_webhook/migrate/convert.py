@@ -22,7 +22,7 @@ from hami_dra_webhook.core.model import patch
 from hami_dra_webhook.core.model.types import JsonObject
 from hami_dra_webhook.core.outcome.decision import Converted, Refusal, Unchanged
 from hami_dra_webhook.core.review.translation_cache import TranslationCache
-from hami_dra_webhook.files.manifests import ManifestError, pod_template, too_large
+from hami_dra_webhook.files.manifests import ManifestError, may_alias, pod_template, too_large
 from hami_dra_webhook.migrate.quotas import QuotaReport, dra_quota_ops, quota_report
 from hami_dra_webhook.migrate.text_edit import NotEditable, edit_document
 from hami_dra_webhook.migrate.yaml_write import (
@@ -238,7 +238,7 @@ def _convert_yaml(text: str, changes: _Changes, default_namespace: str | None) -
     segments = segments_of(text)
     parsed = [list(yaml.load_all(segment, Loader=FAST_LOADER)) for segment in segments]
     documents = [d for docs in parsed for d in docs if d is not None]
-    for index, document in enumerate(documents):
+    for index, document in enumerate(documents if may_alias(text) else []):
         problem = too_large(document)
         if problem:
             raise ManifestError(f"document {index + 1}: {problem}")
