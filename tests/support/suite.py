@@ -19,7 +19,8 @@ default run leaves out (LONG_NODE_VERSIONS), and every test marked `long`. A HAM
 set by the caller is kept in both.
 
 Each run's output is shown whole (the ones beside are shown when they end), then each run's
-slowest tests (SLOWEST, from its JUnit report), and the last line is the runs' total: "N passed, N failed, N skipped" (errors count as failed; a run that
+slowest tests (SLOWEST, from its JUnit report), the whole run's wall time and the machine's CPU
+time (busy and idle core seconds, from /proc/stat), and the last line is the runs' total: "N passed, N failed, N skipped" (errors count as failed; a run that
 collected nothing is a failure too).
 """
 
@@ -227,6 +228,43 @@ def _default_runs(folder: Path) -> tuple[list[Run], int]:
 SLOWEST = 5  # tests named per run, slowest first
 
 
+@dataclass(frozen=True)
+class CpuClock:
+    """The machine's CPU time so far (every core, every process: the control planes, kubelets
+    and containerds the tests start are not the suite's children), from /proc/stat."""
+
+    busy: float  # seconds some core ran anything: user, nice, system, irq, softirq, steal
+    idle: float  # seconds the cores idled or waited on I/O
+
+    @classmethod
+    def read(cls, stat: Path = Path("/proc/stat")) -> CpuClock | None:
+        try:
+            first = stat.read_text().splitlines()[0].split()
+        except (OSError, IndexError):
+            return None
+        if not first or first[0] != "cpu" or len(first) < 9:
+            return None
+        ticks = [int(value) for value in first[1:9]]
+        per_second = os.sysconf("SC_CLK_TCK")
+        user, nice, system, idle, iowait, irq, softirq, steal = ticks
+        busy = user + nice + system + irq + softirq + steal
+        return cls(busy / per_second, (idle + iowait) / per_second)
+
+
+def _say_cpu(start: CpuClock | None, wall: float) -> None:
+    """The whole run's wall time and the machine's CPU time spent in it (busy and idle core
+    seconds): the run is bound by its CPU where idle is near nothing."""
+    end = CpuClock.read()
+    if start is None or end is None:
+        return
+    busy, idle = end.busy - start.busy, end.idle - start.idle
+    cores = os.cpu_count() or 1
+    print(
+        f"== the run: {wall:.0f} s wall, {busy:.0f} s CPU busy and {idle:.0f} s idle"
+        f" on {cores} cores ({100 * busy / max(busy + idle, 1e-9):.0f}% busy)"
+    )
+
+
 def _say_slowest(runs: list[Run]) -> None:
     """Each run's slowest tests, written down at every run (as Kueue's runner does), so that a
     slow new test is seen the day it lands."""
@@ -238,12 +276,14 @@ def _say_slowest(runs: list[Run]) -> None:
 
 def main(argv: list[str]) -> int:
     folder = Path(tempfile.mkdtemp(prefix="hami-suite-"))
+    clock, started = CpuClock.read(), time.monotonic()
     checks_code = 0  # the default run's static checks (the others ran them before)
     if argv == ["--long"]:
         runs = _long_runs(folder)
     else:
         runs, checks_code = _default_runs(folder)
     _say_slowest(runs)
+    _say_cpu(clock, time.monotonic() - started)
     totals = [0, 0, 0]
     if checks_code != 0:
         print(f"== static checks: exit {checks_code}")
