@@ -6,10 +6,10 @@ list, and reads the API itself when the watch cannot stand (then once a second, 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from types import TracebackType
 
+from hami_dra_webhook.cluster.tasks import stop_task
 from hami_dra_webhook.cluster.watched import Kept, Watched
 from hami_dra_webhook.core.model.types import JsonObject
 from hami_dra_webhook.kube.port import KubeApi, paths
@@ -43,9 +43,7 @@ class KeptList:
         trace: TracebackType | None,
     ) -> None:
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await stop_task(self._task)
 
     async def items(self, timeout: float) -> list[JsonObject]:
         """The objects now: the watch's, once it stands; the API's own list while it does not

@@ -16,6 +16,7 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
+from hami_dra_webhook.cluster.tasks import stop_task
 from hami_dra_webhook.core.model import kube_time
 from hami_dra_webhook.core.model.lease_view import LeaseView
 from hami_dra_webhook.core.model.types import JsonObject
@@ -106,9 +107,8 @@ class Lease:
             if task.done():
                 task.result()  # its failure is the job's (the Supervisor restarts it)
         finally:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+            with contextlib.suppress(Exception):  # its failure was raised above, if it was seen
+                await stop_task(task)  # (a shutdown's cancel landing now is not lost)
 
     async def release(self) -> None:
         """Give the Lease up, if held, so that another replica takes it at once."""
