@@ -4,7 +4,7 @@ control plane (the shared 1.36 one: kube-scheduler allocates the canary's claim 
 GPU node's devices). No kubelet runs there, so the test plays the kubelet's part where one is
 needed: it writes the driver pod's and the canary pod's status (Running, Ready or Failed). The
 canary on a real kubelet with the driver stand-in's CDI environment is
-tests/node/test_staged_migration.py."""
+tests/node/test_staged_moves.py (the two-node wave)."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 in-memory API (tests/support/memory_api.py), as a dry run: what it reads (the driver's slices,
 the Nodes, the claims, the pods, the disruption budgets, the installed webhook's scope), the
 waves it plans and how it ends. Moves themselves (cordon, evictions, the canary) keep their
-tests on the real node (tests/node/test_staged_migration.py)."""
+tests on the real node (tests/node/test_staged_migration.py, test_staged_moves.py)."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ each finding as the red team found it, now held.
    tenant removed its `hami.io/dra` label, a pod given a whole GPU by kube-scheduler through a
    DeviceClass's extendedResourceName (KEP-5004), and a pod with a claim of its own are all
    holders for `migrate status` and the plan of `migrate node --to legacy` (the move itself
-   runs on the real node: tests/node/test_staged_migration.py).
+   runs on the real node: tests/node/test_staged_moves.py).
 2. A Volcano Job gets the refusal a pod gets where kube-apiserver drops consumable capacity.
 3. A Volcano Job follows migration.scope `namespaces` (its webhook's namespace term).
 5. With the bridge on, a privileged count-only pod is refused by the chart's policy.

@@ -2,7 +2,7 @@
 1.36 control plane: one GPU node published by a stand-in ResourceSlice, no kubelet). What the
 inventory reads (nodes, slices, claims, pods a page at a time, namespaces, PodDisruptionBudgets,
 the webhook's scope) must be served as the commands ask for it; the moves themselves run on the
-real nodes (tests/node/test_staged_migration.py)."""
+real nodes (tests/node/test_staged_migration.py, test_staged_moves.py)."""
 
 from __future__ import annotations
 

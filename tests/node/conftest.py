@@ -34,12 +34,12 @@ from tests.support.cluster import Cluster, wait_for
 from tests.support.tools import tool
 
 VERSIONS = ("1.36", "1.37")
-# The staged-migration tests (test_staged_migration.py) run on these: the cluster of each gets
+# The staged-migration tests (test_staged_*.py) run on these: the cluster of each gets
 # a second, legacy-pool node. KEP-5004 is GA in 1.37.
 STAGED_VERSIONS = ("1.37",)
 LEGACY_NODE = "node-legacy"
 # The pod addresses of the legacy node, and of a second legacy node that the two-node wave
-# test starts for itself (test_staged_migration.py); the first node has .2-.127.
+# test starts for itself (test_staged_moves.py); the first node has .2-.127.
 LEGACY_POD_IPS = ("10.244.0.128", "10.244.0.190")
 SECOND_LEGACY_POD_IPS = ("10.244.0.191", "10.244.0.254")
 # The chart's default device config plus the stand-in's card sizes (for gpumem-percentage).
@@ -69,6 +69,12 @@ def node_versions() -> list[str]:
     return wanted.split(",") if wanted else list(VERSIONS)
 
 
+# Whether a collected module needs the legacy-pool node (its `LEGACY_NODE_NEEDED = True`): a
+# run without one (the default run's other node modules) starts no second kubelet and
+# containerd it would leave idle.
+_LEGACY_WANTED: list[bool] = [False]
+
+
 # Tests none of whose node versions was asked for (HAMI_NODE_VERSIONS): deselected, not
 # skipped (pytest skips an empty parameter set), since leaving them out was the caller's choice.
 _NOT_ASKED: set[str] = set()
@@ -94,6 +100,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return item.nodeid.partition("[")[0] not in _NOT_ASKED  # (its other parameters)
 
     left = [item for item in items if not asked(item)]
+    _LEGACY_WANTED[0] = any(
+        getattr(item.module, "LEGACY_NODE_NEEDED", False)
+        for item in items
+        if asked(item) and isinstance(item, pytest.Function)
+    )
     if left:
         config.hook.pytest_deselected(items=left)
         items[:] = [item for item in items if asked(item)]
@@ -134,7 +145,7 @@ class NodeCluster(Cluster):
     """A control plane with a real node; `node` names the stand-in plugin's cards."""
 
     real: RealNode | None = None
-    legacy: RealNode | None = None  # the legacy-pool node (STAGED_VERSIONS only)
+    legacy: RealNode | None = None  # the legacy-pool node (STAGED_VERSIONS, when needed)
     releasing: list[str] = field(default_factory=list)  # namespaces whose pods are ending
 
     def helm_install(self, *sets: str, name: str = RELEASE, wait: bool = True) -> None:
@@ -295,7 +306,7 @@ def node_cluster(
         node_minor,
         tmp_path_factory.mktemp(f"node-{node_minor}"),
         node_images,
-        legacy_node=node_minor in STAGED_VERSIONS,
+        legacy_node=node_minor in STAGED_VERSIONS and _LEGACY_WANTED[0],
     ) as cluster:
         yield cluster
 
