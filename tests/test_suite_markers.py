@@ -106,18 +106,27 @@ def test_a_test_that_measures_through_a_helper_is_found() -> None:
     }
 
 
-def test_the_split_runs_leave_nothing_out_and_run_nothing_twice() -> None:
-    """The default run's parts: the three flavor lists are every flavor once, and the staged
-    node modules that one node run takes (and the other ignores) exist."""
+def test_the_default_jobs_leave_nothing_out_and_run_nothing_twice(tmp_path: Path) -> None:
+    """The default run's jobs: one per flavor, each once; each node module that needs the
+    legacy node in a job of its own, which the other node modules' job ignores; the in-process
+    and shared-plane tiers split by the `plane` marker; the timed tests started first."""
     from tests.controlplane.versions import ALL_FLAVORS
     from tests.support import suite
 
-    parts = (suite.FIRST_FLAVORS, suite.AFTER_NODE_FLAVORS, suite.LATER_FLAVORS)
-    flavors = [flavor for part in parts for flavor in part.split(",")]
+    jobs = suite.default_jobs(tmp_path)
+    flavors = [j.env["HAMI_E2E_FLAVORS"] for j in jobs if j.env and "HAMI_E2E_FLAVORS" in j.env]
     assert sorted(flavors) == sorted(f.id for f in ALL_FLAVORS)
-    for module in suite.STAGED_NODE_MODULES:
-        assert (TESTS.parent / module).is_file(), module
-        assert f"--ignore={module}" in suite.NODE_OTHERS
+    legacy = suite.legacy_node_modules()
+    assert "tests/node/test_staged_migration.py" in legacy
+    assert "tests/node/test_staged_moves.py" in legacy
+    others = next(j for j in jobs if j.name == "node: the other modules")
+    for module in legacy:
+        assert f"--ignore={module}" in others.command
+        assert sum(module in j.command for j in jobs) == 1
+    assert f"{suite.ALWAYS_OUT} and not plane" in suite.IN_PROCESS
+    assert f"{suite.ALWAYS_OUT} and plane" in suite.SHARED_PLANE
+    assert [j.name for j in jobs if j.first] == ["timed"]
+    assert len({j.name for j in jobs}) == len(jobs) == len({j.junit for j in jobs})
     # The node versions: some in the default run, the others in --long, each once.
     from tests.node.conftest import VERSIONS
 

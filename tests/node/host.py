@@ -143,6 +143,11 @@ def _mounts() -> list[str]:
     return sorted(lines)
 
 
+# The test runner's own CPU group (tests/support/job_pool.py: the timed tests' priority), made
+# and removed by the runner around its jobs, not by a node.
+RUNNER_CGROUPS = "hami-suite-"
+
+
 def _cgroups() -> list[str]:
     found = []
     for hierarchy in CGROUP_ROOT.iterdir():
@@ -150,7 +155,7 @@ def _cgroups() -> list[str]:
             found.extend(
                 str(child.relative_to(CGROUP_ROOT))
                 for child in hierarchy.iterdir()
-                if child.is_dir()
+                if child.is_dir() and not child.name.startswith(RUNNER_CGROUPS)
             )
     return sorted(found)
 

@@ -1,64 +1,67 @@
 """`./scripts/test`'s pytest runs (`python -m tests.support.suite [--long]`).
 
-The default run is the static checks (scripts/checks) and six pytest runs, chosen by marker,
-four of them at once from the start. The tests marked `node` (the real node: they mostly wait
-on the kubelet and the pods) run in two: the staged-migration module (its own 1.37 cluster
-with a legacy node) and every other node module (on 1.37 here, DEFAULT_NODE_VERSIONS; on 1.36
-in `--long`); the host lease (tests/node/host_lease.py) shares the machine between their
-clusters. Beside them run the end-to-end tests (`tests/e2e`: they mostly wait on their control
-planes) of the later Kubernetes flavors (LATER_FLAVORS), those of AFTER_NODE_FLAVORS once the
-other node modules' run has ended (it ends first), the static checks, and in the foreground
-the other tests marked neither `node` nor `timed`, with the end-to-end tests of FIRST_FLAVORS.
-Then the tests marked `timed`, which measure an established connection's latency, the
-process's memory or a time bound while they attack it, run alone on a quiet machine (beside
-the node, they failed their 50 ms and 64 MiB bounds). A HAMI_E2E_FLAVORS set by the caller is
-kept: the end-to-end tests then run in the foreground run.
+The default run is a set of jobs (JOBS_AT_ONCE at a time, longest first: tests/support/job_pool.py),
+each a process of its own, chosen by where a test lives and by marker (the tier it runs in):
+
+- the static checks (scripts/checks);
+- the real node's tests (`node`: they mostly wait on the kubelet), on node 1.37
+  (DEFAULT_NODE_VERSIONS; 1.36 in `--long`): each module that needs the legacy-pool node
+  (`LEGACY_NODE_NEEDED`, the staged migration's) in a job of its own on a cluster of its own,
+  the other modules together in one; the host lease (tests/node/host_lease.py) shares the
+  machine between their clusters;
+- the in-process tier: every test that uses no control plane (marked neither `plane`, `node`
+  nor `timed`);
+- the shared-plane tier: the tests outside tests/e2e on the shared 1.36 control plane (`plane`);
+- the end-to-end tests (`tests/e2e`: they mostly wait on their control planes), one job a
+  Kubernetes flavor (HAMI_E2E_FLAVORS, when the caller sets it, picks them);
+- the tests marked `timed` (they measure an established connection's latency, the process's
+  memory or a time bound while they attack it): at once, in a CPU group that wins the CPU over
+  every other job (beside the node with the same share, they failed their 50 ms and 64 MiB
+  bounds); where no such group can be made, alone after the others.
+
 tests/test_suite_markers.py keeps the markers true. `--long` runs the longer sizes instead: the
 soak and the fuzzing with more requests and examples, the node modules on the node versions the
 default run leaves out (LONG_NODE_VERSIONS), and every test marked `long`. A HAMI_NODE_VERSIONS
 set by the caller is kept in both.
 
-Each run's output is shown whole (the ones beside are shown when they end), then each run's
-slowest tests (SLOWEST, from its JUnit report), the whole run's wall time and the machine's CPU
-time (busy and idle core seconds, from /proc/stat), and the last line is the runs' total: "N passed, N failed, N skipped" (errors count as failed; a run that
-collected nothing is a failure too).
+Each job's output is shown whole when it ends, then each job's slowest tests (SLOWEST, from its
+JUnit report), the whole run's wall time and the machine's CPU time (busy and idle core seconds,
+from /proc/stat), each job's end, and the last line is the total: "N passed, N failed, N skipped"
+(errors count as failed; a pytest job that collected nothing is a failure too).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from xml.etree import ElementTree
 
+from tests.controlplane.versions import selected_flavors
+from tests.support.job_pool import (
+    SEED_FILE,
+    TIMES_FILE,
+    Job,
+    JobPool,
+    PriorityGroup,
+    read_times,
+    write_times,
+)
+
 ROOT = Path(__file__).resolve().parents[2]
-# The node's tests in two runs at once (each its own confined clusters; the host lease,
-# tests/node/host_lease.py, shares the machine between them): the staged-migration module
-# alone in one, everything else in the other.
-STAGED_NODE_MODULES = ("tests/node/test_staged_migration.py",)
-NODE_STAGED = ["-m", "node and not long", *STAGED_NODE_MODULES]
-NODE_OTHERS = [
-    "-m",
-    "node and not long",
-    *(f"--ignore={module}" for module in STAGED_NODE_MODULES),
-    "tests",
-]
+JOBS_AT_ONCE = 5  # besides the timed tests: the machine (2 cores) is busy at about this many
+ALWAYS_OUT = "not node and not timed and not long"
 TIMED = ["-m", "timed and not long", "tests"]
-QUIET = ["-m", "not node and not timed and not long", "tests"]
-E2E = ["-m", "not node and not timed and not long", "tests/e2e"]
-# The end-to-end flavors in three parts (measured 2026-12-07 at 88a4d2b: quiet 742 s with the
-# first two flavors and every test outside tests/e2e, the later four 677 s, the node run 418 s;
-# 1.34-on's end-to-end tests took about 195 s at 1f86f76): 1.34-off with the quiet tests,
-# 1.34-on once the node run (not the staged one) has ended, the later four beside them all.
-FIRST_FLAVORS = "1.34-off"
-AFTER_NODE_FLAVORS = "1.34-on"
-LATER_FLAVORS = "1.35-on,1.36,1.37,1.38"
+IN_PROCESS = ["-m", f"{ALWAYS_OUT} and not plane", "tests"]
+SHARED_PLANE = ["-m", f"{ALWAYS_OUT} and plane", "--ignore=tests/e2e", "tests"]
+E2E = ["-m", ALWAYS_OUT, "tests/e2e"]
+NODE = ["-m", "node and not long"]
 LONG_SIZES = {"HAMI_SOAK_REQUESTS": "100000", "HAMI_FUZZ_EXAMPLES": "20000"}
 # The node modules on one kubelet in the default run, the other in `--long` (CI's second step,
 # so CI runs both). The run is bound by its CPU: the 1.36 node cluster's control plane alone
@@ -67,6 +70,15 @@ LONG_SIZES = {"HAMI_SOAK_REQUESTS": "100000", "HAMI_FUZZ_EXAMPLES": "20000"}
 DEFAULT_NODE_VERSIONS = "1.37"
 LONG_NODE_VERSIONS = "1.36"
 NODE_IN_LONG = ["--timeout=3600", "-m", "node and not long", "tests"]
+
+
+def legacy_node_modules() -> list[str]:
+    """The node modules that need the legacy-pool node (`LEGACY_NODE_NEEDED = True`)."""
+    return [
+        str(path.relative_to(ROOT))
+        for path in sorted((ROOT / "tests" / "node").glob("test_*.py"))
+        if re.search(r"^LEGACY_NODE_NEEDED = True\b", path.read_text(), re.MULTILINE)
+    ]
 
 
 @dataclass
@@ -109,65 +121,6 @@ def _foreground(run: Run, arguments: list[str], env: dict[str, str] | None = Non
     run.seconds = time.monotonic() - started
 
 
-def _pytest_beside(
-    run: Run, arguments: list[str], log: Path, env: dict[str, str] | None = None
-) -> tuple[threading.Thread, Path]:
-    """A pytest run beside the foreground one (see `_beside`)."""
-    command = _command(run.junit, *arguments)
-    return _beside(run, command, log, env, shown=f"pytest {shlex.join(arguments)}")
-
-
-def _beside(
-    run: Run,
-    command: list[str],
-    log: Path,
-    env: dict[str, str] | None = None,
-    shown: str | None = None,
-) -> tuple[threading.Thread, Path]:
-    """Start `command` beside the foreground run, its output into `log`; the thread returned
-    ends with it, having set its exit code and its own duration."""
-    print(f"== {shown or shlex.join(command)} ({run.name}: beside the next run)", flush=True)
-    with log.open("wb") as output:
-        process = subprocess.Popen(
-            command, cwd=ROOT, stdout=output, stderr=subprocess.STDOUT, env=env
-        )
-    started = time.monotonic()
-
-    def wait() -> None:
-        run.code = process.wait()
-        run.seconds = time.monotonic() - started
-
-    waiter = threading.Thread(target=wait, name=run.name, daemon=True)
-    waiter.start()
-    return waiter, log
-
-
-def _pytest_after(
-    before: threading.Thread,
-    run: Run,
-    arguments: list[str],
-    log: Path,
-    env: dict[str, str] | None = None,
-) -> tuple[threading.Thread, Path]:
-    """A pytest run beside the foreground one that starts once `before` has ended (its
-    output into `log`); the thread returned ends with it, as `_beside`'s does."""
-    print(f"== pytest {shlex.join(arguments)} ({run.name}: once {before.name} ends)", flush=True)
-
-    def follow() -> None:
-        before.join()
-        started = time.monotonic()
-        with log.open("wb") as output:
-            command = _command(run.junit, *arguments)
-            run.code = subprocess.call(
-                command, cwd=ROOT, stdout=output, stderr=subprocess.STDOUT, env=env
-            )
-        run.seconds = time.monotonic() - started
-
-    waiter = threading.Thread(target=follow, name=run.name, daemon=True)
-    waiter.start()
-    return waiter, log
-
-
 def _long_runs(folder: Path) -> list[Run]:
     """`--long`: the longer sizes, the node modules on the other node versions, and every test
     marked long, one after another."""
@@ -188,41 +141,61 @@ def _long_runs(folder: Path) -> list[Run]:
     return [*runs, marked]
 
 
-def _default_runs(folder: Path) -> tuple[list[Run], int]:
-    """The default run (see the module's docstring): its pytest runs and the static checks'
-    exit code."""
-    split = not os.environ.get("HAMI_E2E_FLAVORS")
-    staged = Run("node, staged migration", folder / "node-staged.xml")
-    node = Run("node, the others", folder / "node.xml")
-    node_env = {"HAMI_NODE_VERSIONS": DEFAULT_NODE_VERSIONS, **os.environ}  # the caller's wins
-    node_waiter = _pytest_beside(node, NODE_OTHERS, folder / "node.log", node_env)
-    beside = [
-        (staged, _pytest_beside(staged, NODE_STAGED, folder / "staged.log")),
-        (node, node_waiter),
-    ]
-    if split:
-        later = Run("end-to-end, later flavors", folder / "later.xml")
-        env = {**os.environ, "HAMI_E2E_FLAVORS": LATER_FLAVORS}
-        beside.append((later, _pytest_beside(later, E2E, folder / "later.log", env)))
-        middle = Run("end-to-end, after the node", folder / "middle.xml")
-        env = {**os.environ, "HAMI_E2E_FLAVORS": AFTER_NODE_FLAVORS}
-        beside.append(
-            (middle, _pytest_after(node_waiter[0], middle, E2E, folder / "middle.log", env))
+def default_jobs(folder: Path) -> list[Job]:
+    """The default run's jobs (see the module's docstring)."""
+
+    def pytest_job(name: str, key: str, arguments: list[str], **env: str) -> Job:
+        junit = folder / f"{key}.xml"
+        return Job(
+            name,
+            _command(junit, *arguments),
+            junit,
+            folder / f"{key}.log",
+            env={**os.environ, **env} if env else None,
         )
-    checks = Run("static checks", folder / "none.xml")
-    checks_command = [str(ROOT / "scripts" / "checks")]
-    beside.append((checks, _beside(checks, checks_command, folder / "checks.log")))
-    quiet = Run("quiet", folder / "quiet.xml")
-    _foreground(
-        quiet, QUIET, env={**os.environ, "HAMI_E2E_FLAVORS": FIRST_FLAVORS} if split else None
-    )
-    for run, (waiter, log) in beside:
-        waiter.join()
-        print(f"== {run.name}: its output", flush=True)
-        sys.stdout.write(log.read_text(errors="replace"))
-    timed = Run("timed", folder / "timed.xml")
-    _foreground(timed, TIMED)
-    return [run for run, _ in beside if run is not checks] + [quiet, timed], checks.code
+
+    node_env = {"HAMI_NODE_VERSIONS": os.environ.get("HAMI_NODE_VERSIONS", DEFAULT_NODE_VERSIONS)}
+    legacy = legacy_node_modules()
+    jobs = [
+        Job("static checks", [str(ROOT / "scripts" / "checks")], folder / "none.xml",
+            folder / "checks.log"),
+        *(pytest_job(f"node: {Path(m).name}", Path(m).stem, [*NODE, m], **node_env)
+          for m in legacy),
+        pytest_job("node: the other modules", "node",
+                   [*NODE, *(f"--ignore={m}" for m in legacy), "tests"], **node_env),
+        pytest_job("in process", "in-process", IN_PROCESS),
+        pytest_job("shared plane", "shared-plane", SHARED_PLANE),
+        *(pytest_job(f"end-to-end {f.id}", f"e2e-{f.id}", E2E, HAMI_E2E_FLAVORS=f.id)
+          for f in selected_flavors()),
+    ]  # fmt: skip
+    timed = pytest_job("timed", "timed", TIMED)
+    timed.first = True
+    return [*jobs, timed]
+
+
+def _ended(job: Job) -> None:
+    print(f"== {job.name}: ended, exit {job.code}, in {job.seconds:.0f} s; its output:")
+    sys.stdout.write(job.log.read_text(errors="replace") if job.log.is_file() else "")
+    sys.stdout.flush()
+
+
+def _default_runs(folder: Path) -> tuple[list[Run], int]:
+    """The default run's jobs, longest first, JOBS_AT_ONCE at a time; its pytest runs and the
+    static checks' exit code."""
+    priority = PriorityGroup(f"hami-suite-{os.getpid()}")
+    if priority.folder is None:
+        print("== no CPU group for the timed tests here: they run after the others", flush=True)
+    times = read_times(TIMES_FILE, SEED_FILE)
+    pool = JobPool(ROOT, JOBS_AT_ONCE, times, priority if priority.folder else None,
+                   lambda line: print(line, flush=True), _ended)  # fmt: skip
+    try:
+        ended = pool.run(default_jobs(folder))
+    finally:
+        priority.close()
+    write_times(ended)
+    checks = next(job for job in ended if job.name == "static checks")
+    runs = [Run(job.name, job.junit, job.code, job.seconds) for job in ended if job is not checks]
+    return runs, checks.code
 
 
 SLOWEST = 5  # tests named per run, slowest first
