@@ -43,7 +43,7 @@ def claim_uids(cluster: NodeCluster, namespace: str) -> set[str]:
 
 def _on_the_card(cluster: NodeCluster, namespace: str, index: int) -> str:
     """What a fill pod that does not run is told, and every claim allocated in the cluster with
-    its device and what it consumes (a loaded run saw fill-7 wait past 120 s once; this says
+    its device and what it consumes (a loaded run saw fill-7 wait past 120 s twice; this says
     why when it happens again)."""
     status = cluster.pod(namespace, f"fill-{index}")["status"]
     allocated = [
@@ -55,6 +55,16 @@ def _on_the_card(cluster: NodeCluster, namespace: str, index: int) -> str:
         .get("results", [])
     ]
     return f"fill-{index}: {json.dumps(status.get('conditions'))}\nallocated: {allocated}"
+
+
+# kube-scheduler retries a pod it found unschedulable on an event that may make it fit (for its
+# DRA plugin, 1.37.2's source: a claim added, deallocated or deleted with an allocation), and
+# after 5 minutes in any case (podMaxInUnschedulablePodsDuration). Twice on a loaded machine
+# (the second on 2026-12-07, five test jobs at once) fill-7 waited past 120 s as "cannot
+# allocate all claims" beside seven 3000 MiB claims on the 24 GiB card, with room left; why it
+# was not retried at once is not known. The test waits out those 5 minutes: what it checks is
+# the card's capacity, not kube-scheduler's retries.
+UNSCHEDULABLE_FLUSH = 300
 
 
 def test_capacity_comes_back(chart: NodeCluster, quiet_namespace: str) -> None:
@@ -70,7 +80,7 @@ def test_capacity_comes_back(chart: NodeCluster, quiet_namespace: str) -> None:
             wait_for(
                 lambda index=index: phase(chart, namespace, f"fill-{index}") == "Running",
                 f"fill-{index} running",
-                timeout=120,
+                timeout=UNSCHEDULABLE_FLUSH + 30,
             )
         except AssertionError as error:
             raise AssertionError(f"{error}\n{_on_the_card(chart, namespace, index)}") from error
