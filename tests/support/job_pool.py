@@ -2,7 +2,8 @@
 of places, each as soon as one is free: no lane is balanced by hand.
 
 A job's length is what it took the last time it passed on this machine (kept in the cache,
-TIMES_FILE), else the seed the project keeps (SEED_FILE: one warm run's times), else the
+TIMES_FILE), else the seed the project keeps (SEED_FILE: the cache of two warm runs on the
+2-core development machine, 2026-12-07, copied; refresh it the same way), else the
 longest known, so that a new job starts early rather than last. That is the "longest
 processing time first" rule of list scheduling: the longest jobs cannot be left for the end.
 
