@@ -16,9 +16,10 @@ cannot change), and are never refused.
 
 from __future__ import annotations
 
+from hami_dra_webhook.core.model.pod_view import PodView
 from hami_dra_webhook.core.model.types import JsonObject
+from hami_dra_webhook.core.quota.gpu_quota import GATE
 from hami_dra_webhook.core.quota.quota_groups import option_of
-from hami_dra_webhook.core.quota.quota_plan import ENDED, gate_index
 from hami_dra_webhook.core.settings.policy import Policy
 from hami_dra_webhook.kube.port import KubeApi
 
@@ -56,28 +57,27 @@ async def claim_refusal(
         selector = f"metadata.name={owner.get('name', '')},{LIVE}"
         async for page in api.pod_pages(namespace, timeout=timeout, field_selector=selector):
             for pod in page:
-                if pod.get("metadata", {}).get("uid") == owner.get("uid") and _released(pod):
-                    return _words(namespace, pod, "made for it")
+                view = PodView.of(pod)
+                if view.uid == owner.get("uid") and _released(view):
+                    return _words(namespace, view, "made for it")
         return None
     name = metadata.get("name")
     if not isinstance(name, str) or not name:
         return None  # a generated name no pod can name yet
     async for page in api.pod_pages(namespace, timeout=timeout, field_selector=LIVE):
         for pod in page:
-            entries = (pod.get("spec") or {}).get("resourceClaims") or []
-            named = any(isinstance(e, dict) and e.get("resourceClaimName") == name for e in entries)
-            if named and _released(pod):
-                return _words(namespace, pod, "it names")
+            view = PodView.of(pod)
+            if name in view.named_claims() and _released(view):
+                return _words(namespace, view, "it names")
     return None
 
 
-def _released(pod: JsonObject) -> bool:
-    phase = (pod.get("status") or {}).get("phase")
-    return phase not in ENDED and gate_index(pod) is None
+def _released(pod: PodView) -> bool:
+    return not pod.ended and pod.gate_index(GATE) is None
 
 
-def _words(namespace: str, pod: JsonObject, how: str) -> str:
-    name = (pod.get("metadata") or {}).get("name", "")
+def _words(namespace: str, pod: PodView, how: str) -> str:
+    name = pod.name
     return (
         f"pod {namespace}/{name} was released by its namespace's GPU quota with the claim {how}"
         " as it was then; a claim created again under it could ask more than was counted."

@@ -17,6 +17,7 @@ from typing import Any
 
 from hami_dra_webhook.core.legacy.request import has_legacy_keys
 from hami_dra_webhook.core.model.containers import containers
+from hami_dra_webhook.core.model.pod_view import PodView
 from hami_dra_webhook.core.model.types import JsonObject
 from hami_dra_webhook.core.quota.claim_charge import claims_charge, devices_charge, implicit_devices
 from hami_dra_webhook.core.quota.gpu_quota import (
@@ -35,7 +36,6 @@ from hami_dra_webhook.core.quota.quota_groups import Cards
 from hami_dra_webhook.core.settings.policy import Policy
 from hami_dra_webhook.core.vendors.families import converted_names
 
-ENDED = ("Succeeded", "Failed")
 WAITING_FOR_CLAIMS = "waiting for its ResourceClaims to be created"
 
 
@@ -59,11 +59,8 @@ class QuotaPass:
 
 
 def gate_index(pod: JsonObject) -> int | None:
-    gates = (pod.get("spec") or {}).get("schedulingGates") or []
-    for index, gate in enumerate(gates if isinstance(gates, list) else []):
-        if isinstance(gate, dict) and gate.get("name") == GATE:
-            return index
-    return None
+    """Where the quota's gate sits in the pod's spec.schedulingGates, if it does."""
+    return PodView.of(pod).gate_index(GATE)
 
 
 class Count:
@@ -82,28 +79,28 @@ class Count:
         self.claims = claims
         self.usage = Charge()
         self.counted: set[str] = set()  # claim names already charged
-        self.held: list[JsonObject] = []
+        self.held: list[tuple[JsonObject, PodView]] = []
 
     def add(self, pod: JsonObject) -> None:
         """Count a pod (or keep it, when it is held)."""
-        if (pod.get("status") or {}).get("phase") in ENDED:
+        view = PodView.of(pod)
+        if view.ended:
             return
-        if gate_index(pod) is not None:
-            self.held.append(pod)
+        if view.gate_index(GATE) is not None:
+            self.held.append((pod, view))
             return
-        charge, missing = self.charge(pod, self.counted)
+        charge, missing = self.charge(pod, view, self.counted)
         self.usage.add(charge)
         if missing:  # a claim made between our reads, or never: counted as unknown (held)
             self.usage.unknown |= set(self.keys)
 
-    def charge(self, pod: JsonObject, counted: set[str]) -> tuple[Charge, bool]:
+    def charge(self, pod: JsonObject, view: PodView, counted: set[str]) -> tuple[Charge, bool]:
         """The pod's charge (its claims not in `counted`, which it adds them to) and whether a
         claim it uses does not exist yet."""
         charge = Charge()
-        spec = pod.get("spec") or {}
-        wanted, missing = _claim_names(pod)
-        scheduler_claimed = _scheduler_claim(pod) is not None
-        if any(has_legacy_keys(c, self.names) for c in _containers(spec)):
+        wanted, missing = view.claim_names()
+        scheduler_claimed = bool(view.scheduler_claim)
+        if any(has_legacy_keys(c, self.names) for c in _containers(pod.get("spec"))):
             charge.add(legacy_charge(pod, self.policy, self.keys, self.cards, scheduler_claimed))
         if not scheduler_claimed:
             charge.add(self._implicit(pod))
@@ -168,20 +165,11 @@ def plan_pass(
 def release(count: Count, limits: list[Limit]) -> QuotaPass:
     """What each held pod of a finished count gets, oldest first."""
     result = QuotaPass(usage=count.usage)
-    held = sorted(
-        count.held,
-        key=lambda p: (str(_meta(p).get("creationTimestamp", "")), str(_meta(p).get("name"))),
-    )
-    for pod in held:
-        charge, missing = count.charge(pod, set(count.counted))
-        meta = _meta(pod)
-        base = (
-            str(meta.get("name", "")),
-            str(meta.get("uid", "")),
-            str(meta.get("resourceVersion", "")),
-            gate_index(pod) or 0,
-        )
-        labelled = (meta.get("labels") or {}).get(HELD_LABEL) == HELD_LABEL_VALUE
+    held = sorted(count.held, key=lambda pair: (pair[1].created, pair[1].name))
+    for pod, view in held:
+        charge, missing = count.charge(pod, view, set(count.counted))
+        base = (view.name, view.uid, view.resource_version, view.gate_index(GATE) or 0)
+        labelled = view.labels.get(HELD_LABEL) == HELD_LABEL_VALUE
         if missing:
             result.held.append(Held(*base, WAITING_FOR_CLAIMS, "", labelled=labelled))
             continue
@@ -189,54 +177,18 @@ def release(count: Count, limits: list[Limit]) -> QuotaPass:
         if over is not None:
             result.held.append(Held(*base, over[1], over[0].quota, over[0].key, labelled))
             continue
-        count.charge(pod, count.counted)  # its claims now counted
+        count.charge(pod, view, count.counted)  # its claims now counted
         result.usage.add(charge)
         result.release.append(Held(*base, "", "", labelled=labelled))
     return result
 
 
-def _meta(pod: JsonObject) -> JsonObject:
-    meta = pod.get("metadata")
-    return meta if isinstance(meta, dict) else {}
-
-
-def _containers(spec: JsonObject) -> list[object]:
+def _containers(spec: object) -> list[object]:
+    """The entries of the spec's container lists (no places: this is every pod's hot path)."""
+    if not isinstance(spec, dict):
+        return []
     found: list[object] = []
     for key in ("containers", "initContainers"):
         items = spec.get(key)
         found += items if isinstance(items, list) else []
     return found
-
-
-def _claim_names(pod: JsonObject) -> tuple[list[str], bool]:
-    """The claims the pod uses, and whether one from a template has no claim yet."""
-    spec, status = pod.get("spec") or {}, pod.get("status") or {}
-    generated = {
-        str(s.get("name")): s.get("resourceClaimName")
-        for s in status.get("resourceClaimStatuses") or []
-        if isinstance(s, dict)
-    }
-    names, missing = [], False
-    for entry in spec.get("resourceClaims") or []:
-        if not isinstance(entry, dict):
-            continue
-        if entry.get("resourceClaimName"):
-            names.append(str(entry["resourceClaimName"]))
-        elif entry.get("resourceClaimTemplateName"):
-            made = generated.get(str(entry.get("name")))
-            if made:
-                names.append(str(made))
-            elif str(entry.get("name")) not in generated:
-                missing = True  # not made yet (a made-None entry needs no claim)
-    extended = _scheduler_claim(pod)
-    if extended is not None:
-        names.append(extended)
-    return names, missing
-
-
-def _scheduler_claim(pod: JsonObject) -> str | None:
-    """The claim kube-scheduler made for the pod's extended resources (KEP-5004), if any."""
-    extended = (pod.get("status") or {}).get("extendedResourceClaimStatus")
-    if isinstance(extended, dict) and extended.get("resourceClaimName"):
-        return str(extended["resourceClaimName"])
-    return None
