@@ -12,15 +12,37 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
-# The fixtures that start or share a real control plane: a test that asks for one (itself or
-# through another fixture) is marked `plane`, so the tier it runs in is seen from what it uses.
+# The fixtures that start or share a real control plane. The tier a test runs in is seen from
+# where it lives: tests/e2e and tests/node are on control planes by their folder (marked `plane`
+# here); elsewhere a test on the shared plane says so itself, `@pytest.mark.plane` (or its
+# module's `pytestmark`), and collection stops, naming it, where what a test says and what it
+# uses differ.
 PLANE_FIXTURES = frozenset({"kube", "real_api", "cluster"})
+PLANE_FOLDERS = ("tests/e2e/", "tests/node/")
+
+
+def plane_mismatches(items: list[pytest.Item]) -> list[str]:
+    """The tests outside PLANE_FOLDERS whose `plane` mark and fixtures disagree, with what to
+    do; the tests inside them get the mark."""
+    wrong = []
+    for item in items:
+        uses = bool(PLANE_FIXTURES & set(getattr(item, "fixturenames", ())))
+        if item.nodeid.startswith(PLANE_FOLDERS):
+            if uses:
+                item.add_marker(pytest.mark.plane)
+            continue
+        says = item.get_closest_marker("plane") is not None
+        if uses and not says:
+            wrong.append(f"{item.nodeid} uses a control plane: mark it @pytest.mark.plane")
+        elif says and not uses:
+            wrong.append(f"{item.nodeid} is marked plane and uses none: remove the mark")
+    return wrong
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    for item in items:
-        if PLANE_FIXTURES & set(getattr(item, "fixturenames", ())):
-            item.add_marker(pytest.mark.plane)
+    wrong = plane_mismatches(items)
+    if wrong:
+        raise pytest.UsageError("the tier of a test is its own to say:\n" + "\n".join(wrong))
 
 
 @pytest.fixture

@@ -132,3 +132,35 @@ def test_the_default_jobs_leave_nothing_out_and_run_nothing_twice(tmp_path: Path
 
     split = suite.DEFAULT_NODE_VERSIONS.split(",") + suite.LONG_NODE_VERSIONS.split(",")
     assert sorted(split) == sorted(VERSIONS)
+
+
+class _Item:
+    """A collected test as plane_mismatches reads it (a stand-in: its nodeid, its fixtures and
+    its marks are all that function reads)."""
+
+    def __init__(self, nodeid: str, fixtures: tuple[str, ...], marked: bool = False) -> None:
+        self.nodeid, self.fixturenames = nodeid, fixtures
+        self.marks = ["plane"] if marked else []
+
+    def get_closest_marker(self, name: str) -> object | None:
+        return name if name in self.marks else None
+
+    def add_marker(self, mark: pytest.MarkDecorator) -> None:
+        self.marks.append(mark.name)
+
+
+def test_a_tests_tier_is_said_where_it_lives() -> None:
+    """Outside tests/e2e and tests/node a test on the shared plane says so, and one that says so
+    uses it; inside them the folder says it (tests/conftest.py)."""
+    from tests.conftest import plane_mismatches
+
+    said = _Item("tests/cluster/test_x.py::test_said", ("kube",), marked=True)
+    unsaid = _Item("tests/cluster/test_x.py::test_unsaid", ("real_api", "tmp_path"))
+    false = _Item("tests/cluster/test_x.py::test_false", ("tmp_path",), marked=True)
+    folder = _Item("tests/e2e/test_y.py::test_z[1.37]", ("cluster",))
+    wrong = plane_mismatches([said, unsaid, false, folder])  # type: ignore[list-item]
+    assert wrong == [
+        "tests/cluster/test_x.py::test_unsaid uses a control plane: mark it @pytest.mark.plane",
+        "tests/cluster/test_x.py::test_false is marked plane and uses none: remove the mark",
+    ]
+    assert folder.marks == ["plane"]

@@ -66,6 +66,7 @@ def powerless_api(kube: Cluster, namespace: str) -> KubernetesApi:
     return api_for(kube.service_account_kubeconfig(namespace, "powerless"))
 
 
+@pytest.mark.plane
 def test_create_converts_creates_templates_and_echoes_uid(
     mutator: PodMutator, kube: Cluster, namespace: str
 ) -> None:
@@ -86,6 +87,7 @@ def test_create_converts_creates_templates_and_echoes_uid(
     assert result.resources == ["nvidia.com/gpu", "nvidia.com/gpumem"]
 
 
+@pytest.mark.plane
 def test_dry_run_admission_creates_nothing(
     mutator: PodMutator, api: CallsThrough, kube: Cluster, namespace: str
 ) -> None:
@@ -95,6 +97,7 @@ def test_dry_run_admission_creates_nothing(
     assert stored(kube, namespace) == []
 
 
+@pytest.mark.plane
 def test_refused_pod_has_code_and_message(
     mutator: PodMutator, api: CallsThrough, namespace: str
 ) -> None:
@@ -106,6 +109,7 @@ def test_refused_pod_has_code_and_message(
     assert api.calls == {}
 
 
+@pytest.mark.plane
 def test_update_strips_reapplied_legacy_keys_only(mutator: PodMutator, namespace: str) -> None:
     created = review(replica_pod(), namespace=namespace)
     converted = patched(created, admit(mutator, created).answer)
@@ -123,6 +127,7 @@ def test_update_strips_reapplied_legacy_keys_only(mutator: PodMutator, namespace
     assert plain["allowed"] is True and "patch" not in plain
 
 
+@pytest.mark.plane
 @pytest.mark.parametrize(
     "document",
     [
@@ -188,12 +193,14 @@ def test_capacity_dropped_refuses_sharing_but_not_whole_gpus(gate_off: Kubernete
     assert allowed["allowed"] is True and any("whole GPUs" in w for w in allowed["warnings"])
 
 
+@pytest.mark.plane
 def test_capacity_kept_where_the_gate_is_on(real_api: KubernetesApi, namespace: str) -> None:
     cluster = ClusterState()
     run(cluster.refresh(real_api, DEFAULT_POLICY, namespace, timeout=5))
     assert cluster.capacity == "effective"
 
 
+@pytest.mark.plane
 def test_probe_is_a_dry_run_and_deviceclass_mapping_warns(
     kube: Cluster, real_api: KubernetesApi, namespace: str
 ) -> None:
@@ -221,6 +228,7 @@ def test_probe_is_a_dry_run_and_deviceclass_mapping_warns(
     )
 
 
+@pytest.mark.plane
 def test_api_forbidden_refuses_the_pod(kube: Cluster, namespace: str) -> None:
     api = powerless_api(kube, namespace)
     try:
@@ -258,6 +266,7 @@ def test_offline_store_answers_with_a_patch_and_says_so() -> None:
     )
 
 
+@pytest.mark.plane
 def test_failed_cluster_checks_are_kept_for_the_metrics(kube: Cluster, namespace: str) -> None:
     api = powerless_api(kube, namespace)
     try:
@@ -285,6 +294,7 @@ def resource_slice(
     return document
 
 
+@pytest.mark.plane
 def test_memory_sizes_come_from_resource_slices(
     kube: Cluster, real_api: KubernetesApi, namespace: str
 ) -> None:
@@ -340,6 +350,7 @@ def test_odd_metadata_without_request_namespace_is_no_crash() -> None:
         assert answer["allowed"] is False or "patch" in answer
 
 
+@pytest.mark.plane
 def test_the_cluster_counts_as_answered_only_after_its_first_whole_check(
     real_api: KubernetesApi, namespace: str
 ) -> None:

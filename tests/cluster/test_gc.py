@@ -60,6 +60,7 @@ def only(report: GcReport, namespace: str) -> dict[str, list[str]]:
     }
 
 
+@pytest.mark.plane
 def test_gc_deletes_only_old_unreferenced_templates(kube: Cluster, real_api: KubernetesApi) -> None:
     namespace = kube.create_namespace("gc")
     other = kube.create_namespace("gc-other")
@@ -83,6 +84,7 @@ def test_gc_deletes_only_old_unreferenced_templates(kube: Cluster, real_api: Kub
     assert names(kube, other) == {foreign["metadata"]["name"]}
 
 
+@pytest.mark.plane
 def test_gc_dry_run_deletes_nothing(kube: Cluster, real_api: KubernetesApi) -> None:
     namespace = kube.create_namespace("gc")
     name = make(real_api, namespace, "1000", time.time())
@@ -93,6 +95,7 @@ def test_gc_dry_run_deletes_nothing(kube: Cluster, real_api: KubernetesApi) -> N
     assert "delete_template" not in api.calls
 
 
+@pytest.mark.plane
 def test_an_admission_racing_the_gc_keeps_its_template(
     kube: Cluster, real_api: KubernetesApi
 ) -> None:
@@ -124,6 +127,7 @@ def test_an_admission_racing_the_gc_keeps_its_template(
     assert DELETING_ANNOTATION not in kept["metadata"]["annotations"]
 
 
+@pytest.mark.plane
 def test_cached_templates_are_never_old_enough_to_collect(
     kube: Cluster, real_api: KubernetesApi
 ) -> None:
@@ -144,6 +148,7 @@ def test_settings_refuse_a_cache_ttl_close_to_the_grace_period() -> None:
         Settings(cache_ttl=1800, gc_grace=3600)
 
 
+@pytest.mark.plane
 def test_gc_reads_pods_a_page_at_a_time(kube: Cluster) -> None:
     """A template referenced only by a pod on the last page of the namespace's pods (2 a page)
     is in use; the unreferenced one is collected."""

@@ -11,10 +11,14 @@ import asyncio
 import time
 from typing import Any
 
+import pytest
+
 from hami_dra_webhook.cluster.quota.lease import Lease
 from hami_dra_webhook.kube.port import paths
 from tests.support.cluster import Cluster
 from tests.support.loop import run
+
+pytestmark = pytest.mark.plane  # the shared control plane (tests/conftest.py)
 
 
 class Worker:

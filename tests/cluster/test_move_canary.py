@@ -141,6 +141,7 @@ def _bound_canary(kube: Cluster, namespace: str) -> str:
 DRIVER = DEFAULT_POLICY.webhook.driver_name
 
 
+@pytest.mark.plane
 def test_a_canary_runs_on_the_node_and_is_removed(kube: Cluster, real_api: Any) -> None:
     if kube.kubectl("get", "deviceclass", DRIVER, check=False).returncode != 0:
         device_class = {

@@ -28,6 +28,8 @@ from hami_dra_webhook.kube.port import ApiError, paths
 from tests.support.cluster import Cluster
 from tests.support.loop import run
 
+pytestmark = pytest.mark.plane  # the shared control plane (tests/conftest.py)
+
 MEM = "limits.nvidia.com/gpumem"
 GPU = {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "1000"}
 

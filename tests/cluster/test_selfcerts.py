@@ -25,6 +25,8 @@ from tests.support.api_calls import CallsThrough
 from tests.support.cluster import Cluster, api_for
 from tests.support.loop import run
 
+pytestmark = pytest.mark.plane  # the shared control plane (tests/conftest.py)
+
 
 @pytest.fixture
 def target(kube: Cluster) -> Iterator[CertificateTarget]:

@@ -32,6 +32,8 @@ from tests.support.cluster import Cluster
 from tests.support.loop import run
 from tests.support.templates import ensure, templates
 
+pytestmark = pytest.mark.plane  # the shared control plane (tests/conftest.py)
+
 WHOLE_GPU = [{"name": "gpu", "exactly": {"deviceClassName": "hami-core-gpu.project-hami.io"}}]
 
 

@@ -33,6 +33,7 @@ async def _ensure(store: ApiTemplateStore, namespace: str, items: list[dict[str,
     await store.ensure(namespace, items, dry_run=False, deadline=time.monotonic() + 5)
 
 
+@pytest.mark.plane
 def test_a_template_deleted_by_anyone_while_in_use_is_created_again_at_once(
     kube: Cluster, real_api: KubernetesApi
 ) -> None:
@@ -77,6 +78,7 @@ def test_a_template_deleted_by_anyone_while_in_use_is_created_again_at_once(
     assert present() == [name]
 
 
+@pytest.mark.plane
 def test_a_template_the_garbage_collector_deletes_is_not_created_again(
     kube: Cluster, real_api: KubernetesApi
 ) -> None:
@@ -110,6 +112,7 @@ def test_a_template_the_garbage_collector_deletes_is_not_created_again(
     assert recreated == 0 and kube.get("resourceclaimtemplates", "-n", namespace)["items"] == []
 
 
+@pytest.mark.plane
 def test_while_the_watch_is_down_nothing_stays_cached(
     kube: Cluster, real_api: KubernetesApi
 ) -> None:
@@ -142,6 +145,7 @@ def test_while_the_watch_is_down_nothing_stays_cached(
     assert (cached, creates, stamps) == (0, 3, 1) and not broken.watching
 
 
+@pytest.mark.plane
 def test_a_watch_that_breaks_empties_the_cache(kube: Cluster, real_api: KubernetesApi) -> None:
     """What was cached while the watch stood is dropped when it breaks."""
     namespace = kube.create_namespace("breaks")
@@ -181,6 +185,7 @@ class _Failing:
         yield  # an async generator, as watch_templates is
 
 
+@pytest.mark.plane
 def test_expired_entries_are_pruned_and_the_cache_is_bounded(
     kube: Cluster, real_api: KubernetesApi
 ) -> None:
@@ -210,6 +215,7 @@ def test_expired_entries_are_pruned_and_the_cache_is_bounded(
         assert len(store) <= 300
 
 
+@pytest.mark.plane
 def test_new_templates_are_rate_limited_per_namespace(
     kube: Cluster, real_api: KubernetesApi
 ) -> None:
@@ -250,6 +256,7 @@ def test_the_rate_limiter_remembers_a_bounded_number_of_namespaces(namespaces: i
     assert len(rate._buckets) <= 4096
 
 
+@pytest.mark.plane
 def test_the_watch_resumes_where_it_was_and_lists_again_only_after_410(
     kube: Cluster, real_api: KubernetesApi
 ) -> None:
@@ -328,6 +335,7 @@ def _raises(error: Exception) -> Any:
     return _raises_now(error)
 
 
+@pytest.mark.plane
 def test_a_confirmation_between_two_windows_is_kept_and_used_once_the_next_stands(
     kube: Cluster, real_api: KubernetesApi
 ) -> None:

@@ -25,6 +25,7 @@ from tests.support.loop import run
 from tests.support.templates import ensure, stored, templates, watching
 
 
+@pytest.mark.plane
 def test_created_once_then_cached(kube: Cluster, real_api: KubernetesApi) -> None:
     namespace = kube.create_namespace("store")
     api = CallsThrough(real_api)
@@ -39,6 +40,7 @@ def test_created_once_then_cached(kube: Cluster, real_api: KubernetesApi) -> Non
     assert template["spec"] == templates()[0]["spec"]
 
 
+@pytest.mark.plane
 def test_existing_template_is_stamped_not_failed(kube: Cluster, real_api: KubernetesApi) -> None:
     namespace = kube.create_namespace("store")
     ensure(ApiTemplateStore(real_api), templates(), namespace=namespace)
@@ -59,6 +61,7 @@ def test_existing_template_is_stamped_not_failed(kube: Cluster, real_api: Kubern
     )
 
 
+@pytest.mark.plane
 def test_concurrent_identical_admissions_create_exactly_once(
     kube: Cluster, real_api: KubernetesApi
 ) -> None:
@@ -80,6 +83,7 @@ def test_concurrent_identical_admissions_create_exactly_once(
     assert len(stored(kube, namespace)) == 1
 
 
+@pytest.mark.plane
 def test_dry_run_creates_nothing(kube: Cluster, real_api: KubernetesApi) -> None:
     namespace = kube.create_namespace("store")
     api = CallsThrough(real_api)
@@ -90,6 +94,7 @@ def test_dry_run_creates_nothing(kube: Cluster, real_api: KubernetesApi) -> None
     assert api.calls == {"create_template": 2}  # validated server-side each time, never cached
 
 
+@pytest.mark.plane
 def test_forbidden_says_check_its_rbac(kube: Cluster) -> None:
     namespace = kube.create_namespace("store")
     kube.kubectl("create", "serviceaccount", "powerless", "-n", namespace)
@@ -103,6 +108,7 @@ def test_forbidden_says_check_its_rbac(kube: Cluster) -> None:
     assert "check its RBAC" in raised.value.message and "403 Forbidden" in raised.value.message
 
 
+@pytest.mark.plane
 def test_an_invalid_template_is_refused_with_the_servers_reason(
     kube: Cluster, real_api: KubernetesApi
 ) -> None:
@@ -115,6 +121,7 @@ def test_an_invalid_template_is_refused_with_the_servers_reason(
     assert "rejected" in raised.value.message and "allocationMode" in raised.value.message
 
 
+@pytest.mark.plane
 def test_deleted_between_conflict_and_stamp_is_created_again(
     kube: Cluster, real_api: KubernetesApi
 ) -> None:

@@ -34,6 +34,8 @@ from tests.support.tenants import (
     touch_as,
 )
 
+pytestmark = pytest.mark.plane  # the shared control plane (tests/conftest.py)
+
 GC_TEMPLATE_BYTES = 500_000  # ~3 MB each as served
 CHART_MEMORY_LIMIT = 256 << 20
 

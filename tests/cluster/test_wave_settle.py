@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from hami_dra_webhook.cluster.moves import kept_lists
 from hami_dra_webhook.cluster.moves.fleet import FleetMove
 from hami_dra_webhook.core.migration.pools import Scope
@@ -17,6 +19,8 @@ from hami_dra_webhook.core.translate.pod import translate_pod
 from tests.support.cluster import Cluster, wait_for
 from tests.support.loop import run
 from tests.support.told import Told
+
+pytestmark = pytest.mark.plane  # the shared control plane (tests/conftest.py)
 
 
 async def _settle(fleet: FleetMove, api: Any) -> None:

@@ -201,6 +201,7 @@ def check(setup: Setup, *extra: str) -> tuple[int, str, str]:
     return code, out.getvalue(), err.getvalue()
 
 
+@pytest.mark.plane
 def test_a_healthy_cluster_passes(setup: Setup) -> None:
     code, out, _ = check(setup)
     assert code == 0, out
@@ -215,6 +216,7 @@ def test_a_healthy_cluster_passes(setup: Setup) -> None:
     assert "2 ready endpoint(s)" in out
 
 
+@pytest.mark.plane
 def test_a_tenants_pod_labelled_as_the_driver_is_not_the_driver(setup: Setup) -> None:
     """Issue 61: a tenant's namespace enforcing `restricted`, with a Ready pod of its own
     labelled as the driver on the GPU node: `check` judges the chart's driver only (its
@@ -392,6 +394,7 @@ BROKEN: dict[str, tuple[Callable[[Setup], None], str, str]] = {
 }
 
 
+@pytest.mark.plane
 @pytest.mark.parametrize("case", sorted(BROKEN))
 def test_each_problem_has_its_line_and_fix(setup: Setup, case: str) -> None:
     breaking, line, fix = BROKEN[case]
@@ -402,6 +405,7 @@ def test_each_problem_has_its_line_and_fix(setup: Setup, case: str) -> None:
     assert code == (1 if line.startswith("WARN") else 2)
 
 
+@pytest.mark.plane
 def test_legacy_hami_kept_to_its_pool_runs_beside(setup: Setup) -> None:
     """HAMi's scheduler and webhook, and no device plugin that could reach a DRA node: a
     cluster in staged migration (docs/migration.md)."""
@@ -415,6 +419,7 @@ def test_legacy_hami_kept_to_its_pool_runs_beside(setup: Setup) -> None:
     ) in out, out
 
 
+@pytest.mark.plane
 def test_expiring_certificate_fails(setup: Setup) -> None:
     setup.kube.kubectl("delete", "secret", f"{setup.release}-tls", "-n", setup.namespace)
     _install(setup, days=10)
@@ -422,6 +427,7 @@ def test_expiring_certificate_fails(setup: Setup) -> None:
     assert code == 2 and "the serving certificate expires in 9 days" in out
 
 
+@pytest.mark.plane
 def test_json_output(setup: Setup) -> None:
     _legacy_quota(setup)
     code, out, _ = check(setup, "-o", "json")
@@ -452,6 +458,7 @@ def test_kubernetes_1_34_is_warned_about(tmp_path: Path) -> None:
     assert "share GPUs on Kubernetes 1.35 or later" in out
 
 
+@pytest.mark.plane
 def test_an_unreachable_cluster_exits_3(setup: Setup, tmp_path: Path) -> None:
     unreachable = setup.kube.plane.kubeconfig("nobody-listens")
     text = unreachable.read_text().replace(
@@ -473,6 +480,7 @@ def test_a_cluster_without_the_dra_api(tmp_path: Path) -> None:
     assert "use Kubernetes 1.34 or later" in out
 
 
+@pytest.mark.plane
 def test_cluster_access_is_found_as_kubectl_finds_it(
     setup: Setup, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -571,6 +579,7 @@ def test_before_install_checks_only_what_must_hold_before_the_chart(tmp_path: Pa
         plane.stop()
 
 
+@pytest.mark.plane
 def test_a_namespace_that_does_not_exist_is_no_dropped_capacity(setup: Setup) -> None:
     """Issue 65: the chart's namespace absent (a wrong -n, or not installed yet) made the
     capacity probe's 404 read as "kube-apiserver drops capacity requests", and sent the user

@@ -206,6 +206,7 @@ def _kubeconfig_with_namespace(kube: Cluster, tmp_path: Path, namespace: str) ->
     return path
 
 
+@pytest.mark.plane
 def test_scan_cluster_reads_the_contexts_namespace(kube: Cluster, tmp_path: Path) -> None:
     namespace = kube.create_namespace("ctx")
     kube.apply(LEGACY_POD, namespace=namespace)
@@ -223,6 +224,7 @@ def test_scan_cluster_reads_the_contexts_namespace(kube: Cluster, tmp_path: Path
         kube.release_namespace(namespace)
 
 
+@pytest.mark.plane
 def test_dry_run_server_asks_the_api_and_changes_nothing(kube: Cluster) -> None:
     """`migrate node --dry-run=server`: the Eviction API answers for each pod of the plan (a
     PodDisruptionBudget refuses); `gc --dry-run=server` deletes nothing."""

@@ -10,8 +10,12 @@ import io
 import json
 from typing import Any
 
+import pytest
+
 from hami_dra_webhook.cli.main import main
 from tests.support.cluster import Cluster
+
+pytestmark = pytest.mark.plane  # the shared control plane (tests/conftest.py)
 
 
 def migrate(kube: Cluster, *args: str) -> tuple[int, str, str]:

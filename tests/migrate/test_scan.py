@@ -7,6 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from hami_dra_webhook.cli.main import main
 from tests.support.cluster import Cluster
 
@@ -146,6 +148,7 @@ def _workload(kind: str, name: str, limits: dict[str, str]) -> dict[str, Any]:
     return document
 
 
+@pytest.mark.plane
 def test_cluster_scan_skips_owned_objects_and_reads_sizes(kube: Cluster) -> None:
     """Real workloads: kube-controller-manager makes the Deployment's ReplicaSet and pod; a Job
     owned by the CronJob stands for one of its runs. No webhook is registered here, so the
@@ -218,6 +221,7 @@ def test_cluster_scan_skips_owned_objects_and_reads_sizes(kube: Cluster) -> None
     assert sorted(w["name"] for w in mine) == ["d", "lonely", "nightly", "raycluster"]
 
 
+@pytest.mark.plane
 def test_cluster_scan_as_someone_without_rights_says_so(kube: Cluster) -> None:
     namespace = kube.create_namespace("scan")
     kube.kubectl("create", "serviceaccount", "powerless", "-n", namespace)
@@ -340,6 +344,7 @@ def test_an_unparsable_file_is_reported_and_the_rest_scanned(tmp_path: Path) -> 
     assert (tmp_path / "out" / "pod.yaml").is_file()
 
 
+@pytest.mark.plane
 def test_cluster_scan_reads_a_page_at_a_time(kube: Cluster) -> None:
     """Lists go page by page (`limit`, `continue`) and only what a report needs outlives its
     page: here 2 items a page over 7 GPU pods, 5 pods without GPUs and 3 pods of one foreign

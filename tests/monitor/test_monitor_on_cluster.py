@@ -41,6 +41,7 @@ def monitor(kube: Cluster, tmp_path: Path, device_class: str) -> Iterator[Monito
     process.stop()
 
 
+@pytest.mark.plane
 def test_a_shared_claims_series_name_its_pod_and_containers(
     kube: Cluster, monitor: MonitorProcess, namespace: str
 ) -> None:
@@ -88,6 +89,7 @@ def test_a_shared_claims_series_name_its_pod_and_containers(
     assert series(monitor.scrape(), "hami_dra_monitor_regions", state="unowned")[0][2] == 1
 
 
+@pytest.mark.plane
 def test_a_region_naming_another_card_or_no_claim_gives_no_series(
     kube: Cluster, monitor: MonitorProcess, namespace: str
 ) -> None:
@@ -110,6 +112,7 @@ def test_a_region_naming_another_card_or_no_claim_gives_no_series(
     assert "skipped the region of claim" in monitor.log()
 
 
+@pytest.mark.plane
 def test_the_feedback_loop_on_regions_of_the_cluster(
     kube: Cluster, monitor: MonitorProcess, namespace: str
 ) -> None:
@@ -172,6 +175,7 @@ def test_the_feedback_loop_on_regions_of_the_cluster(
     assert writes and writes[0][2] >= 3
 
 
+@pytest.mark.plane
 def test_idle_it_reads_nothing_but_its_watches(
     kube: Cluster, monitor: MonitorProcess, namespace: str
 ) -> None:

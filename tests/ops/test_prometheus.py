@@ -32,6 +32,8 @@ from tests.support.cluster import Cluster, wait_for
 from tests.support.reviews import replica_pod, review
 from tests.support.webhook_process import Webhook, free_port
 
+pytestmark = pytest.mark.plane  # the shared control plane (tests/conftest.py)
+
 JOB, NAMESPACE = "hami-dra-webhook", "hami-system"  # as the chart's ServiceMonitor labels them
 MONITOR_JOB = "hami-dra-webhook-monitor"  # the monitor's ServiceMonitor (honorLabels)
 Mi = 1024 * 1024

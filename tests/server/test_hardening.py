@@ -67,6 +67,7 @@ def read_status(sock: ssl.SSLSocket) -> int:
     return int(data.split(b" ")[1]) if data else 0
 
 
+@pytest.mark.plane
 def test_a_body_over_the_limit_gets_413(webhook: Webhook) -> None:
     pod = replica_pod()
     pod["metadata"]["annotations"] = {"blob": "x" * (5 * 1024 * 1024)}
@@ -87,6 +88,7 @@ def test_a_body_over_the_limit_gets_413(webhook: Webhook) -> None:
     sock.close()
 
 
+@pytest.mark.plane
 def test_a_body_that_is_not_json_gets_415(webhook: Webhook) -> None:
     """kube-apiserver sends application/json; anything else is refused before its body is
     read (as kyverno does), and counted."""
@@ -109,6 +111,7 @@ def test_a_body_that_is_not_json_gets_415(webhook: Webhook) -> None:
     charset.close()
 
 
+@pytest.mark.plane
 @pytest.mark.timed  # it measures under load, or holds a time bound: alone
 def test_a_trickling_body_gets_408_and_others_are_served(webhook: Webhook) -> None:
     sock = raw_tls(webhook)
@@ -123,6 +126,7 @@ def test_a_trickling_body_gets_408_and_others_are_served(webhook: Webhook) -> No
     sock.close()
 
 
+@pytest.mark.plane
 def test_slow_loris_connections_do_not_starve_others(webhook: Webhook) -> None:
     sockets = []
     for _ in range(40):
@@ -172,6 +176,7 @@ def test_concurrency_is_bounded(tmp_path: Path) -> None:
         process.stop()
 
 
+@pytest.mark.plane
 def test_deeply_nested_bodies_are_malformed_not_crashes(webhook: Webhook) -> None:
     status, body = webhook.post(b'{"a":' * 100000 + b"1" + b"}" * 100000)
     assert status == 400 and "nested too deeply" in body["message"]
@@ -375,6 +380,7 @@ def test_api_unreachable_refuses_quickly(faulty: Webhook, standin: StandIn) -> N
     assert 'hami_dra_api_errors_total{code="0"}' in webhook.get("/metrics")[1].decode()
 
 
+@pytest.mark.plane
 def test_two_servers_racing_on_the_same_templates(kube: Cluster, tmp_path: Path) -> None:
     """Two webhook processes share the real kube-apiserver; concurrent admissions of identical
     pods on both create each template exactly once (or meet a 409) and never fail."""

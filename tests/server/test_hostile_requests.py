@@ -39,6 +39,7 @@ def _templates(kube: Cluster, namespace: str) -> list[str]:
     return [t["metadata"]["name"] for t in items]
 
 
+@pytest.mark.plane
 def test_excluded_namespaces_get_no_templates_from_a_direct_caller(
     webhook: Webhook, kube: Cluster
 ) -> None:
@@ -52,6 +53,7 @@ def test_excluded_namespaces_get_no_templates_from_a_direct_caller(
     assert _templates(kube, "kube-system") == before
 
 
+@pytest.mark.plane
 def test_a_refused_review_writes_nothing(webhook: Webhook, kube: Cluster) -> None:
     """Finding 10: a review that ended refused still left 908 templates behind. A pod over a
     bound is refused before the first template is written."""
@@ -70,6 +72,7 @@ def test_a_refused_review_writes_nothing(webhook: Webhook, kube: Cluster) -> Non
     assert _templates(kube, namespace) == []
 
 
+@pytest.mark.plane
 def test_privileged_ephemeral_container_in_a_gpu_pod_is_refused(webhook: Webhook) -> None:
     """Finding 20: a privileged ephemeral container added to a GPU pod was never checked."""
     converted = replica_pod()

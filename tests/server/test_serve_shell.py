@@ -141,6 +141,7 @@ def test_settings_of_seconds_take_durations() -> None:
     assert settings.cache_ttl == 30
 
 
+@pytest.mark.plane
 def test_gc_command_one_pass(kube: Cluster, real_api: KubernetesApi) -> None:
     namespace = kube.create_namespace("gc-command")
     store = ApiTemplateStore(real_api)

@@ -63,6 +63,7 @@ def templates(kube: Cluster) -> list[str]:
     ]
 
 
+@pytest.mark.plane
 def test_create_is_converted_over_verified_tls(webhook: Webhook, kube: Cluster) -> None:
     document = review(replica_pod())
     status, body = webhook.post(document)
@@ -78,6 +79,7 @@ def test_create_is_converted_over_verified_tls(webhook: Webhook, kube: Cluster) 
     assert pod["metadata"]["generateName"] == "trainer-7d9f8c6b5-" and "name" not in pod["metadata"]
 
 
+@pytest.mark.plane
 def test_dry_run_update_delete_and_other_kinds(webhook: Webhook, kube: Cluster) -> None:
     assert webhook.post(review(replica_pod(), dry_run=True))[1]["response"]["allowed"] is True
     assert templates(kube) == []
@@ -99,6 +101,7 @@ def test_dry_run_update_delete_and_other_kinds(webhook: Webhook, kube: Cluster) 
         assert answer == {"uid": document["request"]["uid"], "allowed": True}
 
 
+@pytest.mark.plane
 def test_malformed_reviews_get_400_with_a_message(webhook: Webhook) -> None:
     status, body = webhook.post(b"{not json")
     assert status == 400 and "not JSON" in body["message"]
@@ -112,6 +115,7 @@ def test_malformed_reviews_get_400_with_a_message(webhook: Webhook) -> None:
     assert status == 400 and "apiVersion" in body["message"]
 
 
+@pytest.mark.plane
 def test_refusals_answer_allowed_false(webhook: Webhook) -> None:
     answer = webhook.post(review(replica_pod({"nvidia.com/gpu": "-1"})))[1]["response"]
     assert (
@@ -127,6 +131,7 @@ def test_api_failures_answer_allowed_false(faulty: Webhook, standin: StandIn) ->
     assert answer["allowed"] is False and answer["status"]["code"] == 503
 
 
+@pytest.mark.plane
 def test_a_3_mib_pod_is_answered(webhook: Webhook) -> None:
     pod = replica_pod()
     pod["metadata"]["annotations"] = {"example.com/blob": "x" * (3 * 1024 * 1024)}
@@ -134,6 +139,7 @@ def test_a_3_mib_pod_is_answered(webhook: Webhook) -> None:
     assert status == 200 and body["response"]["allowed"] is True, body
 
 
+@pytest.mark.plane
 def test_health_readiness_and_metrics(webhook: Webhook) -> None:
     webhook.post(review(replica_pod()))
     webhook.post(review(replica_pod({"nvidia.com/gpumem": "1Gi"})))
@@ -172,11 +178,13 @@ def test_health_readiness_and_metrics(webhook: Webhook) -> None:
     assert "_created" not in metrics and "MADE-UP" not in metrics
 
 
+@pytest.mark.plane
 def test_the_operations_port_never_serves_mutate(webhook: Webhook) -> None:
     assert webhook.get_ops("/mutate", "POST")[0] == 404
     assert webhook.get_ops("/bare", "POST")[0] == 404
 
 
+@pytest.mark.plane
 def test_one_json_log_line_per_admission(process: Webhook) -> None:
     sent = review(replica_pod())
     process.post(sent)
@@ -223,6 +231,7 @@ def test_graceful_shutdown_finishes_in_flight_admissions(faulty: Webhook, standi
     assert "Finished server process" in faulty.log()
 
 
+@pytest.mark.plane
 def test_plain_http_is_refused(webhook: Webhook) -> None:
     import http.client
 
@@ -286,6 +295,7 @@ def test_self_signed_dir_is_a_known_place(tmp_path: Path) -> None:
         assert (folder / "ca.crt").is_file()
 
 
+@pytest.mark.plane
 def test_tls_minimum_version_is_enforced(webhook: Webhook, tmp_path: Path) -> None:
     """Default 1.3: a client limited to TLS 1.2 cannot connect; with --tls-min-version 1.2 it can."""
     old_client = webhook.context()
@@ -341,6 +351,7 @@ def test_an_expired_certificate_makes_readyz_fail_with_the_reason(
     assert len(gone) == 1 and gone[0].levelname == "ERROR"
 
 
+@pytest.mark.plane
 def test_text_logs_cannot_be_forged_by_a_pod_name(kube: Cluster, tmp_path: Path) -> None:
     kube.empty_namespace("team-a")
     process = Webhook(

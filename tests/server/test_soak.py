@@ -22,6 +22,8 @@ from tests.support.cluster import Cluster
 from tests.support.reviews import replica_pod, review
 from tests.support.webhook_process import Webhook, served_serial
 
+pytestmark = pytest.mark.plane  # the shared control plane (tests/conftest.py)
+
 REQUESTS = int(os.environ.get("HAMI_SOAK_REQUESTS", "3000"))
 CLIENTS = 4
 
