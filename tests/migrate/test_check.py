@@ -27,6 +27,7 @@ from tests.controlplane.for_pytest import start_plane
 from tests.controlplane.gpu_node import GpuNode
 from tests.support.chart_driver import driver_binding, driver_daemonset
 from tests.support.cluster import Cluster, wait_for
+from tests.support.rest_calls import NotServed
 
 DRIVER = "hami-core-gpu.project-hami.io"
 
@@ -45,10 +46,17 @@ class Setup:
     def release(self) -> str:
         return f"{self.namespace}-hami"
 
-    def create(self, document: dict[str, Any]) -> None:
-        """Create an object; it is deleted after the test."""
-        self.kube.apply(document, namespace=self.namespace)
-        self.created.append((document["kind"].lower(), document["metadata"]["name"]))
+    def create(self, document: dict[str, Any], record: bool = True) -> None:
+        """Create an object (applied over one an earlier step made); it is deleted after the
+        test."""
+        try:
+            self.kube.create(document, self.namespace)
+        except NotServed as error:
+            if " 409 " not in str(error):
+                raise
+            self.kube.apply(document, namespace=self.namespace)
+        if record:
+            self.created.append((document["kind"].lower(), document["metadata"]["name"]))
 
     def config(self, **webhook: str) -> None:
         path = self.folder / "device-config.yaml"
@@ -155,7 +163,7 @@ def driver_pod(setup: Setup, phase: str, image: str = PINNED_DRIVER, role: str =
     name = f"{setup.release}-{role}"
     setup.create({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name}})
     setup.create(driver_binding(name, setup.namespace))
-    setup.kube.apply(driver_daemonset(name, "gpu-node-1", image), namespace=setup.namespace)
+    setup.create(driver_daemonset(name, "gpu-node-1", image), record=False)  # (recorded below)
 
     def bound() -> str | None:
         pods = setup.kube.pods(setup.namespace, f"app.kubernetes.io/instance={name}")
@@ -166,18 +174,13 @@ def driver_pod(setup: Setup, phase: str, image: str = PINNED_DRIVER, role: str =
     # Deleted after the test in this order: the DaemonSet (its pod orphaned), then the pod at
     # once (no kubelet confirms a graceful end).
     setup.created += [("pod", pod), ("daemonset", name)]
-    setup.kube.kubectl(
-        "patch", "pod", pod, "-n", setup.namespace, "--subresource=status", "--type=merge",
-        "-p", json.dumps({"status": {"phase": phase}}),
-    )  # fmt: skip
+    setup.kube.patch_status("pod", pod, setup.namespace, {"status": {"phase": phase}})
 
 
 @pytest.fixture
 def setup(kube: Cluster, tmp_path: Path) -> Iterator[Setup]:
-    if kube.kubectl("get", "deviceclass", DRIVER, check=False).returncode != 0:
-        kube.apply(
-            _device_class(DRIVER, f'device.driver == "{DRIVER}"'), namespace="default"
-        )  # the chart's, shared by every test of this cluster
+    if not kube.exists("deviceclass", DRIVER):  # the chart's, shared by every test of this cluster
+        kube.create(_device_class(DRIVER, f'device.driver == "{DRIVER}"'), "default")
     made = Setup(kube, kube.create_namespace("check"), tmp_path)
     _install(made)
     yield made
@@ -185,10 +188,15 @@ def setup(kube: Cluster, tmp_path: Path) -> Iterator[Setup]:
     # (a namespace's deletion takes the namespace controller several seconds).
     for kind, name in reversed(made.created):
         # No kubelet runs here to confirm a pod's graceful end: pods go at once.
-        now = ["--grace-period=0", "--force"] if kind == "pod" else []
-        now += ["--cascade=orphan"] if kind == "daemonset" else []
-        kube.kubectl("delete", kind, name, "-n", made.namespace, "--ignore-not-found", *now)
-    kube.kubectl("delete", "namespace", made.namespace, "--wait=false")
+        grace = 0 if kind == "pod" else None
+        kube.delete(kind, name, made.namespace, grace=grace, orphan=kind == "daemonset")
+    wait_for(
+        lambda: (
+            not any(kube.exists(kind, name, "-n", made.namespace) for kind, name in made.created)
+        ),
+        "every object the case made gone",
+    )
+    kube.delete("namespace", made.namespace, "")
 
 
 def check(setup: Setup, *extra: str) -> tuple[int, str, str]:

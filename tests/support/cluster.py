@@ -120,6 +120,18 @@ class Cluster:
         text = manifest if isinstance(manifest, str) else yaml.safe_dump(manifest)
         return self.kubectl("apply", "-n", namespace, *flags, "-f", "-", stdin=text).stdout
 
+    def create(self, document: dict[str, Any], namespace: str) -> None:
+        """The test's own object, made in one HTTPS call (no kubectl process)."""
+        self._rest().create(document, namespace)
+
+    def delete(self, kind: str, name: str, namespace: str, **options: Any) -> None:
+        """The test's own object deleted, if there, in one HTTPS call (`grace`, `orphan`)."""
+        self._rest().delete(kind, name, namespace, **options)
+
+    def patch_status(self, kind: str, name: str, namespace: str, patch: dict[str, Any]) -> None:
+        """A status written as a kubelet would (a merge patch), in one HTTPS call."""
+        self._rest().patch_status(kind, name, namespace, patch)
+
     def create_namespace(self, prefix: str = "e2e") -> str:
         self._namespaces += 1
         name = f"{prefix}-{self._namespaces}"

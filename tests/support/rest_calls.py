@@ -9,7 +9,8 @@ A read is answered as kubectl prints it (a list is a `List` whose items carry `a
 [-n NS | -A] [-l SELECTOR] [--field-selector SELECTOR] [-o json]`, RESOURCE as kubectl names it
 (plural, singular, short name, or `plural.group`; several, comma-separated, without a NAME) for
 resources the server's discovery lists. Any other form is None, and the caller runs kubectl
-itself."""
+itself. A test's own set-up may create, delete and patch the status of single objects here too
+(`create`, `delete`, `patch_status`); what the test checks a user's tools against stays theirs."""
 
 from __future__ import annotations
 
@@ -173,6 +174,51 @@ class RestCalls:
             status, body = self._request("DELETE", path)
             if status != 200:
                 raise NotServed(f"DELETE {path}: {status} {_message(body)}")
+
+    def create(self, document: dict[str, Any], namespace: str) -> None:
+        """`kubectl create -n NAMESPACE -f -` of one object (a cluster-scoped one where its
+        kind is; one that exists already is an error, as there)."""
+        resource = self._served(str(document.get("kind", "")).lower())
+        path = self._collection(resource, namespace)
+        status, answer = self._send("POST", path, document)
+        if status != 201:
+            raise NotServed(f"POST {path}: {status} {_message(answer)}")
+
+    def delete(
+        self, kind: str, name: str, namespace: str, grace: int | None = None, orphan: bool = False
+    ) -> None:
+        """`kubectl delete KIND NAME -n NAMESPACE --ignore-not-found --wait=false
+        [--grace-period=G] [--cascade=orphan]`."""
+        options = {"propagationPolicy": "Orphan"} if orphan else {}
+        if grace is not None:
+            options["gracePeriodSeconds"] = str(grace)
+        resource = self._served(kind)
+        path = f"{self._collection(resource, namespace)}/{urllib.parse.quote(name, safe='')}"
+        path += "?" + urllib.parse.urlencode(options) if options else ""
+        status, body = self._request("DELETE", path)
+        if status not in (200, 202, 404):
+            raise NotServed(f"DELETE {path}: {status} {_message(body)}")
+
+    def patch_status(self, kind: str, name: str, namespace: str, patch: dict[str, Any]) -> None:
+        """`kubectl patch KIND NAME -n NAMESPACE --subresource=status --type=merge -p PATCH`."""
+        resource = self._served(kind)
+        path = f"{self._collection(resource, namespace)}/{urllib.parse.quote(name, safe='')}/status"
+        content = {"Content-Type": "application/merge-patch+json"}
+        status, body = self._send("PATCH", path, patch, **content)
+        if status != 200:
+            raise NotServed(f"PATCH {path}: {status} {_message(body)}")
+
+    def _served(self, name: str) -> Resource:
+        resource = self._resource(name)
+        if resource is None:
+            raise NotServed(f"the server serves no resource {name!r}")
+        return resource
+
+    @staticmethod
+    def _collection(resource: Resource, namespace: str) -> str:
+        if not resource.namespaced:
+            return f"{resource.prefix}/{resource.plural}"
+        return f"{resource.prefix}/namespaces/{urllib.parse.quote(namespace, safe='')}/{resource.plural}"
 
     def create_namespace(self, name: str) -> None:
         """`kubectl create namespace NAME` (one that exists already is an error, as there)."""
