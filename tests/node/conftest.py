@@ -353,3 +353,22 @@ def quiet_namespace(chart: NodeCluster) -> Iterator[str]:
     name = chart.create_namespace("node")
     yield name
     _release(chart, name)
+
+
+@pytest.fixture(scope="module")
+def mixed(chart: NodeCluster) -> Iterator[NodeCluster]:
+    """The staged-migration modules' cluster: the chart with scope `namespaces`, the first node
+    in the DRA pool, the legacy node served by the device plugin stand-in (staged.py)."""
+    from tests.node.staged import mixed_pools  # (staged.py imports this module)
+
+    with mixed_pools(chart) as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="module")
+def extender(mixed: NodeCluster) -> Iterator[Any]:
+    """hami-scheduler running (with its extender stand-in) for a staged-migration module."""
+    from tests.node.legacy import hami_scheduler
+
+    with hami_scheduler(mixed.plane, mixed.folder) as running_extender:
+        yield running_extender

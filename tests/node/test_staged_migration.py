@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterator
 
 import pytest
 
@@ -36,7 +35,6 @@ from tests.node.legacy import (
     SPLIT,
     Extender,
     device_plugin_daemonset,
-    hami_scheduler,
     hami_webhook,
     legacy_slots,
     wait_legacy_served,
@@ -55,7 +53,6 @@ from tests.node.staged import (
     gated,
     legacy_gpu_pod,
     legacy_limits,
-    mixed_pools,
     move_under_load,
     node_state,
     quota_used,
@@ -69,21 +66,6 @@ from tests.support.cluster import wait_for
 
 pytestmark = pytest.mark.node  # the real node: runs beside the quiet tests
 LEGACY_NODE_NEEDED = True  # the cluster gets the legacy-pool node (conftest.py)
-
-
-@pytest.fixture(scope="module")
-def mixed(chart: NodeCluster) -> Iterator[NodeCluster]:
-    """The chart with scope `namespaces`, the first node in the DRA pool, the legacy node
-    served by the device plugin stand-in (staged.mixed_pools)."""
-    with mixed_pools(chart) as cluster:
-        yield cluster
-
-
-@pytest.fixture(scope="module")
-def extender(mixed: NodeCluster) -> Iterator[Extender]:
-    """hami-scheduler running (with its extender stand-in) for the module's other tests."""
-    with hami_scheduler(mixed.plane, mixed.folder) as running_extender:
-        yield running_extender
 
 
 def test_check_passes_on_disjoint_pools_and_names_a_node_in_both(mixed: NodeCluster) -> None:

@@ -30,7 +30,6 @@ from tests.node.legacy import (
     CARDS,
     SPLIT,
     Extender,
-    hami_scheduler,
     hami_webhook,
     legacy_slots,
     wait_legacy_served,
@@ -49,7 +48,6 @@ from tests.node.staged import (
     deployment,
     legacy_gpu_pod,
     legacy_limits,
-    mixed_pools,
     node_state,
     on_both,
     pinned,
@@ -62,21 +60,6 @@ from tests.support.cluster import wait_for
 
 pytestmark = pytest.mark.node  # the real node: runs beside the quiet tests
 LEGACY_NODE_NEEDED = True  # the cluster gets the legacy-pool node (conftest.py)
-
-
-@pytest.fixture(scope="module")
-def mixed(chart: NodeCluster) -> Iterator[NodeCluster]:
-    """The chart with scope `namespaces`, the first node in the DRA pool, the legacy node
-    served by the device plugin stand-in (staged.mixed_pools)."""
-    with mixed_pools(chart) as cluster:
-        yield cluster
-
-
-@pytest.fixture(scope="module")
-def extender(mixed: NodeCluster) -> Iterator[Extender]:
-    """hami-scheduler running (with its extender stand-in) for the module's other tests."""
-    with hami_scheduler(mixed.plane, mixed.folder) as running_extender:
-        yield running_extender
 
 
 def test_a_move_to_legacy_evicts_every_holder_of_the_drivers_devices(mixed: NodeCluster) -> None:
