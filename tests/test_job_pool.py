@@ -65,6 +65,15 @@ def test_a_failing_job_says_its_exit_code_and_the_others_still_run(tmp_path: Pat
     assert [job.code for job in jobs] == [3, 0]
 
 
+def test_a_job_that_cannot_start_has_failed_and_says_why(tmp_path: Path) -> None:
+    missing = Job(
+        "gone", [str(tmp_path / "no-such-program")], tmp_path / "g.xml", tmp_path / "g.log"
+    )
+    _pool(tmp_path, 1, {}).run([missing])
+    assert missing.code == 127
+    assert "could not start" in missing.log.read_text()
+
+
 def test_a_first_job_without_a_cpu_group_runs_after_all_the_others(tmp_path: Path) -> None:
     timed = _job(tmp_path, "timed", "time.sleep(0.1)", first=True)
     others = [_job(tmp_path, f"o{i}", "time.sleep(0.2)") for i in range(3)]

@@ -176,15 +176,19 @@ class JobPool:
 
         def follow() -> None:
             job.started = time.monotonic()
+            job.code = 127  # until it has run: a job that could not start has failed
             try:
                 with job.log.open("wb") as output:
-                    job.code = subprocess.call(
-                        command,
-                        cwd=self.root,
-                        stdout=output,
-                        stderr=subprocess.STDOUT,
-                        env=job.env,
-                    )
+                    try:
+                        job.code = subprocess.call(
+                            command,
+                            cwd=self.root,
+                            stdout=output,
+                            stderr=subprocess.STDOUT,
+                            env=job.env,
+                        )
+                    except OSError as error:
+                        output.write(f"could not start {command[0]}: {error}\n".encode())
             finally:
                 job.seconds = time.monotonic() - job.started
                 with self._lock:
