@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from hami_dra_webhook.core.legacy.request import has_legacy_keys
 from hami_dra_webhook.core.model.claim_view import ClaimView
 from hami_dra_webhook.core.model.containers import containers
+from hami_dra_webhook.core.model.pod_view import PodView
 from hami_dra_webhook.core.model.types import JsonObject
 from hami_dra_webhook.core.settings.policy import Policy
 from hami_dra_webhook.core.vendors.families import converted_names
@@ -64,7 +65,7 @@ class ClaimIndex:
         metadata = pod.get("metadata") or {}
         namespace = str(metadata.get("namespace", ""))
         found: dict[ClaimKey, ClaimView] = {}
-        for name in _claim_names(pod):
+        for name in PodView.of(pod).claim_names()[0]:  # named, made, kube-scheduler's
             claim = self.by_name.get((namespace, name))
             if claim is not None:
                 found[(namespace, name)] = claim
@@ -72,27 +73,6 @@ class ClaimIndex:
         for claim in self.by_pod_uid.get(str(uid), []) if uid else []:
             found[claim.key] = claim
         return list(found.values())
-
-
-def _claim_names(pod: JsonObject) -> list[str]:
-    """The names of every ResourceClaim the pod uses: named in its spec, generated from its
-    templates, or made by kube-scheduler for its extended resources."""
-    spec = pod.get("spec") or {}
-    status = pod.get("status") or {}
-    names = [
-        str(entry["resourceClaimName"])
-        for entry in spec.get("resourceClaims") or []
-        if isinstance(entry, dict) and entry.get("resourceClaimName")
-    ]
-    names += [
-        str(entry["resourceClaimName"])
-        for entry in status.get("resourceClaimStatuses") or []
-        if isinstance(entry, dict) and entry.get("resourceClaimName")
-    ]
-    extended = status.get("extendedResourceClaimStatus")
-    if isinstance(extended, dict) and extended.get("resourceClaimName"):
-        names.append(str(extended["resourceClaimName"]))
-    return names
 
 
 def holds_legacy(pod: JsonObject, policy: Policy) -> bool:

@@ -58,11 +58,6 @@ class QuotaPass:
     held: list[Held] = field(default_factory=list)
 
 
-def gate_index(pod: JsonObject) -> int | None:
-    """Where the quota's gate sits in the pod's spec.schedulingGates, if it does."""
-    return PodView.of(pod).gate_index(GATE)
-
-
 class Count:
     """A namespace's usage, counted one pod at a time (pages of pods are streamed through it,
     so that only held pods are kept), from its claims' charges (computed once each)."""
