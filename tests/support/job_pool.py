@@ -152,19 +152,15 @@ class JobPool:
     def run(self, jobs: Sequence[Job]) -> list[Job]:
         """Every job, to its end; returned in the order they ended. A `first` job without a
         priority group runs after the others."""
-        placed = [job for job in jobs if not (job.first and self.priority is not None)]
-        last = [job for job in placed if job.first]
-        threads = [
-            self._start(job, self.priority.wrap(job.command))
-            for job in jobs
-            if job.first and self.priority is not None
-        ]
-        for job in longest_first([j for j in placed if not j.first], self.times):
+        first = [job for job in jobs if job.first]
+        group = self.priority
+        threads = [self._start(job, group.wrap(job.command)) for job in first] if group else []
+        for job in longest_first([job for job in jobs if not job.first], self.times):
             self._free.acquire()
             threads.append(self._start(job, job.command, release=True))
         for thread in threads:
             thread.join()
-        for job in last:
+        for job in first if group is None else []:
             self._start(job, job.command).join()
         return list(self._done)
 
