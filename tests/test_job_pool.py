@@ -65,6 +65,15 @@ def test_a_failing_job_says_its_exit_code_and_the_others_still_run(tmp_path: Pat
     assert [job.code for job in jobs] == [3, 0]
 
 
+def test_a_job_counts_the_cpu_of_the_processes_it_waited_for(tmp_path: Path) -> None:
+    burn = "import time; end = time.process_time() + 0.4\nwhile time.process_time() < end: pass"
+    child = f"import subprocess; subprocess.run([sys.executable, '-c', {burn!r}], check=True)"
+    busy, idle = _job(tmp_path, "busy", child), _job(tmp_path, "idle", "time.sleep(0.4)")
+    _pool(tmp_path, 2, {}).run([busy, idle])
+    assert busy.cpu >= 0.4, busy.cpu  # the grandchild's 0.4 s of CPU, read at the job's end
+    assert idle.cpu < 0.3, idle.cpu  # sleeping costs only the interpreter's start
+
+
 def test_a_job_that_cannot_start_has_failed_and_says_why(tmp_path: Path) -> None:
     missing = Job(
         "gone", [str(tmp_path / "no-such-program")], tmp_path / "g.xml", tmp_path / "g.log"

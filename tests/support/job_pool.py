@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 SEED_FILE = Path(__file__).with_name("suite_times.json")
 TIMES_FILE = (
@@ -47,6 +48,7 @@ class Job:
     first: bool = False  # started at once in the priority group (see the module's docstring)
     code: int = 0
     seconds: float = 0.0
+    cpu: float = 0.0  # CPU seconds of the job and every process of it that was waited for
     started: float = field(default=0.0, repr=False)
 
 
@@ -80,6 +82,17 @@ def longest_first(jobs: Sequence[Job], times: dict[str, float]) -> list[Job]:
     """The jobs in the order they start: longest first; an unknown one as the longest."""
     unknown = max(times.values(), default=0.0) + 1
     return sorted(jobs, key=lambda job: -times.get(job.name, unknown))
+
+
+def _call(
+    command: list[str], cwd: Path, output: BinaryIO, env: dict[str, str] | None
+) -> tuple[int, float]:
+    """`command`'s exit code and CPU seconds (user and system, its own and those of the
+    processes it, or they, waited for: a process left to init is not counted)."""
+    process = subprocess.Popen(command, cwd=cwd, stdout=output, stderr=subprocess.STDOUT, env=env)
+    _, status, usage = os.wait4(process.pid, 0)
+    process.returncode = os.waitstatus_to_exitcode(status)
+    return process.returncode, usage.ru_utime + usage.ru_stime
 
 
 class PriorityGroup:
@@ -176,13 +189,7 @@ class JobPool:
             try:
                 with job.log.open("wb") as output:
                     try:
-                        job.code = subprocess.call(
-                            command,
-                            cwd=self.root,
-                            stdout=output,
-                            stderr=subprocess.STDOUT,
-                            env=job.env,
-                        )
+                        job.code, job.cpu = _call(command, self.root, output, job.env)
                     except OSError as error:
                         output.write(f"could not start {command[0]}: {error}\n".encode())
             finally:

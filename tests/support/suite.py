@@ -87,6 +87,7 @@ class Run:
     junit: Path
     code: int = 0
     seconds: float = 0.0
+    cpu: float | None = None  # the job's CPU seconds (Job.cpu), where the pool measured them
 
     def counts(self) -> tuple[int, int, int]:
         """passed, failed (errors included), skipped, from the run's JUnit report."""
@@ -174,7 +175,10 @@ def default_jobs(folder: Path) -> list[Job]:
 
 
 def _ended(job: Job) -> None:
-    print(f"== {job.name}: ended, exit {job.code}, in {job.seconds:.0f} s; its output:")
+    print(
+        f"== {job.name}: ended, exit {job.code}, in {job.seconds:.0f} s"
+        f" ({job.cpu:.0f} s CPU); its output:"
+    )
     sys.stdout.write(job.log.read_text(errors="replace") if job.log.is_file() else "")
     sys.stdout.flush()
 
@@ -194,7 +198,11 @@ def _default_runs(folder: Path) -> tuple[list[Run], int]:
         priority.close()
     write_times(ended)
     checks = next(job for job in ended if job.name == "static checks")
-    runs = [Run(job.name, job.junit, job.code, job.seconds) for job in ended if job is not checks]
+    runs = [
+        Run(job.name, job.junit, job.code, job.seconds, job.cpu)
+        for job in ended
+        if job is not checks
+    ]
     return runs, checks.code
 
 
@@ -265,9 +273,10 @@ def main(argv: list[str]) -> int:
         passed, failed, skipped = run.counts()
         if run.code not in (0, 1) and failed == 0:
             failed = 1  # it collected nothing (5), was interrupted, or pytest itself failed
+        cpu = "" if run.cpu is None else f" ({run.cpu:.0f} s CPU)"
         print(
             f"== {run.name}: exit {run.code}, {passed} passed, {failed} failed,"
-            f" {skipped} skipped in {run.seconds:.0f} s"
+            f" {skipped} skipped in {run.seconds:.0f} s{cpu}"
         )
         totals = [totals[0] + passed, totals[1] + failed, totals[2] + skipped]
     print(f"{totals[0]} passed, {totals[1]} failed, {totals[2]} skipped")
