@@ -90,3 +90,48 @@ def test_namespace_chores_without_kubectl(cluster: Cluster) -> None:
         else None
     )
     assert phase in (None, "Terminating")
+
+
+def _kept(item: dict[str, Any]) -> dict[str, Any]:
+    """An object without what only the client that wrote it keeps (kubectl's
+    last-applied-configuration, managedFields) or what the server gives each (uid, times)."""
+    metadata = {
+        key: value
+        for key, value in item["metadata"].items()
+        if key in ("name", "namespace", "labels")
+    }
+    return {**{k: v for k, v in item.items() if k != "metadata"}, "metadata": metadata}
+
+
+def test_rest_apply_stores_what_kubectl_apply_stores(cluster: Cluster) -> None:
+    """Cluster.apply (the server's own apply, one HTTPS call an object) against `kubectl apply`
+    of the same manifests: the same objects stored, created then updated, and a field the
+    kind has not refused by both (in other words: the server's apply says "field not declared
+    in schema", kubectl's strict validation "unknown field")."""
+    ours, theirs = cluster.create_namespace("apply"), cluster.create_namespace("apply")
+
+    def config_map(team: str, **extra: Any) -> dict[str, Any]:
+        return {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "one", "labels": {"team": team}},
+            "data": {"k": team},
+            **extra,
+        }
+
+    listed = {"apiVersion": "v1", "kind": "List", "items": [config_map("a")]}
+    assert cluster.apply(listed, namespace=ours) == "configmap/one created\n"
+    cluster.kubectl("apply", "-n", theirs, "-f", "-", stdin=json.dumps(listed))
+    assert cluster.apply(config_map("b"), namespace=ours) == "configmap/one configured\n"
+    cluster.kubectl("apply", "-n", theirs, "-f", "-", stdin=json.dumps(config_map("b")))
+    stored = [_kept(cluster.get("configmap", "one", "-n", n)) for n in (ours, theirs)]
+    assert stored[0] == {**stored[1], "metadata": {**stored[1]["metadata"], "namespace": ours}}
+    assert stored[0]["data"] == {"k": "b"}
+    wrong = config_map("c", spec={"replicas": 1})  # a field a ConfigMap has not
+    with pytest.raises(CommandFailed, match=r"\.spec: field not declared in schema"):
+        cluster.apply(wrong, namespace=ours)
+    refused = cluster.kubectl(
+        "apply", "-n", theirs, "-f", "-", stdin=json.dumps(wrong), check=False
+    )
+    assert refused.returncode != 0 and 'unknown field "spec"' in refused.stderr
+    assert cluster.get("configmap", "one", "-n", ours)["data"] == {"k": "b"}

@@ -126,8 +126,7 @@ def deployment(name: str) -> list[dict[str, Any]]:
 
 
 def apply(cluster: NodeCluster, namespace: str, *objects: dict[str, Any]) -> None:
-    document = {"apiVersion": "v1", "kind": "List", "items": list(objects)}
-    cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=json.dumps(document))
+    cluster.apply({"apiVersion": "v1", "kind": "List", "items": list(objects)}, namespace=namespace)
 
 
 def legacy_limits(pod: dict[str, Any]) -> dict[str, Any]:

@@ -23,7 +23,7 @@ L4_0 = "GPU-1c000000-0000-4000-8000-000000000000"
 
 
 def apply(cluster: NodeCluster, namespace: str, manifest: dict[str, Any]) -> None:
-    cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=json.dumps(manifest))
+    cluster.apply(manifest, namespace=namespace)
 
 
 def phase(cluster: NodeCluster, namespace: str, name: str) -> str:

@@ -4,6 +4,7 @@ webhook run as a local process with the arguments the chart gives its Deployment
 from __future__ import annotations
 
 import base64
+import copy
 import json
 import os
 import re
@@ -117,6 +118,17 @@ class Cluster:
         return self._reads
 
     def apply(self, manifest: str | dict[str, Any], *flags: str, namespace: str) -> str:
+        """`kubectl apply -n NAMESPACE FLAGS -f -` of the manifest, as kubectl prints it: as
+        the server's own apply in one HTTPS call an object where tests/support/rest_calls.py
+        applies the form (no flags), else by kubectl."""
+        documents = list(yaml.safe_load_all(manifest)) if isinstance(manifest, str) else [manifest]
+        if not flags:
+            try:
+                printed = self._rest().apply([d for d in documents if d is not None], namespace)
+            except NotServed as error:
+                raise CommandFailed(f"kubectl apply -n {namespace} -f -: {error}") from None
+            if printed is not None:
+                return printed
         text = manifest if isinstance(manifest, str) else yaml.safe_dump(manifest)
         return self.kubectl("apply", "-n", namespace, *flags, "-f", "-", stdin=text).stdout
 
@@ -244,10 +256,16 @@ class Cluster:
         return results
 
     def service_account_kubeconfig(self, namespace: str, name: str) -> Path:
-        """A kubeconfig for the ServiceAccount with a token from the TokenRequest API."""
-        token = self.kubectl(
-            "create", "token", name, "-n", namespace, "--duration=2h"
-        ).stdout.strip()
+        """A kubeconfig for the ServiceAccount with a token from the TokenRequest API (as
+        `kubectl create token NAME -n NAMESPACE --duration=2h` asks it, in one HTTPS call)."""
+        path = f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token"
+        request = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest"}
+        status, answer = self.plane.request(
+            "POST", path, {**request, "spec": {"expirationSeconds": 7200}}
+        )
+        if status != 201:
+            raise CommandFailed(f"kubectl create token {name} -n {namespace}: {status} {answer}")
+        token = str(answer["status"]["token"])
         return self.plane.kubeconfig(f"sa-{namespace}-{name}", token=token)
 
 
@@ -265,6 +283,7 @@ class Release:
     extra_env: dict[str, str] = field(default_factory=dict)
     ca_file: Path | None = None  # custom mode: the CA of the certificate it serves
     values_file: Path | None = None  # helm -f, besides `sets` (values with commas, YAML)
+    _manifests: dict[str, list[dict[str, Any]]] = field(default_factory=dict, repr=False)
 
     @property
     def url(self) -> str:
@@ -303,8 +322,30 @@ class Release:
         self.cluster.helm("uninstall", self.name, "-n", self.namespace, "--wait=false")
 
     def manifest(self) -> list[dict[str, Any]]:
-        text = self.cluster.helm("get", "manifest", self.name, "-n", self.namespace).stdout
-        return [d for d in yaml.safe_load_all(text) if d]
+        """What `helm get manifest` says of the release's last revision; asked of helm once a
+        revision (helm keeps each revision in a Secret of its own, labelled `owner=helm`,
+        `name` and `version`: a new Secret is a new revision, one of a release installed
+        again included)."""
+        revision = self._revision()
+        if revision is None or revision not in self._manifests:
+            text = self.cluster.helm("get", "manifest", self.name, "-n", self.namespace).stdout
+            manifest = [d for d in yaml.safe_load_all(text) if d]
+            if revision is None:
+                return manifest
+            self._manifests[revision] = manifest
+        return copy.deepcopy(self._manifests[revision])
+
+    def _revision(self) -> str | None:
+        """The uid of the Secret of the release's last revision; None: none found."""
+        stored = self.cluster.get(
+            "secrets", "-n", self.namespace, "-l", f"owner=helm,name={self.name}"
+        )["items"]
+        versions = [
+            (int(item["metadata"]["labels"].get("version", "0")), item["metadata"]["uid"])
+            for item in stored
+            if str(item["metadata"].get("labels", {}).get("version", "")).isdigit()
+        ]
+        return max(versions)[1] if versions else None
 
     def _rendered(self, kind: str, manifest: list[dict[str, Any]] | None) -> dict[str, Any]:
         return next(d for d in manifest or self.manifest() if d["kind"] == kind)

@@ -2,15 +2,25 @@
 kubectl: the reads the tests poll (`kubectl get -o json`) and the set-up and tear-down of their
 namespaces. Each kubectl process costs about 75 ms of CPU (measured with process accounting on
 2026-12-06: 5,978 kubectl processes took 451 s of the default run's 2,099 s of CPU, most of them
-polls and namespace chores). What a user does (apply, label, patch, helm) stays kubectl's.
+polls and namespace chores).
 
 A read is answered as kubectl prints it (a list is a `List` whose items carry `apiVersion` and
 `kind`; no `managedFields`). Only the forms the tests use are read here: `RESOURCE[/NAME] [NAME]
 [-n NS | -A] [-l SELECTOR] [--field-selector SELECTOR] [-o json]`, RESOURCE as kubectl names it
 (plural, singular, short name, or `plural.group`; several, comma-separated, without a NAME) for
 resources the server's discovery lists. Any other form is None, and the caller runs kubectl
-itself. A test's own set-up may create, delete and patch the status of single objects here too
-(`create`, `delete`, `patch_status`); what the test checks a user's tools against stays theirs."""
+itself. A test's own set-up creates, applies, deletes and patches the status of objects here too
+(`create`, `apply`, `delete`, `patch_status`); where a test checks what a user's tool says or
+does (kubectl's words, its flags, `--as`), it runs the tool.
+
+`apply` is kube-apiserver's own (server-side apply: one PATCH of type
+application/apply-patch+yaml an object, forced, with the strict field validation kubectl's
+default `--validate=strict` asks for): the object is created, or updated where it exists,
+through the same admission chain as with `kubectl apply` (CREATE or UPDATE). kubectl's
+client-side apply differs in what it keeps for itself (the `last-applied-configuration`
+annotation) and in its words for a field the kind has not ("unknown field", where the
+server's apply says "field not declared in schema"); it costs a process and a GET besides (a default run started 642 `kubectl apply`
+processes on 2026-12-08, most of them tests' set-up)."""
 
 from __future__ import annotations
 
@@ -25,6 +35,18 @@ from typing import Any
 Request = Callable[..., tuple[int, Any]]
 DEFAULT_NAMESPACE = "default"  # the admin kubeconfig's context names none
 REDISCOVER_AFTER = 2.0  # seconds: a name not found again within this asks discovery once more
+
+
+APPLY = {"Content-Type": "application/apply-patch+yaml"}  # a JSON body is YAML too
+APPLY_QUERY = {"fieldManager": "hami-e2e-apply", "force": "true", "fieldValidation": "Strict"}
+
+
+def _items(document: Any) -> list[Any]:
+    """A List's items, or the document alone."""
+    if isinstance(document, dict) and document.get("kind") == "List":
+        items = document.get("items")
+        return list(items) if isinstance(items, list) else [None]
+    return [document]
 
 
 class NotServed(AssertionError):
@@ -183,6 +205,53 @@ class RestCalls:
         status, answer = self._send("POST", path, document)
         if status != 201:
             raise NotServed(f"POST {path}: {status} {_message(answer)}")
+
+    def apply(self, documents: list[Any], namespace: str) -> str | None:
+        """`kubectl apply -n NAMESPACE -f -` of these objects (a List's items each), in order,
+        the rest still applied after one is refused (as kubectl goes on); what kubectl prints
+        (`pod/NAME created` or `configured`, a line each). None: a form not applied here (an
+        object without a name or kind, of another namespace, of a kind the server does not
+        serve), and the caller runs kubectl. NotServed: what the server refused, every one."""
+        objects = [item for document in documents for item in _items(document)]
+        targets = [self._apply_target(item, namespace) for item in objects]
+        if not objects or any(target is None for target in targets):
+            return None
+        printed, refused = [], []
+        for item, target in zip(objects, targets, strict=True):
+            assert target is not None
+            path, shown = target
+            status, answer = self._send("PATCH", path, item, **APPLY)
+            if status in (200, 201):
+                printed.append(f"{shown} {'created' if status == 201 else 'configured'}\n")
+            else:
+                reason = answer.get("reason") if isinstance(answer, dict) else None
+                refused.append(
+                    f"Error from server ({reason or status}): error when applying {shown}:"
+                    f" {_message(answer)}"
+                )
+        if refused:
+            raise NotServed("\n".join(refused))
+        return "".join(printed)
+
+    def _apply_target(self, item: Any, namespace: str) -> tuple[str, str] | None:
+        """The PATCH path that applies `item` and the name kubectl prints for it."""
+        metadata = item.get("metadata") if isinstance(item, dict) else None
+        if not isinstance(metadata, dict):
+            return None
+        name, kind, version = metadata.get("name"), item.get("kind"), item.get("apiVersion")
+        if not all(isinstance(value, str) and value for value in (name, kind, version)):
+            return None
+        group = str(version).rpartition("/")[0]
+        resource = self._resource(f"{str(kind).lower()}.{group}" if group else str(kind).lower())
+        if resource is None or resource.kind != kind:
+            return None
+        if resource.namespaced and metadata.get("namespace", namespace) != namespace:
+            return None  # kubectl refuses it in its own words
+        prefix = f"/apis/{version}" if group else f"/api/{version}"
+        own = Resource(prefix, resource.plural, resource.namespaced, str(kind), str(version))
+        path = f"{self._collection(own, namespace)}/{urllib.parse.quote(str(name), safe='')}"
+        shown = f"{str(kind).lower()}{'.' + group if group else ''}/{name}"
+        return f"{path}?{urllib.parse.urlencode(APPLY_QUERY)}", shown
 
     def delete(
         self, kind: str, name: str, namespace: str, grace: int | None = None, orphan: bool = False
