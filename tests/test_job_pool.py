@@ -48,6 +48,14 @@ def test_the_longest_known_job_starts_first_and_an_unknown_one_before_it(tmp_pat
     assert [job.name for job in order] == ["new", "long", "middle", "short"]
 
 
+def test_a_leading_job_starts_before_the_longest(tmp_path: Path) -> None:
+    checks = _job(tmp_path, "checks", "pass")
+    checks.leading = True
+    jobs = [_job(tmp_path, "long", "pass"), checks, _job(tmp_path, "new", "pass")]
+    order = longest_first(jobs, {"long": 300, "checks": 5})
+    assert [job.name for job in order] == ["checks", "new", "long"]
+
+
 def test_no_more_jobs_run_at_once_than_there_are_places(tmp_path: Path) -> None:
     jobs = [_job(tmp_path, f"j{i}", "time.sleep(0.3)") for i in range(5)]
     ended = _pool(tmp_path, 2, {}).run(jobs)

@@ -109,7 +109,8 @@ def test_a_test_that_measures_through_a_helper_is_found() -> None:
 def test_the_default_jobs_leave_nothing_out_and_run_nothing_twice(tmp_path: Path) -> None:
     """The default run's jobs: one per flavor, each once; each node module that needs the
     legacy node in a job of its own, which the other node modules' job ignores; the in-process
-    and shared-plane tiers split by the `plane` marker; the timed tests started first."""
+    and shared-plane tiers split by the `plane` marker; the timed tests started first, the
+    static checks before the longest jobs."""
     from tests.controlplane.versions import ALL_FLAVORS
     from tests.support import suite
 
@@ -126,6 +127,7 @@ def test_the_default_jobs_leave_nothing_out_and_run_nothing_twice(tmp_path: Path
     assert f"{suite.ALWAYS_OUT} and not plane" in suite.IN_PROCESS
     assert f"{suite.ALWAYS_OUT} and plane" in suite.SHARED_PLANE
     assert [j.name for j in jobs if j.first] == ["timed"]
+    assert [j.name for j in jobs if j.leading] == ["static checks"]
     assert len({j.name for j in jobs}) == len(jobs) == len({j.junit for j in jobs})
     # The node versions: some in the default run, the others in --long, each once.
     from tests.node.conftest import VERSIONS

@@ -6,6 +6,8 @@ TIMES_FILE), else the seed the project keeps (SEED_FILE: the cache of two warm r
 2-core development machine, 2026-12-07, copied; refresh it the same way), else the
 longest known, so that a new job starts early rather than last. That is the "longest
 processing time first" rule of list scheduling: the longest jobs cannot be left for the end.
+A job marked `leading` (the static checks: seconds long) starts before them, so that a lint
+failure is said at the start of the run, not at its end.
 
 A job marked `first` (the `timed` tests, which measure latencies and memory under attack) is
 started at once, outside the places, in a CPU group of its own whose share of the CPU dwarfs
@@ -46,6 +48,7 @@ class Job:
     log: Path
     env: dict[str, str] | None = None
     first: bool = False  # started at once in the priority group (see the module's docstring)
+    leading: bool = False  # started before the longest (the static checks: a failure said early)
     code: int = 0
     seconds: float = 0.0
     cpu: float = 0.0  # CPU seconds of the job and every process of it that was waited for
@@ -79,9 +82,10 @@ def write_times(jobs: Sequence[Job], path: Path = TIMES_FILE) -> None:
 
 
 def longest_first(jobs: Sequence[Job], times: dict[str, float]) -> list[Job]:
-    """The jobs in the order they start: longest first; an unknown one as the longest."""
+    """The jobs in the order they start: the `leading` ones, then the longest first; an unknown
+    one as the longest."""
     unknown = max(times.values(), default=0.0) + 1
-    return sorted(jobs, key=lambda job: -times.get(job.name, unknown))
+    return sorted(jobs, key=lambda job: (not job.leading, -times.get(job.name, unknown)))
 
 
 def _call(

@@ -159,7 +159,7 @@ def default_jobs(folder: Path) -> list[Job]:
     legacy = legacy_node_modules()
     jobs = [
         Job("static checks", [str(ROOT / "scripts" / "checks")], folder / "none.xml",
-            folder / "checks.log"),
+            folder / "checks.log", leading=True),
         *(pytest_job(f"node: {Path(m).name}", Path(m).stem, [*NODE, m], **node_env)
           for m in legacy),
         pytest_job("node: the other modules", "node",
