@@ -8,6 +8,7 @@ from collections.abc import Callable
 from hami_dra_webhook.core.migration.node_config import looks_legacy
 from hami_dra_webhook.core.migration.pool_plan import Inventory
 from hami_dra_webhook.core.migration.pools import LEGACY, POOL_LABEL
+from hami_dra_webhook.core.model.resource_quota_view import ResourceQuotaView
 from hami_dra_webhook.core.model.types import JsonObject
 from hami_dra_webhook.core.quota.gpu_quota import counts_converted, quota_keys
 from hami_dra_webhook.core.settings.policy import Policy
@@ -158,14 +159,13 @@ def _quotas(snapshot: Snapshot, policy: Policy, target: Installation, report: Re
     kept = quota_keys(policy)
     held = _quota_gate(snapshot)
     lost, kept_by, named_kept = [], [], False
-    for quota in quotas if isinstance(quotas, list) else []:
-        hard = (quota.get("spec") or {}).get("hard") or {}
-        counted = sorted(k for k in hard if counts_converted(k, policy))
+    for quota in map(ResourceQuotaView.of, quotas if isinstance(quotas, list) else []):
+        counted = sorted(k for k in quota.hard if counts_converted(k, policy))
         gone = [k for k in counted if k not in kept or not held]
         if gone:
-            lost.append(f"{_where(quota)} ({', '.join(gone)})")
+            lost.append(f"{quota.where} ({', '.join(gone)})")
         if len(gone) < len(counted):
-            kept_by.append(_where(quota))
+            kept_by.append(quota.where)
         named_kept = named_kept or any(k in kept for k in counted)
     lines = snapshot.gpu_quotas if isinstance(snapshot.gpu_quotas, list) else []
     for line in lines if held else []:

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from hami_dra_webhook.cluster.watched import Watched
+from hami_dra_webhook.core.model.resource_quota_view import ResourceQuotaView
 from hami_dra_webhook.core.model.types import JsonObject
 from hami_dra_webhook.core.quota.gpu_quota import KeyRule, Limit, limits_of
 from hami_dra_webhook.kube.port import ApiError, KubeApi, paths
@@ -103,10 +104,8 @@ class QuotaView:
         self._regroup({namespace})
 
     def _read(self, quota: JsonObject) -> tuple[Key, list[Limit]]:
-        metadata = quota.get("metadata")
-        metadata = metadata if isinstance(metadata, dict) else {}
-        key = (str(metadata.get("namespace", "")), str(metadata.get("name", "")))
-        return key, limits_of([quota], self.keys)
+        view = ResourceQuotaView.of(quota)
+        return (view.namespace, view.name), limits_of([quota], self.keys)
 
     def _regroup(self, namespaces: set[str]) -> None:
         for namespace in sorted(namespaces):

@@ -1,7 +1,7 @@
 """The shapes a Kubernetes object's fields come in, taken only as such: the typed views
-(claim_view.py, node_view.py) read the cluster's answers through these, so that a field of
-another shape (a tenant's object, one the API would not hold) reads as empty, never as an
-error."""
+(claim_view.py, node_view.py, resource_quota_view.py, ...) read the cluster's answers through
+these, so that a field of another shape (a tenant's object, one the API would not hold) reads
+as empty, never as an error."""
 
 from __future__ import annotations
 

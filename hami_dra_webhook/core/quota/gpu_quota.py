@@ -22,6 +22,7 @@ from typing import Any, Literal
 
 from hami_dra_webhook.core.model.containers import containers
 from hami_dra_webhook.core.model.quantity import QuantityError, parse_quantity
+from hami_dra_webhook.core.model.resource_quota_view import ResourceQuotaView
 from hami_dra_webhook.core.model.types import JsonObject
 from hami_dra_webhook.core.outcome.decision import Converted
 from hami_dra_webhook.core.quota.quota_groups import (
@@ -119,18 +120,14 @@ def limits_of(quotas: Iterable[Any], keys: Mapping[str, KeyRule]) -> list[Limit]
     apiserver validates them, so none is stored). HAMi scales its memory limits by
     `memoryFactor`, as it scales the memory asked."""
     found = []
-    for quota in quotas:
-        if not isinstance(quota, dict):
-            continue
-        name = str((quota.get("metadata") or {}).get("name", ""))
-        hard = (quota.get("spec") or {}).get("hard")
-        for key, value in hard.items() if isinstance(hard, dict) else ():
+    for quota in map(ResourceQuotaView.of, quotas):
+        for key, value in quota.hard.items():
             if key in keys:
                 amount, rule = _whole(value), keys[key]
                 if amount is not None and (rule.dimension, rule.form) == ("memory", "hami"):
                     amount *= rule.memory_factor
                 if amount is not None:
-                    found.append(Limit(name, key, amount))
+                    found.append(Limit(quota.name, key, amount))
     return found
 
 
