@@ -184,9 +184,12 @@ class Cluster:
 
     def release_namespace(self, name: str) -> None:
         """Delete the namespace and wait until its claims are gone. No kubelet confirms a pod's
-        end, so its pods are force-deleted; the claim controller then frees their devices."""
+        end, so its pods are force-deleted; the claim controller then frees their devices. Its
+        ResourceQuotas go at once: the namespace controller's sweep comes later, and the
+        checks that read every namespace's quotas (`check`, the quota work) ran meanwhile."""
         workloads = "deployments,replicasets,statefulsets,daemonsets,jobs,cronjobs"
         self._rest().delete_all(workloads, name, orphan=True)
+        self._rest().delete_all("resourcequotas", name)
         self._rest().delete_all("pods", name, grace=0)
         wait_for(
             lambda: not self.get("resourceclaims", "-n", name)["items"],
