@@ -22,11 +22,14 @@ from hami_dra_webhook.cluster.moves.canary import (
     PASSED,
     SCRIPT,
     Canary,
+    _termination,
+    _waiting,
     canary_objects,
     driver_words,
 )
 from hami_dra_webhook.cluster.moves.chart_driver import ChartDriver, driver_name
 from hami_dra_webhook.core.migration.move_state import MoveError
+from hami_dra_webhook.core.model.pod_view import PodView
 from hami_dra_webhook.core.settings.policy import DEFAULT_POLICY
 from tests.support.chart_driver import driver_binding, driver_daemonset
 from tests.support.cluster import Cluster, wait_for
@@ -98,6 +101,26 @@ def test_the_driver_must_have_a_ready_pod_on_the_node() -> None:
     assert driver_words(pending, "gpu-7", "hami") == "the driver pod d/p is not Ready (Pending)"
     ready = {"status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}}
     assert driver_words(ready, "gpu-7", "hami") == ""
+
+
+def test_the_canarys_words_for_a_pod_that_failed_or_waits() -> None:
+    """What `migrate node` says of a canary that did not run: its termination log, else why it
+    waits (not scheduled, then a container's waiting reason); entries of other shapes pass."""
+    said = {"state": {"terminated": {"message": " GPU=unset \n", "reason": "Error"}}}
+    failed = PodView.of({"status": {"phase": "Failed", "containerStatuses": [{"state": {}}, said]}})
+    assert _termination(failed) == "GPU=unset"
+    reason = {"state": {"terminated": {"reason": "OOMKilled"}}}
+    assert (
+        _termination(PodView.of({"status": {"containerStatuses": [reason, said]}})) == "OOMKilled"
+    )
+    assert _termination(PodView.of({"status": {"containerStatuses": ["x"]}})) == ""
+    unscheduled = {"type": "PodScheduled", "status": "False", "message": "0/1 nodes"}
+    waiting = {"state": {"waiting": {"reason": "ContainerCreating"}}}
+    status = {"conditions": [unscheduled], "containerStatuses": [waiting]}
+    assert _waiting(PodView.of({"status": status})) == "not scheduled: 0/1 nodes"
+    status = {"conditions": [{**unscheduled, "status": "True"}], "containerStatuses": [waiting]}
+    assert _waiting(PodView.of({"status": status})) == "ContainerCreating"
+    assert _waiting(PodView.of({"status": {"conditions": [None]}})) == "no container status yet"
 
 
 def test_only_the_charts_driver_is_the_driver() -> None:

@@ -31,8 +31,9 @@ from hami_dra_webhook.cluster.moves.chart_driver import (
 )
 from hami_dra_webhook.core.migration.holdings import claim_on_node
 from hami_dra_webhook.core.migration.move_state import CALL_TIMEOUT, MoveError
-from hami_dra_webhook.core.migration.pools import pod_ready
 from hami_dra_webhook.core.model.claim_view import ClaimView
+from hami_dra_webhook.core.model.pod_view import PodView
+from hami_dra_webhook.core.model.shapes import as_text
 from hami_dra_webhook.core.model.types import JsonObject
 from hami_dra_webhook.core.outcome.decision import Converted
 from hami_dra_webhook.core.settings.policy import Policy
@@ -67,8 +68,8 @@ async def driver_pod(api: KubeApi, node: str, release: str) -> JsonObject | None
     if driver is None:
         return None
     pods = await chart_driver_pods(api, driver, CALL_TIMEOUT, node)
-    live = [p for p in pods if not (p.get("metadata") or {}).get("deletionTimestamp")]
-    live.sort(key=lambda p: not pod_ready(p))
+    live = [p for p in pods if not PodView.of(p).deleting]
+    live.sort(key=lambda p: not PodView.of(p).ready)
     return live[0] if live else None
 
 
@@ -80,13 +81,10 @@ def driver_words(pod: JsonObject | None, node: str, release: str) -> str:
             f" {release}) on {node}: is the driver installed (driver.enabled), and does its"
             " nodeAffinity, or a taint it does not tolerate, keep it off?"
         )
-    if pod_ready(pod):
+    view = PodView.of(pod)
+    if view.ready:
         return ""
-    metadata = pod.get("metadata") or {}
-    phase = (pod.get("status") or {}).get("phase", "no status")
-    return (
-        f"the driver pod {metadata.get('namespace')}/{metadata.get('name')} is not Ready ({phase})"
-    )
+    return f"the driver pod {view.namespace}/{view.name} is not Ready ({view.phase or 'no status'})"
 
 
 def _on_node(node: str) -> JsonObject:
@@ -190,25 +188,24 @@ class Canary:
             pod = await self._call(
                 self.api.get_path(paths.pod(namespace, name), timeout=CALL_TIMEOUT)
             )
-            status = pod.get("status") or {}
-            phase = status.get("phase")
-            if phase == "Running" and pod_ready(pod):
-                return await self._allocated_here(namespace, pod)
-            if phase in ("Failed", "Succeeded"):
+            view = PodView.of(pod)
+            if view.phase == "Running" and view.ready:
+                return await self._allocated_here(namespace, view)
+            if view.ended:
                 raise MoveError(
                     f"canary: pod {namespace}/{name} failed on {self.node}:"
-                    f" {_termination(status) or 'no message'}; expected"
+                    f" {_termination(view) or 'no message'}; expected"
                     f" {', '.join(f'{k}={v}' for k, v in EXPECTED_ENV.items())}"
                 )
             if time.monotonic() > self.deadline:
                 raise MoveError(
                     f"canary: timed out waiting for pod {namespace}/{name} on {self.node}"
-                    f" ({phase or 'no phase'}: {_waiting(status)})"
+                    f" ({view.phase or 'no phase'}: {_waiting(view)})"
                 )
             await asyncio.sleep(self.poll)
 
-    async def _allocated_here(self, namespace: str, pod: JsonObject) -> str:
-        name, uid = str(pod["metadata"]["name"]), str(pod["metadata"].get("uid"))
+    async def _allocated_here(self, namespace: str, pod: PodView) -> str:
+        name, uid = pod.name, pod.uid
         claim = await self._call(
             self.api.get_path(paths.claim(namespace, name), timeout=CALL_TIMEOUT)
         )
@@ -255,20 +252,21 @@ class Canary:
             raise MoveError(f"canary: the Kubernetes API failed: {error}") from error
 
 
-def _termination(status: JsonObject) -> str:
-    for container in status.get("containerStatuses") or []:
-        terminated = (container.get("state") or {}).get("terminated") or {}
+def _termination(pod: PodView) -> str:
+    """The first terminated container's message (the canary's termination log), or reason."""
+    for terminated in pod.container_states("terminated"):
         if terminated:
-            return str(terminated.get("message") or terminated.get("reason") or "").strip()
+            return as_text(terminated.get("message") or terminated.get("reason")).strip()
     return ""
 
 
-def _waiting(status: JsonObject) -> str:
-    for condition in status.get("conditions") or []:
-        if condition.get("type") == "PodScheduled" and condition.get("status") != "True":
-            return f"not scheduled: {condition.get('message') or condition.get('reason')}"
-    for container in status.get("containerStatuses") or []:
-        waiting = (container.get("state") or {}).get("waiting") or {}
+def _waiting(pod: PodView) -> str:
+    scheduled = pod.condition("PodScheduled")
+    if scheduled and scheduled.get("status") != "True":
+        why = as_text(scheduled.get("message")) or as_text(scheduled.get("reason"))
+        return f"not scheduled: {why or None}"
+    for waiting in pod.container_states("waiting"):
         if waiting:
-            return f"{waiting.get('reason')}: {waiting.get('message', '')}".strip(": ")
+            reason, message = as_text(waiting.get("reason")), as_text(waiting.get("message"))
+            return f"{reason or None}: {message}".strip(": ")
     return "no container status yet"

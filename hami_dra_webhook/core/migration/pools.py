@@ -16,6 +16,7 @@ from typing import Literal
 
 from hami_dra_webhook.core.model.claim_view import ClaimView
 from hami_dra_webhook.core.model.node_view import NodeView
+from hami_dra_webhook.core.model.pod_view import PodView
 from hami_dra_webhook.core.model.quantity import MIB, QuantityError, parse_byte_size, parse_quantity
 from hami_dra_webhook.core.model.slice_view import SliceView
 from hami_dra_webhook.core.model.types import JsonObject
@@ -351,8 +352,4 @@ def _round_mib(size: int) -> int:
 
 def pod_ready(pod: JsonObject) -> bool:
     """The pod's Ready condition is True (the kubelet's word, from its readiness probe)."""
-    conditions = (pod.get("status") or {}).get("conditions") or []
-    return any(
-        isinstance(c, dict) and c.get("type") == "Ready" and c.get("status") == "True"
-        for c in conditions
-    )
+    return PodView.of(pod).ready

@@ -1,10 +1,11 @@
-"""A Pod as the quota pass and the moves read it (who it is, whether it ended or is held, which
-ResourceClaims it uses): a typed view whose fields are taken only in the shape Kubernetes gives
-them (core/model/shapes.py), each read when asked. The quota pass reads every pod of a
-namespace, so nothing is parsed ahead (a view that parsed everything cost the 10,000-pod pass
-of benchmarks/quota_pass.py 0.8 s -> 1.1 s). What its containers ask stays the translation's and
-the quota charge's, which read the containers themselves. (core/translate/pod_view.py is
-another thing: the part of a pod the translation reads, its cache key.)"""
+"""A Pod as the quota pass and the moves read it (who it is, whether it ended, is held or is
+Ready, which ResourceClaims it uses, what its containers' states say): a typed view whose
+fields are taken only in the shape Kubernetes gives them (core/model/shapes.py), each read when
+asked. The quota pass reads every pod of a namespace, so nothing is parsed ahead (a view that
+parsed everything cost the 10,000-pod pass of benchmarks/quota_pass.py 0.8 s -> 1.1 s). What
+its containers ask stays the translation's and the quota charge's, which read the containers
+themselves. (core/translate/pod_view.py is another thing: the part of a pod the translation
+reads, its cache key.)"""
 
 from __future__ import annotations
 
@@ -34,6 +35,15 @@ class PodView:
         return as_text(self.metadata.get("name"))
 
     @property
+    def namespace(self) -> str:
+        return as_text(self.metadata.get("namespace"))
+
+    @property
+    def deleting(self) -> bool:
+        """It has a deletionTimestamp: going away."""
+        return bool(self.metadata.get("deletionTimestamp"))
+
+    @property
     def uid(self) -> str:
         return as_text(self.metadata.get("uid"))
 
@@ -51,8 +61,34 @@ class PodView:
         return text_map(self.metadata.get("labels"))
 
     @property
+    def phase(self) -> str:
+        return as_text(self.status.get("phase"))
+
+    @property
     def ended(self) -> bool:
-        return self.status.get("phase") in ENDED
+        return self.phase in ENDED
+
+    def condition(self, kind: str) -> dict[str, Any]:
+        """status.conditions' entry of type `kind` ({} where there is none)."""
+        for entry in as_list(self.status.get("conditions")):
+            if isinstance(entry, dict) and entry.get("type") == kind:
+                return entry
+        return {}
+
+    @property
+    def ready(self) -> bool:
+        """The Ready condition is True (the kubelet's word, from the readiness probes)."""
+        return self.condition("Ready").get("status") == "True"
+
+    def container_states(self, state: str) -> list[dict[str, Any]]:
+        """Each container's current state of kind `state` ("waiting", "terminated",
+        "running"), in containerStatuses' order; those in another state left out."""
+        found = []
+        for entry in as_list(self.status.get("containerStatuses")):
+            current = as_map(as_map(entry).get("state")).get(state)
+            if isinstance(current, dict):
+                found.append(current)
+        return found
 
     def gate_index(self, gate: str) -> int | None:
         """Where `gate` sits in spec.schedulingGates (entries of other shapes keep their

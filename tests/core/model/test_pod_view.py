@@ -81,3 +81,45 @@ def test_a_gate_keeps_its_place_among_entries_of_other_shapes() -> None:
     """The gate's index is where a JSON patch removes it: entries of another shape count."""
     pod = {"spec": {"schedulingGates": ["odd", {"name": "hami.io/gpu-quota"}]}}
     assert PodView.of(pod).gate_index("hami.io/gpu-quota") == 1
+
+
+def test_its_state_as_the_moves_read_it() -> None:
+    """What the canary and the pools read: phase, the Ready condition, the containers' states."""
+    status = {
+        "phase": "Running",
+        "conditions": [
+            {"type": "PodScheduled", "status": "True"},
+            {"type": "Ready", "status": "True"},
+        ],
+        "containerStatuses": [
+            {"name": "a", "state": {"running": {"startedAt": "2026-12-07T10:00:00Z"}}},
+            {"name": "b", "state": {"terminated": {"exitCode": 1, "message": "GPU=unset"}}},
+            {"name": "c", "state": {"waiting": {"reason": "ImagePullBackOff"}}},
+        ],
+    }
+    view = PodView.of({**POD, "status": status})
+    assert (view.namespace, view.phase, view.ready, view.deleting) == (
+        "team-a", "Running", True, False
+    )  # fmt: skip
+    assert view.condition("PodScheduled") == {"type": "PodScheduled", "status": "True"}
+    assert view.condition("ContainersReady") == {}
+    assert view.container_states("terminated") == [{"exitCode": 1, "message": "GPU=unset"}]
+    assert view.container_states("waiting") == [{"reason": "ImagePullBackOff"}]
+    going = {**POD, "metadata": {**POD["metadata"], "deletionTimestamp": "2026-12-07T11:00:00Z"}}
+    assert PodView.of(going).deleting
+
+
+@pytest.mark.parametrize(
+    "status",
+    [
+        "Running",
+        {"phase": ["Running"], "conditions": "Ready"},
+        {"conditions": [None, "Ready", {"type": "Ready", "status": True}]},
+        {"containerStatuses": [None, {"state": []}, {"state": {"terminated": "yes"}}]},
+    ],
+)
+def test_a_state_of_other_shapes_reads_as_not_ready_and_nothing_said(status: object) -> None:
+    view = PodView.of({**POD, "status": status})
+    assert view.phase == "" and not view.ready and not view.ended
+    assert view.condition("Ready") == {} or view.condition("Ready").get("status") is True
+    assert view.container_states("terminated") == view.container_states("waiting") == []
