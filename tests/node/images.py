@@ -401,10 +401,8 @@ def _pushed_once(name: str, archive: Path) -> None:
     ).split()[0]
     folder = cache_root() / "pushed"
     folder.mkdir(parents=True, exist_ok=True)
-    kept = (
-        folder
-        / f"{image_id.removeprefix('sha256:')[:40]}-{hashlib.sha256(name.encode()).hexdigest()[:12]}.tar"
-    )
+    digest, tag = image_id.removeprefix("sha256:")[:40], hashlib.sha256(name.encode()).hexdigest()
+    kept = folder / f"{digest}-{tag[:12]}.tar"  # the archive names the image: one per name too
     if not kept.is_file():
         part = kept.with_suffix(f".{os.getpid()}.part")
         _run(

@@ -19,8 +19,8 @@ default `--validate=strict` asks for): the object is created, or updated where i
 through the same admission chain as with `kubectl apply` (CREATE or UPDATE). kubectl's
 client-side apply differs in what it keeps for itself (the `last-applied-configuration`
 annotation) and in its words for a field the kind has not ("unknown field", where the
-server's apply says "field not declared in schema"); it costs a process and a GET besides (a default run started 642 `kubectl apply`
-processes on 2026-12-08, most of them tests' set-up)."""
+server's apply says "field not declared in schema"); it costs a process and a GET besides (a
+default run started 642 `kubectl apply` processes on 2026-12-08, most of them tests' set-up)."""
 
 from __future__ import annotations
 
